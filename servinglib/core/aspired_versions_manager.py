@@ -1,0 +1,252 @@
+"""AspiredVersionsManager: makes the loaded versions follow the aspired versions."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any, final
+
+import attrs
+
+from servinglib.core.aspired_version_policy import (
+    Action,
+    AspiredServableStateSnapshot,
+    AspiredVersionPolicy,
+    ServableAction,
+)
+from servinglib.core.basic_manager import BasicManager, ManagerOptions, ServableStateSnapshot
+from servinglib.core.clock import Clock
+from servinglib.core.event_bus import EventBus
+from servinglib.core.loader import Loader
+from servinglib.core.loader_harness import HarnessState
+from servinglib.core.manager import Manager
+from servinglib.core.resource_tracker import ResourceTracker
+from servinglib.core.servable_data import ServableData
+from servinglib.core.servable_handle import ServableHandle
+from servinglib.core.servable_id import ServableId
+from servinglib.core.servable_request import ServableRequest
+from servinglib.core.servable_state import ServableState
+from servinglib.errors import InvalidArgumentError
+
+_log = logging.getLogger(__name__)
+
+_FLUSHABLE = frozenset({HarnessState.NEW, HarnessState.DISABLED, HarnessState.ERROR})
+
+
+@attrs.define
+class _Aspired:
+    """The manager's additional state of each version: is it still aspired?"""
+
+    is_aspired: bool = True  # guarded by: the manager's _lock
+
+
+@final
+class AspiredVersionsManager(Manager):
+    """A Target for aspired-versions streams that loads and unloads to match them.
+
+    Each :meth:`set_aspired_versions` call for a servable name carries the
+    complete desired set of versions: versions left out are unloaded, an
+    empty set unloads them all, and a version still aspired is never unloaded.
+    Requests are queued; each step (:meth:`run_once`, called by the
+    manage-state thread or by hand) applies the latest request per name and
+    takes at most one policy action, unloads before loads.  The thread runs a
+    step whenever something changed, and at least every
+    ``manage_state_interval_s``; ``None`` starts no thread (tests step by hand).
+    ``enable_reload_servables_with_error``: a version in ERROR that is aspired
+    again gets its new loader (otherwise it stays in ERROR).
+    Thread-safe.
+    """
+
+    def __init__(
+        self,
+        policy: AspiredVersionPolicy,
+        options: ManagerOptions | None = None,
+        *,
+        manage_state_interval_s: float | None = 0.1,
+        enable_reload_servables_with_error: bool = False,
+        resource_tracker: ResourceTracker | None = None,
+        event_bus: EventBus[ServableState] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self._policy = policy
+        self._reload_errors = enable_reload_servables_with_error
+        self._basic = BasicManager(
+            options, resource_tracker=resource_tracker, event_bus=event_bus, clock=clock
+        )
+        self._lock = threading.Lock()
+        self._pending: dict[str, tuple[ServableData[Loader], ...]] = {}  # guarded by: _lock
+        self._step_lock = threading.Lock()  # serializes steps
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if manage_state_interval_s is not None:
+            self._thread = threading.Thread(
+                target=self._manage_state_loop,
+                args=(manage_state_interval_s,),
+                name="servinglib-manage-state",
+                daemon=True,
+            )
+            self._thread.start()
+
+    @property
+    def event_bus(self) -> EventBus[ServableState]:
+        """The bus lifecycle events are published on."""
+        return self._basic.event_bus
+
+    @property
+    def basic_manager(self) -> BasicManager:
+        """The manager doing the loads and unloads (for inspection)."""
+        return self._basic
+
+    # -- Target -------------------------------------------------------------
+
+    def set_aspired_versions(
+        self, servable_name: str, versions: Sequence[ServableData[Loader]]
+    ) -> None:
+        """Makes ``versions`` the complete desired set of versions of ``servable_name``.
+
+        Replaces any request for the name not applied yet.  Raises
+        InvalidArgumentError if an item names another servable or a version
+        twice.  Thread safety: any thread; never blocks on loads.
+        """
+        seen: set[int] = set()
+        for item in versions:
+            if item.id.name != servable_name:
+                raise InvalidArgumentError(
+                    f"Aspired versions of {servable_name} include servable {item.id}"
+                )
+            if item.id.version in seen:
+                raise InvalidArgumentError(f"Aspired versions repeat servable {item.id}")
+            seen.add(item.id.version)
+        with self._lock:
+            self._pending[servable_name] = tuple(versions)
+        self._wake.set()
+
+    # -- request path -------------------------------------------------------
+
+    def servable_handle(self, request: ServableRequest) -> ServableHandle[Any]:
+        return self._basic.servable_handle(request)
+
+    def list_available_servable_ids(self) -> list[ServableId]:
+        return self._basic.list_available_servable_ids()
+
+    # -- stepping -----------------------------------------------------------
+
+    def run_once(self) -> bool:
+        """One step: forget finished versions, apply pending requests, take one action.
+
+        Returns True if the step changed anything (so another step may have
+        more to do).  With 0 load (unload) threads the action's load (unload)
+        runs before this returns.
+        """
+        with self._step_lock:
+            changed = self._flush_servables()
+            changed = self._apply_pending_requests() or changed
+            action = self._next_action()
+            if action is None:
+                return changed
+            if action.action is Action.LOAD:
+                future = self._basic.load_servable(action.id)
+            else:
+                future = self._basic.unload_servable(action.id)
+            future.add_done_callback(self._on_action_done)
+            return True
+
+    def aspired_snapshots(self, name: str) -> list[AspiredServableStateSnapshot]:
+        """What the policy sees for ``name``: each managed version's state and aspiredness."""
+        with self._lock:
+            return [_policy_view(s) for s in self._basic.managed_servable_snapshots(name)]
+
+    def close(self) -> None:
+        """Stops the manage-state thread and unloads everything; idempotent."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._basic.close()
+
+    def __enter__(self) -> AspiredVersionsManager:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------
+
+    def _manage_state_loop(self, interval_s: float) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                busy = self.run_once()
+            except Exception:  # noqa: BLE001 - the loop must outlive one failed step
+                _log.exception("manage-state step failed")
+                busy = False
+            if not busy:
+                self._wake.wait(interval_s)
+
+    def _on_action_done(self, _future: concurrent.futures.Future[None]) -> None:
+        self._wake.set()
+
+    def _flush_servables(self) -> bool:
+        """Stops managing versions no longer aspired that are new or finished."""
+        flushed = False
+        for name in self._basic.managed_servable_names():
+            for snapshot in self._basic.managed_servable_snapshots(name):
+                if snapshot.state in _FLUSHABLE and not _is_aspired(snapshot):
+                    self._basic.stop_managing_servable(snapshot.id)
+                    flushed = True
+        return flushed
+
+    def _apply_pending_requests(self) -> bool:
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        deferred: dict[str, tuple[ServableData[Loader], ...]] = {}
+        for name, versions in pending.items():
+            if not self._apply_request(name, versions):
+                deferred[name] = versions
+        if deferred:
+            with self._lock:
+                for name, versions in deferred.items():
+                    self._pending.setdefault(name, versions)
+        return len(deferred) < len(pending)
+
+    def _apply_request(self, name: str, versions: tuple[ServableData[Loader], ...]) -> bool:
+        """Applies one request; False (defer it) while a re-aspired version still unloads."""
+        managed = {s.id.version: s for s in self._basic.managed_servable_snapshots(name)}
+        wanted = {item.id.version: item for item in versions}
+        if any(v in managed and not _is_aspired(managed[v]) for v in wanted):
+            return False
+        for version, snapshot in managed.items():
+            if version not in wanted:
+                with self._lock:
+                    snapshot.additional_state.is_aspired = False
+                self._basic.cancel_load_servable_retry(snapshot.id)
+        for version, item in wanted.items():
+            current = managed.get(version)
+            if current is not None:
+                if not (self._reload_errors and current.state is HarnessState.ERROR and item.ok):
+                    continue
+                self._basic.stop_managing_servable(current.id)
+            self._basic.manage_servable(item, _Aspired())
+        return True
+
+    def _next_action(self) -> ServableAction | None:
+        actions = []
+        for name in self._basic.managed_servable_names():
+            action = self._policy.next_action(self.aspired_snapshots(name))
+            if action is not None:
+                actions.append(action)
+        # Unloads first (they free resources), then by name for determinism.
+        actions.sort(key=lambda a: (a.action is not Action.UNLOAD, a.id))
+        return actions[0] if actions else None
+
+
+def _is_aspired(snapshot: ServableStateSnapshot) -> bool:
+    state = snapshot.additional_state
+    return isinstance(state, _Aspired) and state.is_aspired
+
+
+def _policy_view(snapshot: ServableStateSnapshot) -> AspiredServableStateSnapshot:
+    return AspiredServableStateSnapshot(snapshot.id, snapshot.state, _is_aspired(snapshot))

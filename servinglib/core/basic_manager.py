@@ -1,0 +1,522 @@
+"""BasicManager: loads, serves and unloads servable versions on request."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, final
+
+import attrs
+
+from servinglib.core.clock import Clock, SystemClock, Timer
+from servinglib.core.event_bus import EventBus
+from servinglib.core.loader import Loader
+from servinglib.core.loader_harness import (
+    HarnessState,
+    LoaderHarness,
+    LoadOutcome,
+    LoadRetryOptions,
+)
+from servinglib.core.manager import Manager
+from servinglib.core.resource_tracker import ResourceTracker
+from servinglib.core.servable_data import ServableData
+from servinglib.core.servable_handle import ServableHandle, ServingEntry
+from servinglib.core.servable_id import ServableId
+from servinglib.core.servable_request import AutoVersionPolicy, ServableRequest
+from servinglib.core.servable_state import ManagerState, ServableState
+from servinglib.errors import (
+    AlreadyExistsError,
+    CancelledError,
+    FailedPreconditionError,
+    NotFoundError,
+    ResourceExhaustedError,
+    ServingError,
+    UnavailableError,
+)
+
+_log = logging.getLogger(__name__)
+
+# Harness states whose loader holds (or is about to hold) resources.
+_HOLDS_RESOURCES = frozenset(
+    {
+        HarnessState.LOAD_APPROVED,
+        HarnessState.LOADING,
+        HarnessState.READY,
+        HarnessState.UNLOAD_REQUESTED,
+        HarnessState.QUIESCING,
+        HarnessState.QUIESCED,
+        HarnessState.UNLOADING,
+    }
+)
+_STOPPABLE = frozenset({HarnessState.NEW, HarnessState.ERROR, HarnessState.DISABLED})
+
+
+@final
+@attrs.frozen
+class ManagerOptions:
+    """How a manager runs loads and unloads.
+
+    ``num_load_threads`` / ``num_unload_threads``: pool sizes; 0 runs each load
+    (unload) synchronously on the thread that asked for it.  ``load_retry``:
+    retries of failed loads.  Immutable, so thread-safe.
+    """
+
+    num_load_threads: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    num_unload_threads: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    load_retry: LoadRetryOptions = attrs.field(factory=LoadRetryOptions)
+
+
+@final
+@attrs.frozen
+class ServableStateSnapshot:
+    """A managed version's harness state, and its manager's additional state.
+
+    Immutable, so thread-safe (``additional_state`` is the manager's own object).
+    """
+
+    id: ServableId
+    state: HarnessState
+    additional_state: Any = None
+
+
+@final
+class BasicManager(Manager):
+    """Loads and unloads servable versions when told to, and serves the loaded ones.
+
+    Each load has a serialized *decision phase* (resource reservation, under
+    a lock) and an *execution phase* on the load pool; unloads run on the
+    unload pool.  Requests read an immutable serving map published whole, so
+    :meth:`servable_handle` takes no manager lock.  Lifecycle events go to
+    the event bus in the order START, LOADING, AVAILABLE, UNLOADING, END.
+    Thread-safe.
+    """
+
+    def __init__(
+        self,
+        options: ManagerOptions | None = None,
+        *,
+        resource_tracker: ResourceTracker | None = None,
+        event_bus: EventBus[ServableState] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self._options = options if options is not None else ManagerOptions()
+        self._tracker = resource_tracker
+        self._bus = event_bus if event_bus is not None else EventBus()
+        self._clock = clock if clock is not None else SystemClock()
+        self._lock = threading.Lock()
+        self._harnesses: dict[ServableId, LoaderHarness] = {}  # guarded by: _lock
+        self._retry_timers: dict[
+            ServableId, tuple[Timer, Callable[[], None]]
+        ] = {}  # guarded by: _lock
+        self._closed = False  # guarded by: _lock
+        self._serving: Mapping[str, _Versions] = {}  # written under _lock, read lock-free
+        # Loads executing (not waiting for resources) and unloads requested and
+        # not finished: what may still free resources for a waiting load.
+        self._decision = threading.Condition()
+        self._executing_loads = 0  # guarded by: _decision
+        self._pending_unloads = 0  # guarded by: _decision
+        self._load_pool = _pool(self._options.num_load_threads, "servinglib-load")
+        self._unload_pool = _pool(self._options.num_unload_threads, "servinglib-unload")
+
+    @property
+    def event_bus(self) -> EventBus[ServableState]:
+        """The bus this manager publishes lifecycle events on."""
+        return self._bus
+
+    @property
+    def options(self) -> ManagerOptions:
+        """The options this manager was built with."""
+        return self._options
+
+    # -- request path -------------------------------------------------------
+
+    def servable_handle(self, request: ServableRequest) -> ServableHandle[Any]:
+        while True:
+            versions = self._serving.get(request.name)
+            entry = versions.find(request) if versions is not None else None
+            if entry is None:
+                raise self._lookup_error(request)
+            if entry.try_acquire():
+                return ServableHandle(entry)
+
+    def list_available_servable_ids(self) -> list[ServableId]:
+        return sorted(entry.id for versions in self._serving.values() for entry in versions.entries)
+
+    # -- control path -------------------------------------------------------
+
+    def manage_servable(self, data: ServableData[Loader], additional_state: Any = None) -> None:  # noqa: ANN401 - the caller's own state
+        """Starts managing a version (state NEW, event START), or records its error.
+
+        A ``data`` holding an error is managed in state ERROR, with an END
+        event carrying the error.  Raises AlreadyExistsError if the id is
+        already managed, FailedPreconditionError once closed.
+        """
+        loader = data.data if data.ok else None
+        harness = LoaderHarness(data.id, loader, self._options.load_retry, additional_state)
+        with self._lock:
+            if self._closed:
+                raise FailedPreconditionError("the manager is closed")
+            if data.id in self._harnesses:
+                raise AlreadyExistsError(f"Servable {data.id} is already being managed")
+            self._harnesses[data.id] = harness
+        if data.error is not None:
+            harness.error_out(data.error)
+            self._publish(data.id, ManagerState.END, data.error)
+        else:
+            self._publish(data.id, ManagerState.START)
+
+    def stop_managing_servable(self, servable_id: ServableId) -> None:
+        """Forgets a version that is NEW, in ERROR or DISABLED.
+
+        Raises NotFoundError if it is not managed, FailedPreconditionError if
+        it is loading, serving or unloading.
+        """
+        with self._lock:
+            harness = self._harness_locked(servable_id)
+            if harness.state not in _STOPPABLE:
+                raise FailedPreconditionError(
+                    f"Servable {servable_id} is {harness.state}; only new, disabled or "
+                    "errored servables can stop being managed"
+                )
+            del self._harnesses[servable_id]
+
+    def load_servable(self, servable_id: ServableId) -> concurrent.futures.Future[None]:
+        """Starts loading a managed NEW version; the future completes when it serves or fails.
+
+        The future's exception is a ServingError: NotFoundError (not managed),
+        FailedPreconditionError (not NEW), ResourceExhaustedError, or the
+        load's own error after retries.  With 0 load threads the load runs
+        before this returns.
+        """
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        try:
+            with self._lock:
+                if self._closed:
+                    raise FailedPreconditionError("the manager is closed")
+                harness = self._harness_locked(servable_id)
+                harness.load_requested()
+        except ServingError as error:
+            future.set_exception(error)
+            return future
+        self._run(self._load_pool, lambda: self._execute_load(harness, future), harness, future)
+        return future
+
+    def unload_servable(self, servable_id: ServableId) -> concurrent.futures.Future[None]:
+        """Starts unloading a READY version; the future completes once it is unloaded.
+
+        UNLOADING is published first, then the version stops being obtainable,
+        then, once every handle taken before is released, it is unloaded and
+        END published.  The future's exception is NotFoundError or
+        FailedPreconditionError (not READY).
+        """
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        try:
+            with self._lock:
+                harness = self._harness_locked(servable_id)
+                harness.unload_requested()
+        except ServingError as error:
+            future.set_exception(error)
+            return future
+        with self._decision:
+            self._pending_unloads += 1
+        self._run(self._unload_pool, lambda: self._execute_unload(harness, future), harness, future)
+        return future
+
+    def cancel_load_servable_retry(self, servable_id: ServableId) -> None:
+        """Stops retrying a failing load; a retry waiting for its turn fails at once (CANCELLED)."""
+        with self._lock:
+            harness = self._harnesses.get(servable_id)
+            pending = self._retry_timers.pop(servable_id, None)
+        if harness is not None:
+            harness.cancel_load_retry()
+        if pending is not None:
+            timer, attempt = pending
+            timer.cancel()
+            self._submit_retry(attempt)
+
+    def managed_servable_names(self) -> list[str]:
+        """Names with at least one managed version, sorted."""
+        with self._lock:
+            return sorted({servable_id.name for servable_id in self._harnesses})
+
+    def managed_servable_snapshots(self, name: str) -> list[ServableStateSnapshot]:
+        """State snapshots of every managed version of ``name``, by version."""
+        with self._lock:
+            harnesses = [
+                h for servable_id, h in self._harnesses.items() if servable_id.name == name
+            ]
+        return [
+            ServableStateSnapshot(h.id, h.state, h.additional_state)
+            for h in sorted(harnesses, key=lambda h: h.id.version)
+        ]
+
+    def harness_error(self, servable_id: ServableId) -> ServingError | None:
+        """The error of a managed version in ERROR, else None."""
+        with self._lock:
+            harness = self._harnesses.get(servable_id)
+        return harness.error if harness is not None else None
+
+    def close(self) -> None:
+        """Cancels load retries, waits for running loads, unloads everything; idempotent.
+
+        Handles still held delay close() until they are released.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            pending = list(self._retry_timers.values())
+            self._retry_timers.clear()
+            harnesses = list(self._harnesses.values())
+        for harness in harnesses:
+            harness.cancel_load_retry()
+        for timer, attempt in pending:
+            timer.cancel()
+            attempt()
+        if self._load_pool is not None:
+            self._load_pool.shutdown(wait=True)
+        unloads = [self.unload_servable(h.id) for h in harnesses if h.state is HarnessState.READY]
+        concurrent.futures.wait(unloads)
+        if self._unload_pool is not None:
+            self._unload_pool.shutdown(wait=True)
+
+    def __enter__(self) -> BasicManager:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- load execution -----------------------------------------------------
+
+    def _execute_load(
+        self, harness: LoaderHarness, future: concurrent.futures.Future[None]
+    ) -> None:
+        error = self._approve_load(harness)
+        if error is not None:
+            harness.error_out(error)
+            self._publish(harness.id, ManagerState.END, error)
+            future.set_exception(error)
+            return
+        self._publish(harness.id, ManagerState.LOADING)
+        harness.start_loading()
+        self._attempt_load(harness, future)
+
+    def _approve_load(self, harness: LoaderHarness) -> ServingError | None:
+        """The decision phase: reserve resources (waiting while others may free some)."""
+        assert harness.loader is not None
+        with self._decision:
+            while self._tracker is not None:
+                with self._lock:
+                    holders = [
+                        h.loader for h in self._harnesses.values() if h.state in _HOLDS_RESOURCES
+                    ]
+                self._tracker.recompute_used_resources(
+                    loader for loader in holders if loader is not None
+                )
+                if self._tracker.reserve(harness.loader):
+                    break
+                if self._executing_loads == 0 and self._pending_unloads == 0:
+                    return ResourceExhaustedError(
+                        f"Insufficient resources to load servable {harness.id}: it needs "
+                        f"{harness.loader.estimate_resources()}, {self._tracker.used} of "
+                        f"{self._tracker.total} is in use"
+                    )
+                self._decision.wait()
+            harness.load_approved()
+            self._executing_loads += 1
+        return None
+
+    def _attempt_load(
+        self, harness: LoaderHarness, future: concurrent.futures.Future[None]
+    ) -> None:
+        outcome = harness.attempt_load()
+        if outcome is LoadOutcome.LOADED:
+            self._add_to_serving_map(harness)
+            self._publish(harness.id, ManagerState.AVAILABLE)
+            harness.ready()
+            self._load_finished()
+            future.set_result(None)
+        elif outcome is LoadOutcome.RETRY:
+            self._schedule_retry(harness, future)
+        else:
+            assert harness.error is not None
+            self._publish(harness.id, ManagerState.END, harness.error)
+            self._load_finished()
+            future.set_exception(harness.error)
+
+    def _schedule_retry(
+        self, harness: LoaderHarness, future: concurrent.futures.Future[None]
+    ) -> None:
+        def attempt() -> None:
+            self._attempt_load(harness, future)
+
+        def due() -> None:
+            with self._lock:
+                if self._retry_timers.pop(harness.id, None) is None:
+                    return  # cancelled: cancel_load_servable_retry submitted it already
+            self._submit_retry(attempt)
+
+        with self._lock:
+            timer = self._clock.call_later(harness.retry.load_retry_interval_s, due)
+            self._retry_timers[harness.id] = (timer, attempt)
+            closed = self._closed
+        if closed or harness.retry_cancelled:
+            self.cancel_load_servable_retry(harness.id)
+
+    def _submit_retry(self, attempt: Callable[[], None]) -> None:
+        pool = self._load_pool
+        if pool is None:
+            attempt()
+            return
+        try:
+            pool.submit(attempt)
+        except RuntimeError:  # the pool shut down while the retry waited
+            attempt()
+
+    def _load_finished(self) -> None:
+        with self._decision:
+            self._executing_loads -= 1
+            self._decision.notify_all()
+
+    # -- unload execution ---------------------------------------------------
+
+    def _execute_unload(
+        self, harness: LoaderHarness, future: concurrent.futures.Future[None]
+    ) -> None:
+        try:
+            harness.start_quiescing()
+            self._publish(harness.id, ManagerState.UNLOADING)
+            entry = self._remove_from_serving_map(harness.id)
+            if entry is not None:
+                entry.close_and_wait()
+            harness.done_quiescing()
+            harness.unload()
+            self._publish(harness.id, ManagerState.END)
+            future.set_result(None)
+        finally:
+            with self._decision:
+                self._pending_unloads -= 1
+                self._decision.notify_all()
+
+    # -- serving map --------------------------------------------------------
+
+    def _add_to_serving_map(self, harness: LoaderHarness) -> None:
+        assert harness.loader is not None
+        entry = ServingEntry(harness.id, harness.loader.servable())
+        with self._lock:
+            serving = dict(self._serving)
+            old = serving.get(harness.id.name)
+            serving[harness.id.name] = _Versions.of((*(old.entries if old else ()), entry))
+            self._serving = serving
+
+    def _remove_from_serving_map(self, servable_id: ServableId) -> ServingEntry | None:
+        with self._lock:
+            serving = dict(self._serving)
+            old = serving.get(servable_id.name)
+            if old is None:
+                return None
+            removed = [e for e in old.entries if e.id == servable_id]
+            rest = tuple(e for e in old.entries if e.id != servable_id)
+            if rest:
+                serving[servable_id.name] = _Versions.of(rest)
+            else:
+                del serving[servable_id.name]
+            self._serving = serving
+        return removed[0] if removed else None
+
+    def _lookup_error(self, request: ServableRequest) -> ServingError:
+        with self._lock:
+            states = {
+                servable_id.version: harness.state
+                for servable_id, harness in self._harnesses.items()
+                if servable_id.name == request.name
+            }
+        if request.version is not None:
+            state = states.get(request.version)
+            if state is None:
+                return NotFoundError(f"Servable not found for request: {request}")
+            return UnavailableError(
+                f"Servable {{name: {request.name} version: {request.version}}} is not available "
+                f"(it is {state})"
+            )
+        if not states:
+            return NotFoundError(f"Servable not found for request: {request}")
+        listed = ", ".join(f"{version}: {state}" for version, state in sorted(states.items()))
+        return UnavailableError(
+            f"No version of servable {request.name} is available yet for request {request} "
+            f"(versions {listed})"
+        )
+
+    # -- helpers ------------------------------------------------------------
+
+    def _harness_locked(self, servable_id: ServableId) -> LoaderHarness:
+        harness = self._harnesses.get(servable_id)
+        if harness is None:
+            raise NotFoundError(f"Servable {servable_id} is not being managed")
+        return harness
+
+    def _publish(
+        self, servable_id: ServableId, state: ManagerState, error: ServingError | None = None
+    ) -> None:
+        self._bus.publish(ServableState(servable_id, state, error))
+
+    def _run(
+        self,
+        pool: concurrent.futures.ThreadPoolExecutor | None,
+        task: Callable[[], None],
+        harness: LoaderHarness,
+        future: concurrent.futures.Future[None],
+    ) -> None:
+        """Runs ``task`` on ``pool`` (or here); an unexpected exception errors the harness out."""
+
+        def guarded() -> None:
+            try:
+                task()
+            except Exception as exc:  # noqa: BLE001 - becomes the servable's error, never a dead thread
+                _log.exception("internal error handling servable %s", harness.id)
+                error = ServingError.wrap(exc, f"Internal error handling servable {harness.id}")
+                if harness.state not in (HarnessState.ERROR, HarnessState.DISABLED):
+                    harness.error_out(error)
+                    self._publish(harness.id, ManagerState.END, error)
+                if not future.done():
+                    future.set_exception(error)
+
+        if pool is None:
+            guarded()
+            return
+        try:
+            pool.submit(guarded)
+        except RuntimeError:
+            error = CancelledError(f"the manager closed before servable {harness.id} was handled")
+            harness.error_out(error)
+            self._publish(harness.id, ManagerState.END, error)
+            future.set_exception(error)
+
+
+@final
+@attrs.frozen
+class _Versions:
+    """The serving versions of one name, sorted by version (immutable)."""
+
+    entries: tuple[ServingEntry, ...]
+    by_version: Mapping[int, ServingEntry]
+
+    @classmethod
+    def of(cls, entries: tuple[ServingEntry, ...]) -> _Versions:
+        ordered = tuple(sorted(entries, key=lambda e: e.id.version))
+        return cls(ordered, {e.id.version: e for e in ordered})
+
+    def find(self, request: ServableRequest) -> ServingEntry | None:
+        if request.version is not None:
+            return self.by_version.get(request.version)
+        if request.auto_version_policy is AutoVersionPolicy.LATEST:
+            return self.entries[-1]
+        return self.entries[0]
+
+
+def _pool(num_threads: int, prefix: str) -> concurrent.futures.ThreadPoolExecutor | None:
+    if num_threads == 0:
+        return None
+    return concurrent.futures.ThreadPoolExecutor(num_threads, thread_name_prefix=prefix)

@@ -1,0 +1,102 @@
+"""ServableHandle: a short-lived, ref-counted reference to a loaded servable."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Generic, TypeVar, final
+
+from servinglib.core.servable_id import ServableId
+
+T = TypeVar("T")
+
+
+@final
+class ServableHandle(Generic[T]):
+    """Keeps one loaded servable version from being unloaded while held.
+
+    Take it, use :attr:`servable`, release it (``with manager.servable_handle(...)
+    as handle:``).  An unload of the version waits for every handle taken
+    before it to be released, so a request holding a handle always completes.
+    Hold handles briefly: a held handle delays unloading.  A handle that is
+    garbage-collected unreleased is released then.
+    Thread safety: release() is idempotent and may be called from any thread;
+    the servable object is as thread-safe as its platform makes it.
+    """
+
+    __slots__ = ("_entry", "id", "servable")
+
+    def __init__(self, entry: ServingEntry) -> None:
+        self._entry: ServingEntry | None = entry
+        self.id: ServableId = entry.id
+        self.servable: T = entry.servable
+
+    def release(self) -> None:
+        """Gives the reference back; idempotent."""
+        entry, self._entry = self._entry, None
+        if entry is not None:
+            entry.release()
+
+    def __enter__(self) -> ServableHandle[T]:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        entry = getattr(self, "_entry", None)
+        if entry is not None:
+            entry.release()
+
+    def __repr__(self) -> str:
+        return f"ServableHandle({self.id}{'' if self._entry else ', released'})"
+
+
+@final
+class ServingEntry:
+    """A servable version in the serving map, counting the handles taken to it.
+
+    Protocol: readers find the entry in an immutable map and call
+    :meth:`try_acquire`; the unloader first publishes a map without the entry,
+    then calls :meth:`close_and_wait`.  A reader that raced the swap sees the
+    entry closed and looks again in the new map, so after close_and_wait
+    returns no handle to the entry exists or will be handed out.
+    Thread-safe.
+    """
+
+    __slots__ = ("_closed", "_cond", "_count", "id", "servable")
+
+    def __init__(self, servable_id: ServableId, servable: Any) -> None:  # noqa: ANN401 - any platform's object
+        self.id = servable_id
+        self.servable = servable
+        self._cond = threading.Condition(threading.Lock())
+        self._count = 0  # guarded by: _cond
+        self._closed = False  # guarded by: _cond
+
+    def try_acquire(self) -> bool:
+        """Counts one more handle, unless the entry is closed."""
+        with self._cond:
+            if self._closed:
+                return False
+            self._count += 1
+            return True
+
+    def release(self) -> None:
+        """Counts one handle less; wakes the unloader after the last one."""
+        with self._cond:
+            self._count -= 1
+            if self._closed and self._count == 0:
+                self._cond.notify_all()
+
+    @property
+    def handle_count(self) -> int:
+        """Handles taken and not yet released."""
+        return self._count
+
+    def close_and_wait(self) -> None:
+        """Refuses new handles, then waits until every handle taken is released.
+
+        Requires: the entry is no longer in the published serving map.
+        """
+        with self._cond:
+            self._closed = True
+            self._cond.wait_for(lambda: self._count == 0)

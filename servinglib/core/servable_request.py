@@ -1,0 +1,58 @@
+"""ServableRequest: which version of a servable a caller wants a handle to."""
+
+from __future__ import annotations
+
+import enum
+from typing import final
+
+import attrs
+
+from servinglib.core.servable_id import ServableId
+
+
+@final
+class AutoVersionPolicy(enum.Enum):
+    """Which available version a request without a version selects."""
+
+    LATEST = "latest"
+    EARLIEST = "earliest"
+
+
+@final
+@attrs.frozen
+class ServableRequest:
+    """A servable name with a specific version, or latest / earliest available.
+
+    Build it with :meth:`specific`, :meth:`latest`, :meth:`earliest` or
+    :meth:`from_id`.  Immutable, so thread-safe.
+    """
+
+    name: str
+    version: int | None = None
+    auto_version_policy: AutoVersionPolicy = AutoVersionPolicy.LATEST
+
+    @classmethod
+    def specific(cls, name: str, version: int) -> ServableRequest:
+        """Exactly ``version`` of ``name``."""
+        return cls(name, version)
+
+    @classmethod
+    def latest(cls, name: str) -> ServableRequest:
+        """The highest available version of ``name``."""
+        return cls(name, None, AutoVersionPolicy.LATEST)
+
+    @classmethod
+    def earliest(cls, name: str) -> ServableRequest:
+        """The lowest available version of ``name``."""
+        return cls(name, None, AutoVersionPolicy.EARLIEST)
+
+    @classmethod
+    def from_id(cls, servable_id: ServableId) -> ServableRequest:
+        """Exactly the version ``servable_id`` names."""
+        return cls(servable_id.name, servable_id.version)
+
+    def __str__(self) -> str:
+        if self.version is not None:
+            return f"Specific({self.name}, {self.version})"
+        policy = "Latest" if self.auto_version_policy is AutoVersionPolicy.LATEST else "Earliest"
+        return f"{policy}({self.name})"

@@ -1,0 +1,197 @@
+"""Canonical status codes and the exception tree raised at servinglib's edges.
+
+Inside the pipeline errors travel as data (a ``ServingError`` instance held by
+``ServableData`` or a servable's state); they are raised only where a caller
+asked for something (a handle, a config reload, a request).  Each exception
+class carries exactly one :class:`StatusCode`; each transport maps codes with
+one table (:attr:`StatusCode.http_status` for HTTP, the gRPC number for gRPC).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import ClassVar, final
+
+
+@final
+class StatusCode(enum.IntEnum):
+    """gRPC's canonical status codes, with gRPC's names and numbers."""
+
+    OK = 0
+    CANCELLED = 1
+    UNKNOWN = 2
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    ALREADY_EXISTS = 6
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    ABORTED = 10
+    OUT_OF_RANGE = 11
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+    DATA_LOSS = 15
+    UNAUTHENTICATED = 16
+
+    @property
+    def http_status(self) -> int:
+        """The HTTP status TF Serving's REST server answers with for this code."""
+        return _HTTP_STATUS[self]
+
+
+# TF Serving's ToHTTPStatusCode (model_servers/http_server.cc).
+_HTTP_STATUS: dict[StatusCode, int] = {
+    StatusCode.OK: 200,
+    StatusCode.CANCELLED: 499,
+    StatusCode.UNKNOWN: 500,
+    StatusCode.INVALID_ARGUMENT: 400,
+    StatusCode.DEADLINE_EXCEEDED: 504,
+    StatusCode.NOT_FOUND: 404,
+    StatusCode.ALREADY_EXISTS: 409,
+    StatusCode.PERMISSION_DENIED: 403,
+    StatusCode.RESOURCE_EXHAUSTED: 429,
+    StatusCode.FAILED_PRECONDITION: 400,
+    StatusCode.ABORTED: 409,
+    StatusCode.OUT_OF_RANGE: 400,
+    StatusCode.UNIMPLEMENTED: 501,
+    StatusCode.INTERNAL: 500,
+    StatusCode.UNAVAILABLE: 503,
+    StatusCode.DATA_LOSS: 500,
+    StatusCode.UNAUTHENTICATED: 401,
+}
+
+
+class ServingError(Exception):
+    """Base of every error servinglib raises or records; carries one status code.
+
+    Use a subclass (one per code) or :meth:`from_code`.  ``str(error)`` is the
+    message alone; ``repr`` adds the code.
+    """
+
+    code: ClassVar[StatusCode] = StatusCode.UNKNOWN
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.code.name}: {self.message!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ServingError):
+            return NotImplemented
+        return self.code == other.code and self.message == other.message
+
+    def __hash__(self) -> int:
+        return hash((self.code, self.message))
+
+    @staticmethod
+    def from_code(code: StatusCode, message: str) -> ServingError:
+        """The error of the class registered for ``code``."""
+        if code is StatusCode.OK:
+            raise ValueError("StatusCode.OK is not an error")
+        return _CLASS_BY_CODE[code](message)
+
+    @staticmethod
+    def wrap(error: BaseException, context: str = "") -> ServingError:
+        """``error`` as a ServingError: itself if it is one, else UNKNOWN naming its type.
+
+        ``context`` (e.g. "Loading servable {name: m version: 1} failed") is
+        prefixed to the message of a foreign exception; the original is kept as
+        ``__cause__``.
+        """
+        if isinstance(error, ServingError):
+            return error
+        detail = f"{type(error).__name__}: {error}"
+        wrapped = UnknownError(f"{context}: {detail}" if context else detail)
+        wrapped.__cause__ = error
+        return wrapped
+
+
+class CancelledError(ServingError):
+    code = StatusCode.CANCELLED
+
+
+class UnknownError(ServingError):
+    code = StatusCode.UNKNOWN
+
+
+class InvalidArgumentError(ServingError):
+    code = StatusCode.INVALID_ARGUMENT
+
+
+class DeadlineExceededError(ServingError):
+    code = StatusCode.DEADLINE_EXCEEDED
+
+
+class NotFoundError(ServingError):
+    code = StatusCode.NOT_FOUND
+
+
+class AlreadyExistsError(ServingError):
+    code = StatusCode.ALREADY_EXISTS
+
+
+class PermissionDeniedError(ServingError):
+    code = StatusCode.PERMISSION_DENIED
+
+
+class ResourceExhaustedError(ServingError):
+    code = StatusCode.RESOURCE_EXHAUSTED
+
+
+class FailedPreconditionError(ServingError):
+    code = StatusCode.FAILED_PRECONDITION
+
+
+class AbortedError(ServingError):
+    code = StatusCode.ABORTED
+
+
+class OutOfRangeError(ServingError):
+    code = StatusCode.OUT_OF_RANGE
+
+
+class UnimplementedError(ServingError):
+    code = StatusCode.UNIMPLEMENTED
+
+
+class InternalError(ServingError):
+    code = StatusCode.INTERNAL
+
+
+class UnavailableError(ServingError):
+    code = StatusCode.UNAVAILABLE
+
+
+class DataLossError(ServingError):
+    code = StatusCode.DATA_LOSS
+
+
+class UnauthenticatedError(ServingError):
+    code = StatusCode.UNAUTHENTICATED
+
+
+_CLASS_BY_CODE: dict[StatusCode, type[ServingError]] = {
+    cls.code: cls
+    for cls in (
+        CancelledError,
+        UnknownError,
+        InvalidArgumentError,
+        DeadlineExceededError,
+        NotFoundError,
+        AlreadyExistsError,
+        PermissionDeniedError,
+        ResourceExhaustedError,
+        FailedPreconditionError,
+        AbortedError,
+        OutOfRangeError,
+        UnimplementedError,
+        InternalError,
+        UnavailableError,
+        DataLossError,
+        UnauthenticatedError,
+    )
+}
