@@ -10,6 +10,8 @@ import attrs
 MAIN_DEVICE = "main"
 """The host (CPU and its RAM): TF Serving's ``device_types::kMain``."""
 GPU_DEVICE = "gpu"
+SINGLE_INSTANCE_DEVICES = frozenset({MAIN_DEVICE})
+"""Devices with exactly one instance: an unbound resource on them means instance 0."""
 RAM_IN_BYTES = "ram_in_bytes"
 """Kind: bytes of memory on a device (TF Serving's ``resource_kinds::kRamBytes``)."""
 PROCESSING_IN_MILLICORES = "processing_in_millicores"
@@ -110,28 +112,58 @@ class ResourceAllocation:
     def contains(self, other: ResourceAllocation) -> bool:
         """True when ``other`` fits within ``self``.
 
-        A bound resource in ``other`` needs at least its quantity of the same
-        bound resource (or of the unbound one, which stands for every instance).
-        An unbound resource in ``other`` fits if the unbound resource or any one
-        bound instance of that device and kind has room for it.
+        On single-instance devices (``main``) unbound means instance 0.  Per
+        device and kind otherwise: an unbound quantity in ``self`` is the capacity of
+        every instance not listed bound.  ``other``'s bound quantities must fit
+        their instances, and its unbound quantity must fit, on top of them, in
+        one single instance (as TF Serving binds an unbound need to one device
+        instance): one of the instances named on either side, or, when none
+        is named, the unbound capacity.
         """
-        for resource, quantity in other.quantities.items():
-            if resource.instance is not None:
-                room = max(self.quantity(resource), self.quantity(_unbound(resource)))
-            else:
-                room = max(
-                    (q for r, q in self.quantities.items() if _unbound(r) == resource),
-                    default=0,
-                )
-            if quantity > room:
-                return False
-        return True
+        limit, need = self._normalized(), other._normalized()
+        return all(
+            limit._group_contains(need, device, kind)  # noqa: SLF001 - same class
+            for device, kind in {(r.device, r.kind) for r in need.quantities}
+        )
+
+    def _normalized(self) -> ResourceAllocation:
+        """Unbound quantities of single-instance devices bound to instance 0."""
+        if not any(r.device in SINGLE_INSTANCE_DEVICES for r in self.quantities):
+            return self
+        bound: dict[Resource, int] = {}
+        for resource, quantity in self.quantities.items():
+            if resource.device in SINGLE_INSTANCE_DEVICES and resource.instance is None:
+                resource = Resource(resource.device, resource.kind, 0)  # noqa: PLW2901 - rebinding on purpose
+            bound[resource] = bound.get(resource, 0) + quantity
+        return ResourceAllocation(bound)
+
+    def _group_contains(self, other: ResourceAllocation, device: str, kind: str) -> bool:
+        unbound_capacity = self.quantity(Resource(device, kind))
+        capacity = {
+            r.instance: q
+            for r, q in self.quantities.items()
+            if (r.device, r.kind) == (device, kind) and r.instance is not None
+        }
+        needed = {
+            r.instance: q
+            for r, q in other.quantities.items()
+            if (r.device, r.kind) == (device, kind) and r.instance is not None
+        }
+        if any(q > capacity.get(i, unbound_capacity) for i, q in needed.items()):
+            return False
+        unbound_need = other.quantity(Resource(device, kind))
+        if not unbound_need:
+            return True
+        instances = capacity.keys() | needed.keys()
+        if not instances:
+            return unbound_need <= unbound_capacity
+        # Without knowing how many instances the device has, the unbound need
+        # goes on an instance already named: conservative, never over-commits.
+        return any(
+            needed.get(i, 0) + unbound_need <= capacity.get(i, unbound_capacity) for i in instances
+        )
 
     def __str__(self) -> str:
         if not self.quantities:
             return "{}"
         return "{" + ", ".join(f"{resource}: {quantity}" for resource, quantity in self) + "}"
-
-
-def _unbound(resource: Resource) -> Resource:
-    return Resource(resource.device, resource.kind)

@@ -7,7 +7,7 @@ from typing import final
 
 import attrs
 
-from servinglib.core.servable_id import ServableId
+from servinglib.core.servable_id import ServableId, check_name, check_version
 
 
 @final
@@ -27,8 +27,10 @@ class ServableRequest:
     :meth:`from_id`.  Immutable, so thread-safe.
     """
 
-    name: str
-    version: int | None = None
+    name: str = attrs.field(validator=check_name)
+    version: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(check_version)
+    )
     auto_version_policy: AutoVersionPolicy = AutoVersionPolicy.LATEST
 
     @classmethod

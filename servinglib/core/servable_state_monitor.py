@@ -163,11 +163,13 @@ class ServableStateMonitor:
             waiter.fire()
         if not done.wait(timeout_s):
             with self._lock:
-                if waiter in self._waiters:
+                pending = waiter in self._waiters
+                if pending:
                     self._waiters.remove(waiter)
                 partial = dict(waiter.settled)
-            if not result:
+            if pending:
                 return False, partial
+            done.wait()  # settled just as the time ran out: its notify is on its way
         reached, states = result[0]
         return reached, dict(states)
 

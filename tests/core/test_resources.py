@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from servinglib.core.resources import (
@@ -40,6 +40,18 @@ NAMED = {
 allocations = st.dictionaries(
     st.sampled_from(list(NAMED.values())), st.integers(min_value=0, max_value=10**12)
 ).map(ResourceAllocation)
+
+
+def _mixes_bound_and_unbound_gpu(allocation: ResourceAllocation) -> bool:
+    return GPU_RAM in allocation.quantities and (
+        GPU_0_RAM in allocation.quantities or GPU_1_RAM in allocation.quantities
+    )
+
+
+# On a multi-instance device an unbound need means "one instance, not said
+# which", while an unbound limit means "each instance": mixing both in one
+# allocation is not reflexive, so the containment properties leave it out.
+unmixed_allocations = allocations.filter(lambda a: not _mixes_bound_and_unbound_gpu(a))
 
 
 def test_ram_bytes_is_unbound_main_ram() -> None:
@@ -158,6 +170,13 @@ def test_str_of_bound_and_unbound_together() -> None:
         pytest.param(alloc(gpu_0_ram=100), alloc(gpu_0_ram=100), True, id="same-instance"),
         pytest.param(alloc(main_ram=1), ResourceAllocation.empty(), True, id="empty-fits"),
         pytest.param(ResourceAllocation.empty(), alloc(main_ram=1), False, id="empty-limit"),
+        pytest.param(
+            alloc(main_ram=80), alloc(main_ram=50, main_0_ram=50), False, id="main-is-one-instance"
+        ),
+        pytest.param(alloc(main_0_ram=100), alloc(main_ram=100), True, id="main-unbound-is-0"),
+        pytest.param(
+            alloc(gpu_ram=100), alloc(gpu_ram=50, gpu_0_ram=60), False, id="unbound-on-named"
+        ),
     ],
 )
 def test_contains_bound_and_unbound(
@@ -173,15 +192,16 @@ def test_add_then_subtract_is_identity(a: ResourceAllocation, b: ResourceAllocat
     assert (a + b) - b == a
 
 
-@given(allocations)
+@given(unmixed_allocations)
 def test_contains_itself(a: ResourceAllocation) -> None:
     """Every allocation contains itself."""
     assert a.contains(a)
 
 
-@given(allocations, allocations)
+@given(unmixed_allocations, unmixed_allocations)
 def test_sum_contains_each_part(a: ResourceAllocation, b: ResourceAllocation) -> None:
-    """a + b contains a (and b)."""
+    """a + b contains a (and b) when the sum mixes no bound and unbound GPU resources."""
+    assume(not _mixes_bound_and_unbound_gpu(a + b))
     assert (a + b).contains(a)
     assert (a + b).contains(b)
 
