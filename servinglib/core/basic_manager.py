@@ -106,7 +106,7 @@ class BasicManager(Manager):
         self._bus = event_bus if event_bus is not None else EventBus()
         self._clock = clock if clock is not None else SystemClock()
         self._lock = threading.Lock()
-        self._harnesses: dict[ServableId, LoaderHarness] = {}  # guarded by: _lock
+        self._harnesses: dict[str, dict[int, LoaderHarness]] = {}  # guarded by: _lock
         self._retry_timers: dict[
             ServableId, tuple[Timer, Callable[[], None]]
         ] = {}  # guarded by: _lock
@@ -158,9 +158,10 @@ class BasicManager(Manager):
         with self._lock:
             if self._closed:
                 raise FailedPreconditionError("the manager is closed")
-            if data.id in self._harnesses:
+            versions = self._harnesses.setdefault(data.id.name, {})
+            if data.id.version in versions:
                 raise AlreadyExistsError(f"Servable {data.id} is already being managed")
-            self._harnesses[data.id] = harness
+            versions[data.id.version] = harness
         if data.error is not None:
             harness.error_out(data.error)
             self._publish(data.id, ManagerState.END, data.error)
@@ -180,7 +181,10 @@ class BasicManager(Manager):
                     f"Servable {servable_id} is {harness.state}; only new, disabled or "
                     "errored servables can stop being managed"
                 )
-            del self._harnesses[servable_id]
+            versions = self._harnesses[servable_id.name]
+            del versions[servable_id.version]
+            if not versions:
+                del self._harnesses[servable_id.name]
 
     def load_servable(self, servable_id: ServableId) -> concurrent.futures.Future[None]:
         """Starts loading a managed NEW version; the future completes when it serves or fails.
@@ -227,7 +231,7 @@ class BasicManager(Manager):
     def cancel_load_servable_retry(self, servable_id: ServableId) -> None:
         """Stops retrying a failing load; a retry waiting for its turn fails at once (CANCELLED)."""
         with self._lock:
-            harness = self._harnesses.get(servable_id)
+            harness = self._find_locked(servable_id)
             pending = self._retry_timers.pop(servable_id, None)
         if harness is not None:
             harness.cancel_load_retry()
@@ -239,23 +243,18 @@ class BasicManager(Manager):
     def managed_servable_names(self) -> list[str]:
         """Names with at least one managed version, sorted."""
         with self._lock:
-            return sorted({servable_id.name for servable_id in self._harnesses})
+            return sorted(self._harnesses)
 
     def managed_servable_snapshots(self, name: str) -> list[ServableStateSnapshot]:
         """State snapshots of every managed version of ``name``, by version."""
         with self._lock:
-            harnesses = [
-                h for servable_id, h in self._harnesses.items() if servable_id.name == name
-            ]
-        return [
-            ServableStateSnapshot(h.id, h.state, h.additional_state)
-            for h in sorted(harnesses, key=lambda h: h.id.version)
-        ]
+            versions = sorted(self._harnesses.get(name, {}).items())
+        return [ServableStateSnapshot(h.id, h.state, h.additional_state) for _, h in versions]
 
     def harness_error(self, servable_id: ServableId) -> ServingError | None:
         """The error of a managed version in ERROR, else None."""
         with self._lock:
-            harness = self._harnesses.get(servable_id)
+            harness = self._find_locked(servable_id)
         return harness.error if harness is not None else None
 
     def close(self) -> None:
@@ -269,7 +268,7 @@ class BasicManager(Manager):
             self._closed = True
             pending = list(self._retry_timers.values())
             self._retry_timers.clear()
-            harnesses = list(self._harnesses.values())
+            harnesses = self._all_locked()
         for harness in harnesses:
             harness.cancel_load_retry()
         for timer, attempt in pending:
@@ -309,9 +308,7 @@ class BasicManager(Manager):
         with self._decision:
             while self._tracker is not None:
                 with self._lock:
-                    holders = [
-                        h.loader for h in self._harnesses.values() if h.state in _HOLDS_RESOURCES
-                    ]
+                    holders = [h.loader for h in self._all_locked() if h.state in _HOLDS_RESOURCES]
                 self._tracker.recompute_used_resources(
                     loader for loader in holders if loader is not None
                 )
@@ -428,11 +425,7 @@ class BasicManager(Manager):
 
     def _lookup_error(self, request: ServableRequest) -> ServingError:
         with self._lock:
-            states = {
-                servable_id.version: harness.state
-                for servable_id, harness in self._harnesses.items()
-                if servable_id.name == request.name
-            }
+            states = {v: h.state for v, h in self._harnesses.get(request.name, {}).items()}
         if request.version is not None:
             state = states.get(request.version)
             if state is None:
@@ -451,8 +444,14 @@ class BasicManager(Manager):
 
     # -- helpers ------------------------------------------------------------
 
+    def _find_locked(self, servable_id: ServableId) -> LoaderHarness | None:
+        return self._harnesses.get(servable_id.name, {}).get(servable_id.version)
+
+    def _all_locked(self) -> list[LoaderHarness]:
+        return [h for versions in self._harnesses.values() for h in versions.values()]
+
     def _harness_locked(self, servable_id: ServableId) -> LoaderHarness:
-        harness = self._harnesses.get(servable_id)
+        harness = self._find_locked(servable_id)
         if harness is None:
             raise NotFoundError(f"Servable {servable_id} is not being managed")
         return harness
