@@ -5,7 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, final
 
 import attrs
@@ -22,10 +22,11 @@ from servinglib.core.loader_harness import (
 from servinglib.core.manager import Manager
 from servinglib.core.resource_tracker import ResourceTracker
 from servinglib.core.servable_data import ServableData
-from servinglib.core.servable_handle import ServableHandle, ServingEntry
+from servinglib.core.servable_handle import ServableHandle
 from servinglib.core.servable_id import ServableId
-from servinglib.core.servable_request import AutoVersionPolicy, ServableRequest
+from servinglib.core.servable_request import ServableRequest
 from servinglib.core.servable_state import ManagerState, ServableState
+from servinglib.core.serving_map import ServingMap
 from servinglib.errors import (
     AlreadyExistsError,
     CancelledError,
@@ -111,7 +112,7 @@ class BasicManager(Manager):
             ServableId, tuple[Timer, Callable[[], None]]
         ] = {}  # guarded by: _lock
         self._closed = False  # guarded by: _lock
-        self._serving: Mapping[str, _Versions] = {}  # written under _lock, read lock-free
+        self._serving = ServingMap()
         # Loads executing (not waiting for resources) and unloads requested and
         # not finished: what may still free resources for a waiting load.
         self._decision = threading.Condition()
@@ -133,16 +134,13 @@ class BasicManager(Manager):
     # -- request path -------------------------------------------------------
 
     def servable_handle(self, request: ServableRequest) -> ServableHandle[Any]:
-        while True:
-            versions = self._serving.get(request.name)
-            entry = versions.find(request) if versions is not None else None
-            if entry is None:
-                raise self._lookup_error(request)
-            if entry.try_acquire():
-                return ServableHandle(entry)
+        handle = self._serving.acquire(request)
+        if handle is None:
+            raise self._lookup_error(request)
+        return handle
 
     def list_available_servable_ids(self) -> list[ServableId]:
-        return sorted(entry.id for versions in self._serving.values() for entry in versions.entries)
+        return self._serving.ids()
 
     # -- control path -------------------------------------------------------
 
@@ -329,8 +327,9 @@ class BasicManager(Manager):
         self, harness: LoaderHarness, future: concurrent.futures.Future[None]
     ) -> None:
         outcome = harness.attempt_load()
+        assert harness.loader is not None  # only error data has none, and it never loads
         if outcome is LoadOutcome.LOADED:
-            self._add_to_serving_map(harness)
+            self._serving.add(harness.id, harness.loader.servable())
             self._publish(harness.id, ManagerState.AVAILABLE)
             harness.ready()
             self._load_finished()
@@ -385,7 +384,7 @@ class BasicManager(Manager):
         try:
             harness.start_quiescing()
             self._publish(harness.id, ManagerState.UNLOADING)
-            entry = self._remove_from_serving_map(harness.id)
+            entry = self._serving.remove(harness.id)
             if entry is not None:
                 entry.close_and_wait()
             harness.done_quiescing()
@@ -398,30 +397,6 @@ class BasicManager(Manager):
                 self._decision.notify_all()
 
     # -- serving map --------------------------------------------------------
-
-    def _add_to_serving_map(self, harness: LoaderHarness) -> None:
-        assert harness.loader is not None
-        entry = ServingEntry(harness.id, harness.loader.servable())
-        with self._lock:
-            serving = dict(self._serving)
-            old = serving.get(harness.id.name)
-            serving[harness.id.name] = _Versions.of((*(old.entries if old else ()), entry))
-            self._serving = serving
-
-    def _remove_from_serving_map(self, servable_id: ServableId) -> ServingEntry | None:
-        with self._lock:
-            serving = dict(self._serving)
-            old = serving.get(servable_id.name)
-            if old is None:
-                return None
-            removed = [e for e in old.entries if e.id == servable_id]
-            rest = tuple(e for e in old.entries if e.id != servable_id)
-            if rest:
-                serving[servable_id.name] = _Versions.of(rest)
-            else:
-                del serving[servable_id.name]
-            self._serving = serving
-        return removed[0] if removed else None
 
     def _lookup_error(self, request: ServableRequest) -> ServingError:
         with self._lock:
@@ -492,27 +467,6 @@ class BasicManager(Manager):
             harness.error_out(error)
             self._publish(harness.id, ManagerState.END, error)
             future.set_exception(error)
-
-
-@final
-@attrs.frozen
-class _Versions:
-    """The serving versions of one name, sorted by version (immutable)."""
-
-    entries: tuple[ServingEntry, ...]
-    by_version: Mapping[int, ServingEntry]
-
-    @classmethod
-    def of(cls, entries: tuple[ServingEntry, ...]) -> _Versions:
-        ordered = tuple(sorted(entries, key=lambda e: e.id.version))
-        return cls(ordered, {e.id.version: e for e in ordered})
-
-    def find(self, request: ServableRequest) -> ServingEntry | None:
-        if request.version is not None:
-            return self.by_version.get(request.version)
-        if request.auto_version_policy is AutoVersionPolicy.LATEST:
-            return self.entries[-1]
-        return self.entries[0]
 
 
 def _pool(num_threads: int, prefix: str) -> concurrent.futures.ThreadPoolExecutor | None:
