@@ -46,9 +46,10 @@ class SimpleLoader(Loader, Generic[T]):
         self._loaded = True
 
     def unload(self) -> None:
-        servable, self._servable, self._loaded = self._servable, None, False
-        if self._on_unload is not None and servable is not None:
-            self._on_unload(servable)
+        servable, loaded = self._servable, self._loaded
+        self._servable, self._loaded = None, False
+        if self._on_unload is not None and loaded:
+            self._on_unload(servable)  # type: ignore[arg-type]
 
     def servable(self) -> T:
         if not self._loaded:

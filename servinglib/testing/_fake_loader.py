@@ -77,6 +77,7 @@ class FakeLoader(Loader):
         self.unload_calls = 0  # guarded by: _lock
         self.loaded = False  # guarded by: _lock
         self.load_started = threading.Event()
+        self.unload_started = threading.Event()
 
     def estimate_resources(self) -> ResourceAllocation:
         return self._estimate
@@ -99,6 +100,7 @@ class FakeLoader(Loader):
             self._counter._change(+1)  # noqa: SLF001 - the counter's owner module
 
     def unload(self) -> None:
+        self.unload_started.set()
         if self._unload_gate is not None:
             self._unload_gate.wait()
         with self._lock:

@@ -58,16 +58,15 @@ def run_until(
     """Steps ``manager`` with ``run_once()`` until ``predicate()`` holds.
 
     Between steps that change nothing it waits briefly for loads and unloads
-    running on the manager's pools.  Raises TimeoutError when ``max_steps``
-    or ``timeout_s`` run out first.
+    running on the manager's pools.  Raises TimeoutError after ``max_steps``
+    steps that changed something, or after ``timeout_s``.
     """
     deadline = time.monotonic() + timeout_s
-    for _ in range(max_steps):
-        if predicate():
-            return
-        if not manager.run_once():
-            if time.monotonic() > deadline:
-                break
+    steps = 0
+    while not predicate():
+        if steps >= max_steps or time.monotonic() > deadline:
+            raise TimeoutError(f"condition not met within {steps} steps / {timeout_s} s")
+        if manager.run_once():
+            steps += 1
+        else:
             time.sleep(0.001)
-    if not predicate():
-        raise TimeoutError(f"condition not met within {max_steps} steps / {timeout_s} s")
