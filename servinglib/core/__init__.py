@@ -33,6 +33,7 @@ from servinglib.core.resource_tracker import ResourceStatistics as ResourceStati
 from servinglib.core.resource_tracker import ResourceTracker as ResourceTracker
 from servinglib.core.resources import Resource as Resource
 from servinglib.core.resources import ResourceAllocation as ResourceAllocation
+from servinglib.core.servable_data import AspiredVersionsCallback as AspiredVersionsCallback
 from servinglib.core.servable_data import ServableData as ServableData
 from servinglib.core.servable_handle import ServableHandle as ServableHandle
 from servinglib.core.servable_id import ServableId as ServableId
@@ -48,6 +49,7 @@ __all__ = [
     "Action",
     "AspiredServableStateSnapshot",
     "AspiredVersionPolicy",
+    "AspiredVersionsCallback",
     "AspiredVersionsManager",
     "AutoVersionPolicy",
     "AvailabilityPreservingPolicy",

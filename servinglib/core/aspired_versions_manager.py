@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import threading
 from collections.abc import Sequence
@@ -23,7 +22,7 @@ from servinglib.core.loader import Loader
 from servinglib.core.loader_harness import HarnessState
 from servinglib.core.manager import Manager
 from servinglib.core.resource_tracker import ResourceTracker
-from servinglib.core.servable_data import ServableData
+from servinglib.core.servable_data import AspiredVersionsCallback, ServableData
 from servinglib.core.servable_handle import ServableHandle
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_request import ServableRequest
@@ -77,6 +76,9 @@ class AspiredVersionsManager(Manager):
         )
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[ServableData[Loader], ...]] = {}  # guarded by: _lock
+        # Names whose versions changed since a step last found nothing to do
+        # for them: a step looks only at these, so an idle step costs nothing.
+        self._dirty: set[str] = set()  # guarded by: _lock
         self._step_lock = threading.Lock()  # serializes steps
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -124,6 +126,18 @@ class AspiredVersionsManager(Manager):
             self._pending[servable_name] = tuple(versions)
         self._wake.set()
 
+    def aspired_versions_callback(self) -> AspiredVersionsCallback[Loader]:
+        """The callback a Source calls with aspired versions; a no-op once this manager closed.
+
+        Thread safety: the callback may be called from any thread.
+        """
+
+        def callback(servable_name: str, versions: Sequence[ServableData[Loader]]) -> None:
+            if not self._stop.is_set():
+                self.set_aspired_versions(servable_name, versions)
+
+        return callback
+
     # -- request path -------------------------------------------------------
 
     def servable_handle(self, request: ServableRequest) -> ServableHandle[Any]:
@@ -137,21 +151,26 @@ class AspiredVersionsManager(Manager):
     def run_once(self) -> bool:
         """One step: forget finished versions, apply pending requests, take one action.
 
+        A step looks only at names whose versions changed (a request, or a
+        load or unload that finished) since a step last found nothing to do.
+
         Returns True if the step changed anything (so another step may have
         more to do).  With 0 load (unload) threads the action's load (unload)
         runs before this returns.
         """
         with self._step_lock:
-            changed = self._flush_servables()
-            changed = self._apply_pending_requests() or changed
-            action = self._next_action()
+            with self._lock:
+                names, self._dirty = self._dirty, set()
+            changed = self._flush_servables(names)
+            applied = self._apply_pending_requests()
+            action = self._next_action(names | applied)
             if action is None:
-                return changed
+                return changed or bool(applied)
             if action.action is Action.LOAD:
                 future = self._basic.load_servable(action.id)
             else:
                 future = self._basic.unload_servable(action.id)
-            future.add_done_callback(self._on_action_done)
+            future.add_done_callback(lambda _: self._mark_dirty(action.id.name))
             return True
 
     def aspired_snapshots(self, name: str) -> list[AspiredServableStateSnapshot]:
@@ -186,20 +205,24 @@ class AspiredVersionsManager(Manager):
             if not busy:
                 self._wake.wait(interval_s)
 
-    def _on_action_done(self, _future: concurrent.futures.Future[None]) -> None:
+    def _mark_dirty(self, name: str) -> None:
+        """Has the next step look at ``name`` again (its versions changed state)."""
+        with self._lock:
+            self._dirty.add(name)
         self._wake.set()
 
-    def _flush_servables(self) -> bool:
-        """Stops managing versions no longer aspired that are new or finished."""
+    def _flush_servables(self, names: set[str]) -> bool:
+        """Stops managing versions of ``names`` no longer aspired that are new or finished."""
         flushed = False
-        for name in self._basic.managed_servable_names():
+        for name in names:
             for snapshot in self._basic.managed_servable_snapshots(name):
                 if snapshot.state in _FLUSHABLE and not _is_aspired(snapshot):
                     self._basic.stop_managing_servable(snapshot.id)
                     flushed = True
         return flushed
 
-    def _apply_pending_requests(self) -> bool:
+    def _apply_pending_requests(self) -> set[str]:
+        """Applies what can be applied; returns the names whose requests were applied."""
         with self._lock:
             pending, self._pending = self._pending, {}
         deferred: dict[str, tuple[ServableData[Loader], ...]] = {}
@@ -210,7 +233,7 @@ class AspiredVersionsManager(Manager):
             with self._lock:
                 for name, versions in deferred.items():
                     self._pending.setdefault(name, versions)
-        return len(deferred) < len(pending)
+        return pending.keys() - deferred.keys()
 
     def _apply_request(self, name: str, versions: tuple[ServableData[Loader], ...]) -> bool:
         """Applies one request; False (defer it) while a re-aspired version still unloads."""
@@ -232,12 +255,15 @@ class AspiredVersionsManager(Manager):
             self._basic.manage_servable(item, _Aspired())
         return True
 
-    def _next_action(self) -> ServableAction | None:
+    def _next_action(self, names: set[str]) -> ServableAction | None:
+        """The first action the policy wants for ``names``; names with actions stay dirty."""
         actions = []
-        for name in self._basic.managed_servable_names():
+        for name in names:
             action = self._policy.next_action(self.aspired_snapshots(name))
             if action is not None:
                 actions.append(action)
+        with self._lock:
+            self._dirty.update(action.id.name for action in actions)
         # Unloads first (they free resources), then by name for determinism.
         actions.sort(key=lambda a: (a.action is not Action.UNLOAD, a.id))
         return actions[0] if actions else None

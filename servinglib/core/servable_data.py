@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar, final
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeAlias, TypeVar, final
 
 import attrs
 
@@ -60,3 +61,10 @@ class ServableData(Generic[T]):
     def with_error(self, error: ServingError) -> ServableData[U]:
         """The same id carrying ``error`` (an adapter's failure)."""
         return ServableData(self.id, error=error)
+
+
+AspiredVersionsCallback: TypeAlias = Callable[[str, Sequence[ServableData[T]]], None]
+"""``callback(servable_name, versions)``: ``versions`` is the complete desired set for the name.
+
+Versions left out are to be unloaded; an empty sequence unloads every version.
+"""

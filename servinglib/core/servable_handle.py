@@ -63,18 +63,21 @@ class ServingEntry:
     Thread-safe.
     """
 
-    __slots__ = ("_closed", "_cond", "_count", "id", "servable")
+    __slots__ = ("_closed", "_cond", "_count", "_lock", "id", "servable")
 
     def __init__(self, servable_id: ServableId, servable: Any) -> None:  # noqa: ANN401 - any platform's object
         self.id = servable_id
         self.servable = servable
-        self._cond = threading.Condition(threading.Lock())
-        self._count = 0  # guarded by: _cond
-        self._closed = False  # guarded by: _cond
+        # A plain Lock on the request path (a Condition's `with` runs Python
+        # code, ~100 ns more per acquire); the Condition only for the unloader.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._count = 0  # guarded by: _lock
+        self._closed = False  # guarded by: _lock
 
     def try_acquire(self) -> bool:
         """Counts one more handle, unless the entry is closed."""
-        with self._cond:
+        with self._lock:
             if self._closed:
                 return False
             self._count += 1
@@ -82,7 +85,7 @@ class ServingEntry:
 
     def release(self) -> None:
         """Counts one handle less; wakes the unloader after the last one."""
-        with self._cond:
+        with self._lock:
             self._count -= 1
             if self._closed and self._count == 0:
                 self._cond.notify_all()
