@@ -32,6 +32,16 @@ from servinglib.errors import InvalidArgumentError
 _log = logging.getLogger(__name__)
 
 _FLUSHABLE = frozenset({HarnessState.NEW, HarnessState.DISABLED, HarnessState.ERROR})
+# On the way out: a request aspiring these again waits until they are gone.
+_LEAVING = frozenset(
+    {
+        HarnessState.UNLOAD_REQUESTED,
+        HarnessState.QUIESCING,
+        HarnessState.QUIESCED,
+        HarnessState.UNLOADING,
+        HarnessState.DISABLED,
+    }
+)
 
 
 @attrs.define
@@ -161,8 +171,11 @@ class AspiredVersionsManager(Manager):
         with self._step_lock:
             with self._lock:
                 names, self._dirty = self._dirty, set()
-            changed = self._flush_servables(names)
+                waiting = set(self._pending)
+            changed = self._flush_servables(names | waiting)
             applied = self._apply_pending_requests()
+            # Versions a request just dropped while new or in error go at once.
+            changed = self._flush_servables(applied) or changed
             action = self._next_action(names | applied)
             if action is None:
                 return changed or bool(applied)
@@ -236,15 +249,23 @@ class AspiredVersionsManager(Manager):
         return pending.keys() - deferred.keys()
 
     def _apply_request(self, name: str, versions: tuple[ServableData[Loader], ...]) -> bool:
-        """Applies one request; False (defer it) while a re-aspired version still unloads."""
+        """Applies one request; False (defer it) while a re-aspired version still unloads.
+
+        A re-aspired version that is still loading or serving simply becomes
+        aspired again (e.g. a rollback to the version still serving).
+        """
         managed = {s.id.version: s for s in self._basic.managed_servable_snapshots(name)}
         wanted = {item.id.version: item for item in versions}
-        if any(v in managed and not _is_aspired(managed[v]) for v in wanted):
+        if any(
+            v in managed and not _is_aspired(managed[v]) and managed[v].state in _LEAVING
+            for v in wanted
+        ):
             return False
         for version, snapshot in managed.items():
-            if version not in wanted:
-                with self._lock:
-                    snapshot.additional_state.is_aspired = False
+            aspired = version in wanted
+            with self._lock:
+                snapshot.additional_state.is_aspired = aspired
+            if not aspired:
                 self._basic.cancel_load_servable_retry(snapshot.id)
         for version, item in wanted.items():
             current = managed.get(version)

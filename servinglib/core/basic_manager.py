@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -115,9 +116,13 @@ class BasicManager(Manager):
         self._serving = ServingMap()
         # Loads executing (not waiting for resources) and unloads requested and
         # not finished: what may still free resources for a waiting load.
-        self._decision = threading.Condition()
+        self._decision = threading.Lock()
         self._executing_loads = 0  # guarded by: _decision
         self._pending_unloads = 0  # guarded by: _decision
+        # Loads that did not fit while others were in flight; retried when one ends.
+        self._parked: list[
+            tuple[LoaderHarness, concurrent.futures.Future[None]]
+        ] = []  # guarded by: _decision
         self._load_pool = _pool(self._options.num_load_threads, "servinglib-load")
         self._unload_pool = _pool(self._options.num_unload_threads, "servinglib-unload")
 
@@ -167,7 +172,7 @@ class BasicManager(Manager):
             self._publish(data.id, ManagerState.START)
 
     def stop_managing_servable(self, servable_id: ServableId) -> None:
-        """Forgets a version that is NEW, in ERROR or DISABLED.
+        """Forgets a version that is NEW, in ERROR or DISABLED (a NEW one is published END).
 
         Raises NotFoundError if it is not managed, FailedPreconditionError if
         it is loading, serving or unloading.
@@ -183,6 +188,8 @@ class BasicManager(Manager):
             del versions[servable_id.version]
             if not versions:
                 del self._harnesses[servable_id.name]
+        if harness.state is HarnessState.NEW:
+            self._publish(servable_id, ManagerState.END)  # every version START-ed ends
 
     def load_servable(self, servable_id: ServableId) -> concurrent.futures.Future[None]:
         """Starts loading a managed NEW version; the future completes when it serves or fails.
@@ -223,7 +230,13 @@ class BasicManager(Manager):
             return future
         with self._decision:
             self._pending_unloads += 1
-        self._run(self._unload_pool, lambda: self._execute_unload(harness, future), harness, future)
+        self._run(
+            self._unload_pool,
+            lambda: self._execute_unload(harness, future),
+            harness,
+            future,
+            on_reject=lambda: self._load_or_unload_finished(unloads=1),
+        )
         return future
 
     def cancel_load_servable_retry(self, servable_id: ServableId) -> None:
@@ -278,6 +291,10 @@ class BasicManager(Manager):
         concurrent.futures.wait(unloads)
         if self._unload_pool is not None:
             self._unload_pool.shutdown(wait=True)
+        with self._decision:
+            parked, self._parked = self._parked, []
+        for harness, future in parked:
+            self._cancel(harness, future)
 
     def __enter__(self) -> BasicManager:
         return self
@@ -290,35 +307,47 @@ class BasicManager(Manager):
     def _execute_load(
         self, harness: LoaderHarness, future: concurrent.futures.Future[None]
     ) -> None:
-        error = self._approve_load(harness)
-        if error is not None:
-            harness.error_out(error)
-            self._publish(harness.id, ManagerState.END, error)
-            future.set_exception(error)
+        if self._closed:
+            self._cancel(harness, future)
+            return
+        verdict = self._approve_load(harness, future)
+        if isinstance(verdict, _Parked):
+            return
+        if verdict is not None:
+            harness.error_out(verdict)
+            self._publish(harness.id, ManagerState.END, verdict)
+            future.set_exception(verdict)
             return
         self._publish(harness.id, ManagerState.LOADING)
         harness.start_loading()
         self._attempt_load(harness, future)
 
-    def _approve_load(self, harness: LoaderHarness) -> ServingError | None:
-        """The decision phase: reserve resources (waiting while others may free some)."""
+    def _approve_load(
+        self, harness: LoaderHarness, future: concurrent.futures.Future[None]
+    ) -> ServingError | _Parked | None:
+        """The decision phase: reserve resources, or park the load until others finish.
+
+        A load that does not fit waits (parked, holding no thread) while loads
+        execute or unloads are pending, since their end may free room; it
+        fails with RESOURCE_EXHAUSTED only when nothing is in flight.
+        """
         assert harness.loader is not None
         with self._decision:
-            while self._tracker is not None:
+            if self._tracker is not None:
                 with self._lock:
                     holders = [h.loader for h in self._all_locked() if h.state in _HOLDS_RESOURCES]
                 self._tracker.recompute_used_resources(
                     loader for loader in holders if loader is not None
                 )
-                if self._tracker.reserve(harness.loader):
-                    break
-                if self._executing_loads == 0 and self._pending_unloads == 0:
-                    return ResourceExhaustedError(
-                        f"Insufficient resources to load servable {harness.id}: it needs "
-                        f"{harness.loader.estimate_resources()}, {self._tracker.used} of "
-                        f"{self._tracker.total} is in use"
-                    )
-                self._decision.wait()
+                if not self._tracker.reserve(harness.loader):
+                    if self._executing_loads == 0 and self._pending_unloads == 0:
+                        return ResourceExhaustedError(
+                            f"Insufficient resources to load servable {harness.id}: it needs "
+                            f"{harness.loader.estimate_resources()}, {self._tracker.used} of "
+                            f"{self._tracker.total} is in use"
+                        )
+                    self._parked.append((harness, future))
+                    return _PARKED
             harness.load_approved()
             self._executing_loads += 1
         return None
@@ -326,21 +355,38 @@ class BasicManager(Manager):
     def _attempt_load(
         self, harness: LoaderHarness, future: concurrent.futures.Future[None]
     ) -> None:
-        outcome = harness.attempt_load()
-        assert harness.loader is not None  # only error data has none, and it never loads
-        if outcome is LoadOutcome.LOADED:
-            self._serving.add(harness.id, harness.loader.servable())
-            self._publish(harness.id, ManagerState.AVAILABLE)
-            harness.ready()
-            self._load_finished()
-            future.set_result(None)
-        elif outcome is LoadOutcome.RETRY:
-            self._schedule_retry(harness, future)
-        else:
-            assert harness.error is not None
-            self._publish(harness.id, ManagerState.END, harness.error)
-            self._load_finished()
-            future.set_exception(harness.error)
+        """One load attempt; on success the version serves, on failure it ends in ERROR."""
+        loader = harness.loader
+        assert loader is not None  # only error data has none, and it never loads
+        outcome = LoadOutcome.FAILED
+        try:
+            outcome = harness.attempt_load()
+            if outcome is LoadOutcome.RETRY:
+                self._schedule_retry(harness, future)
+                return
+            if outcome is LoadOutcome.LOADED:
+                self._serving.add(harness.id, loader.servable())
+                self._publish(harness.id, ManagerState.AVAILABLE)
+                harness.ready()
+                future.set_result(None)
+            else:
+                assert harness.error is not None
+                self._publish(harness.id, ManagerState.END, harness.error)
+                future.set_exception(harness.error)
+        except Exception as exc:  # noqa: BLE001 - e.g. servable() raising: the version's error
+            error = ServingError.wrap(exc, f"Serving servable {harness.id} failed")
+            _log.exception("%s", error.message)
+            if outcome is LoadOutcome.LOADED:
+                self._serving.remove(harness.id)
+                _unload_quietly(loader, harness.id)
+            if harness.state not in (HarnessState.ERROR, HarnessState.DISABLED):
+                harness.error_out(error)
+            self._publish(harness.id, ManagerState.END, error)
+            if not future.done():
+                future.set_exception(error)
+        finally:
+            if outcome is not LoadOutcome.RETRY:
+                self._load_or_unload_finished(loads=1)
 
     def _schedule_retry(
         self, harness: LoaderHarness, future: concurrent.futures.Future[None]
@@ -371,10 +417,19 @@ class BasicManager(Manager):
         except RuntimeError:  # the pool shut down while the retry waited
             attempt()
 
-    def _load_finished(self) -> None:
+    def _load_or_unload_finished(self, *, loads: int = 0, unloads: int = 0) -> None:
+        """Counts a load or unload as done, and gives parked loads another try."""
         with self._decision:
-            self._executing_loads -= 1
-            self._decision.notify_all()
+            self._executing_loads -= loads
+            self._pending_unloads -= unloads
+            parked, self._parked = self._parked, []
+        for harness, future in parked:
+            self._run(
+                self._load_pool,
+                functools.partial(self._execute_load, harness, future),
+                harness,
+                future,
+            )
 
     # -- unload execution ---------------------------------------------------
 
@@ -392,9 +447,7 @@ class BasicManager(Manager):
             self._publish(harness.id, ManagerState.END)
             future.set_result(None)
         finally:
-            with self._decision:
-                self._pending_unloads -= 1
-                self._decision.notify_all()
+            self._load_or_unload_finished(unloads=1)
 
     # -- serving map --------------------------------------------------------
 
@@ -442,8 +495,13 @@ class BasicManager(Manager):
         task: Callable[[], None],
         harness: LoaderHarness,
         future: concurrent.futures.Future[None],
+        on_reject: Callable[[], None] | None = None,
     ) -> None:
-        """Runs ``task`` on ``pool`` (or here); an unexpected exception errors the harness out."""
+        """Runs ``task`` on ``pool`` (or here); an unexpected exception errors the harness out.
+
+        A pool already shut down (the manager closed) fails the future with
+        CANCELLED and calls ``on_reject``.
+        """
 
         def guarded() -> None:
             try:
@@ -463,10 +521,32 @@ class BasicManager(Manager):
         try:
             pool.submit(guarded)
         except RuntimeError:
-            error = CancelledError(f"the manager closed before servable {harness.id} was handled")
+            self._cancel(harness, future)
+            if on_reject is not None:
+                on_reject()
+
+    def _cancel(self, harness: LoaderHarness, future: concurrent.futures.Future[None]) -> None:
+        error = CancelledError(f"the manager closed before servable {harness.id} was handled")
+        if harness.state not in (HarnessState.ERROR, HarnessState.DISABLED):
             harness.error_out(error)
-            self._publish(harness.id, ManagerState.END, error)
+        self._publish(harness.id, ManagerState.END, error)
+        if not future.done():
             future.set_exception(error)
+
+
+@final
+class _Parked:
+    """The decision phase's answer for a load waiting for room."""
+
+
+_PARKED = _Parked()
+
+
+def _unload_quietly(loader: Loader, servable_id: ServableId) -> None:
+    try:
+        loader.unload()
+    except Exception:  # noqa: BLE001 - cleanup after a failure; the first error is what matters
+        _log.exception("unload of servable %s after a failure raised; ignored", servable_id)
 
 
 def _pool(num_threads: int, prefix: str) -> concurrent.futures.ThreadPoolExecutor | None:

@@ -37,9 +37,11 @@ class Loader(abc.ABC):
         """Makes the servable ready to serve.
 
         Raise (preferably a :class:`servinglib.errors.ServingError`) on failure;
-        a failed load may be tried again.  Raise a DataLossError or
-        InvalidArgumentError for a failure that retrying cannot heal (a corrupt
-        or unparsable model), so the manager does not retry it.
+        a failed load may be tried again.  Raise an error retrying cannot heal
+        (DataLossError for a corrupt model, InvalidArgumentError for an
+        unparsable one or a bad signature; also FailedPreconditionError,
+        UnimplementedError, ResourceExhaustedError) and the default retry
+        predicate, ``retry_unless_permanent``, does not retry it.
         Important: after a failed load, the loader must hold nothing (load
         cleans up after itself).
         """

@@ -136,7 +136,7 @@ class LoaderHarness:
         self._state = HarnessState.NEW  # guarded by: _lock (writes)
         self._error: ServingError | None = None  # guarded by: _lock (writes)
         self._attempts = 0  # guarded by: _lock
-        self._retry_cancelled = False
+        self._retry_cancelled = False  # guarded by: _lock (writes)
 
     def __repr__(self) -> str:
         return f"LoaderHarness({self.id}, {self._state})"

@@ -427,3 +427,59 @@ def test_handles_never_fail_while_versions_swap() -> None:
                 thread.join(10)
     assert failures == []
     assert lookups[0] > 0
+
+
+def test_version_dropped_while_new_is_forgotten_and_can_come_back() -> None:
+    """A version un-aspired before it loaded ends and is forgotten; aspiring it later loads."""
+    harness = Harness(AvailabilityPreservingPolicy())
+    harness.aspire("m", v1=FakeLoader(load_error=DataLossError("corrupt")), v2=FakeLoader())
+    harness.manager.run_once()  # applies the request, then loads v2 (the highest) only
+    harness.aspire("m", v2=FakeLoader())
+    harness.settle()
+    assert harness.state(V1) is ManagerState.END
+    assert [s.id for s in harness.manager.aspired_snapshots("m")] == [V2]
+    harness.aspire("m", v1=FakeLoader("one again"), v2=FakeLoader())
+    harness.settle()
+    assert harness.manager.list_available_servable_ids() == [V1, V2]
+    harness.manager.close()
+
+
+def test_rollback_to_the_version_still_serving() -> None:
+    """After a new version fails, aspiring the old (still serving) one again keeps it, aspired."""
+    harness = Harness(AvailabilityPreservingPolicy())
+    one = FakeLoader("one")
+    harness.aspire("m", v1=one)
+    harness.settle()
+    harness.aspire("m", v2=FakeLoader(load_error=DataLossError("corrupt")))
+    harness.settle()
+    assert harness.served() == "one"  # availability preserved: v1 still serves
+    harness.aspire("m", v1=FakeLoader("another one"))
+    harness.settle()
+    assert [(s.id, s.is_aspired) for s in harness.manager.aspired_snapshots("m")] == [(V1, True)]
+    assert harness.served() == "one"
+    assert one.load_calls == 1
+    harness.manager.close()
+
+
+def test_load_waiting_for_room_does_not_block_a_retry() -> None:
+    """With one load thread, a load parked for resources leaves the thread to another's retry."""
+    harness = Harness(
+        AvailabilityPreservingPolicy(),
+        num_load_threads=1,
+        retries=1,
+        limit=ResourceAllocation.ram_bytes(100),
+    )
+    flaky = FakeLoader(
+        "a", resource_estimate=ResourceAllocation.ram_bytes(60), load_errors=[OSError("blip")]
+    )
+    big = FakeLoader("b", resource_estimate=ResourceAllocation.ram_bytes(60))
+    harness.aspire("a", v1=flaky)
+    harness.aspire("b", v1=big)
+    run_until(harness.manager, lambda: harness.clock.pending_timers == 1)
+    harness.manager.run_once()  # b's load: does not fit while a holds its reservation
+    harness.clock.advance(5)  # a's retry must get the load thread
+    wait_for_state(harness.monitor, ServableId("a", 1), ManagerState.AVAILABLE)
+    harness.settle()
+    assert harness.health(ServableId("b", 1)).code is StatusCode.RESOURCE_EXHAUSTED
+    assert big.load_calls == 0
+    harness.manager.close()

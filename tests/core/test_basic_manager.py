@@ -10,6 +10,7 @@ import pytest
 
 from servinglib.core.basic_manager import BasicManager, ManagerOptions
 from servinglib.core.event_bus import EventBus
+from servinglib.core.loader import Loader
 from servinglib.core.loader_harness import HarnessState, LoadRetryOptions
 from servinglib.core.resource_tracker import ResourceTracker
 from servinglib.core.resources import ResourceAllocation
@@ -405,3 +406,51 @@ def test_close_cancels_pending_retries(bus: EventBus[ServableState], clock: Fake
     manager.close()
     with pytest.raises(CancelledError):
         future.result(TIMEOUT_S)
+
+
+class ServableRaises(Loader):
+    """A loader that loads fine but whose servable() raises."""
+
+    def __init__(self) -> None:
+        self.unload_calls = 0
+
+    def estimate_resources(self) -> ResourceAllocation:
+        return ResourceAllocation.ram_bytes(10)
+
+    def load(self) -> None:
+        pass
+
+    def unload(self) -> None:
+        self.unload_calls += 1
+
+    def servable(self) -> object:
+        raise RuntimeError("boom")
+
+
+def test_servable_raising_after_load_errors_and_unloads(
+    bus: EventBus[ServableState], clock: FakeClock, recorder: Recorder, num_load_threads: int
+) -> None:
+    """A loader whose servable() raises ends in ERROR, is unloaded, and blocks no later load."""
+    bad = ServableRaises()
+    limit = ResourceAllocation.ram_bytes(100)
+    with make_manager(bus, clock, num_load_threads=num_load_threads, limit=limit) as manager:
+        manager.manage_servable(ServableData.of(V1, bad))
+        with pytest.raises(UnknownError, match="RuntimeError: boom"):
+            manager.load_servable(V1).result(TIMEOUT_S)
+        assert bad.unload_calls == 1
+        assert manager.list_available_servable_ids() == []
+        too_big = FakeLoader(resource_estimate=ResourceAllocation.ram_bytes(200))
+        manager.manage_servable(ServableData.of(V2, too_big))
+        with pytest.raises(ResourceExhaustedError):
+            manager.load_servable(V2).result(TIMEOUT_S)
+    assert recorder.states(V1) == [ManagerState.START, ManagerState.LOADING, ManagerState.END]
+
+
+def test_forgetting_a_new_version_publishes_end(manager: BasicManager, recorder: Recorder) -> None:
+    """A version that stops being managed before it loaded is published END (no error)."""
+    manager.manage_servable(ServableData.of(V1, FakeLoader()))
+    manager.stop_managing_servable(V1)
+    assert recorder.events == [
+        ServableState(V1, ManagerState.START),
+        ServableState(V1, ManagerState.END),
+    ]
