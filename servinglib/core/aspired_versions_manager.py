@@ -166,9 +166,11 @@ class AspiredVersionsManager(Manager):
 
         Returns True if the step changed anything (so another step may have
         more to do).  With 0 load (unload) threads the action's load (unload)
-        runs before this returns.
+        runs before this returns.  After close() a step does nothing.
         """
         with self._step_lock:
+            if self._stop.is_set():
+                return False  # closed: nothing more is loaded or unloaded
             with self._lock:
                 names, self._dirty = self._dirty, set()
                 waiting = set(self._pending)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import abc
+import logging
 import threading
 from collections.abc import Sequence
 from typing import Generic, TypeAlias, TypeVar
 
 from servinglib.core.servable_data import AspiredVersionsCallback, ServableData
 from servinglib.errors import FailedPreconditionError
+
+_log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -44,7 +47,10 @@ class Source(abc.ABC, Generic[T]):
             self._callback = callback
             held, self._held = self._held, {}
             for name, versions in held.items():
-                callback(name, versions)
+                try:
+                    callback(name, versions)
+                except Exception:  # noqa: BLE001 - one bad delivery must not lose the others
+                    _log.exception("delivering aspired versions of %s failed", name)
         self._on_connected()
 
     def _on_connected(self) -> None:
