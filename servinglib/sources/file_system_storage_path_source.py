@@ -44,6 +44,10 @@ class ServableToMonitor:
     version_policy: ServableVersionPolicy = attrs.field(factory=ServableVersionPolicy.latest)
 
 
+def _to_tuple(servables: Iterable[ServableToMonitor]) -> tuple[ServableToMonitor, ...]:
+    return tuple(servables)
+
+
 def _unique_names(
     _instance: object, _attribute: object, servables: tuple[ServableToMonitor, ...]
 ) -> None:
@@ -71,7 +75,7 @@ class FileSystemStoragePathSourceConfig:
     """
 
     servables: tuple[ServableToMonitor, ...] = attrs.field(
-        default=(), converter=tuple, validator=_unique_names
+        default=(), converter=_to_tuple, validator=_unique_names
     )
     file_system_poll_wait_seconds: float = 1.0
     servable_versions_always_present: bool = False
@@ -123,7 +127,12 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         return self._thread is not None and self._thread.is_alive()
 
     def servable_errors(self) -> dict[str, ServingError]:
-        """Servables whose last poll failed (missing, unreadable or empty base path), by name."""
+        """Servables whose last poll failed, by name, with why.
+
+        A base path that is missing, not a directory or unreadable; with
+        ``servable_versions_always_present``, also one without versions.
+        (Without it an empty base path is not an error: it unloads the servable.)
+        """
         with self._lock:
             return dict(self._errors)
 
@@ -134,18 +143,20 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         source is connected and polls).  Raises InvalidArgumentError if the
         poll period or event watching changes (fixed at construction).
         """
-        old = self._config
-        if (config.file_system_poll_wait_seconds, config.watch_filesystem_events) != (
-            old.file_system_poll_wait_seconds,
-            old.watch_filesystem_events,
-        ):
-            raise InvalidArgumentError(
-                "file_system_poll_wait_seconds and watch_filesystem_events cannot change"
-            )
-        kept = {s.servable_name: s for s in config.servables}
-        removed = [s.servable_name for s in old.servables if s.servable_name not in kept]
-        changed = [s for s in config.servables if s not in old.servables]
         with self._poll_lock:
+            if self._stop.is_set():
+                return
+            old = self._config
+            if (config.file_system_poll_wait_seconds, config.watch_filesystem_events) != (
+                old.file_system_poll_wait_seconds,
+                old.watch_filesystem_events,
+            ):
+                raise InvalidArgumentError(
+                    "file_system_poll_wait_seconds and watch_filesystem_events cannot change"
+                )
+            kept = {s.servable_name for s in config.servables}
+            removed = [s.servable_name for s in old.servables if s.servable_name not in kept]
+            changed = [s for s in config.servables if s not in old.servables]
             with self._lock:
                 self._config = config
                 for name in removed:
@@ -158,14 +169,17 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         self._sync_watches()
 
     def poll_once(self) -> None:
-        """Polls every servable now and emits each one's aspired versions."""
+        """Polls every servable now and emits each one's aspired versions (not after close)."""
         with self._poll_lock:
+            if self._stop.is_set():
+                return
             self._poll_servables(self._config.servables, emit_unchanged=True)
         self._sync_watches()
 
     def close(self) -> None:
-        """Stops polling and watching; idempotent.  Emits nothing more."""
-        self._stop.set()
+        """Stops polling and watching; idempotent.  Emits nothing more once it returns."""
+        with self._poll_lock:
+            self._stop.set()
         self._wake.set()
         with self._lock:
             timer, self._timer = self._timer, None
@@ -186,7 +200,10 @@ class FileSystemStoragePathSource(Source[StoragePath]):
     def _on_connected(self) -> None:
         if not self._polls():
             return
-        self.poll_once()
+        try:
+            self.poll_once()
+        except Exception:  # noqa: BLE001 - a failing target must not stop the polling
+            _log.exception("the first file-system poll failed; polling goes on")
         if self._config.file_system_poll_wait_seconds > 0:
             self._thread = threading.Thread(
                 target=self._poll_loop, name="servinglib-fs-source", daemon=True
@@ -227,8 +244,10 @@ class FileSystemStoragePathSource(Source[StoragePath]):
                 if full:
                     self.poll_once()
                 elif dirty:
-                    servables = [s for s in self._config.servables if s.servable_name in dirty]
-                    with self._poll_lock:
+                    with self._poll_lock:  # the config cannot change between choice and poll
+                        if self._stop.is_set():
+                            return
+                        servables = [s for s in self._config.servables if s.servable_name in dirty]
                         self._poll_servables(servables, emit_unchanged=False)
             except Exception:  # noqa: BLE001 - the polling thread must never die
                 _log.exception("file-system poll failed; polling goes on")
