@@ -128,13 +128,7 @@ class ServableStateMonitor:
         request settled in ``goal_state``.  ``notify`` runs on the thread that
         settled the last request (maybe this one, before returning).
         """
-        waiter = _Notification(tuple(requests), goal_state, notify)
-        with self._lock:
-            settled = waiter.check_locked(self._states)
-            if not settled:
-                self._waiters.append(waiter)
-        if settled:
-            waiter.fire()
+        self._register(_Notification(tuple(requests), goal_state, notify))
 
     def wait_until_servables_reach_state(
         self,
@@ -155,12 +149,7 @@ class ServableStateMonitor:
             done.set()
 
         waiter = _Notification(tuple(requests), goal_state, on_settled)
-        with self._lock:
-            settled = waiter.check_locked(self._states)
-            if not settled:
-                self._waiters.append(waiter)
-        if settled:
-            waiter.fire()
+        self._register(waiter)
         if not done.wait(timeout_s):
             with self._lock:
                 pending = waiter in self._waiters
@@ -172,6 +161,15 @@ class ServableStateMonitor:
             done.wait()  # settled just as the time ran out: its notify is on its way
         reached, states = result[0]
         return reached, dict(states)
+
+    def _register(self, waiter: _Notification) -> None:
+        """Fires ``waiter`` now if it is settled, else keeps it for the events to come."""
+        with self._lock:
+            settled = waiter.check_locked(self._states)
+            if not settled:
+                self._waiters.append(waiter)
+        if settled:
+            waiter.fire()
 
     def _handle_event(self, state: ServableState) -> None:
         entry = ServableStateAndTime(state, self._clock.now())
