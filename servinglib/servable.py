@@ -1,0 +1,276 @@
+"""The inference contract every platform implements: signatures of numpy tensors.
+
+A loaded model version (the object a Loader's ``servable()`` returns) is a
+:class:`Servable`: named signatures, each with input and output
+:class:`TensorSpec` s, a method name (predict, classify, regress) and an
+execution mode.  Front ends, warmup and batching all go through
+:func:`call_signature`, the one place that checks a request against the
+signature, so every protocol reports the same INVALID_ARGUMENT messages.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Iterable, Mapping
+from typing import Any, final
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from servinglib.errors import FailedPreconditionError, InternalError, InvalidArgumentError
+
+DEFAULT_SIGNATURE = "serving_default"
+"""The signature a request naming none gets (TF Serving's ``kDefaultServingSignatureDefKey``)."""
+PREDICT_METHOD = "tensorflow/serving/predict"
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+REGRESS_METHOD = "tensorflow/serving/regress"
+
+Tensors = Mapping[str, npt.NDArray[Any]]
+"""Tensor name → value; string tensors are object arrays of ``bytes``."""
+
+
+@final
+class ExecutionMode(enum.Enum):
+    """Where a front end runs a signature's call.
+
+    THREAD (the default): on a bounded worker pool, so a slow model never
+    stalls the event loop.  INLINE: on the event loop itself, for calls of
+    a few microseconds.  ASYNC: the servable's own coroutine
+    (:meth:`Servable.call_async`).
+    """
+
+    THREAD = "thread"
+    INLINE = "inline"
+    ASYNC = "async"
+
+
+def _to_dtype(value: npt.DTypeLike) -> np.dtype[Any]:
+    dtype = np.dtype(value)
+    if dtype.kind in "SUa":  # fixed-width strings: string tensors are bytes objects
+        return np.dtype(object)
+    return dtype
+
+
+def _to_shape(value: Iterable[int] | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    shape = tuple(int(d) for d in value)
+    if any(d < -1 for d in shape):
+        raise ValueError(f"shape dimensions are sizes or -1 (unknown), got {shape}")
+    return shape
+
+
+@final
+@attrs.frozen
+class TensorSpec:
+    """A signature's tensor: its name, dtype and shape.
+
+    ``dtype`` is a numpy dtype; string tensors use ``object`` (items are
+    ``bytes``).  ``shape`` uses -1 for a dimension of unknown size, and is
+    None when even the rank is unknown.  ``tensor_name`` is the tensor's
+    name inside the model (TF Serving's ``TensorInfo.name``, e.g. ``x:0``),
+    defaulting to ``name``.  Immutable, so thread-safe.
+    """
+
+    name: str
+    dtype: np.dtype[Any] = attrs.field(converter=_to_dtype)
+    shape: tuple[int, ...] | None = attrs.field(default=None, converter=_to_shape)
+    tensor_name: str = attrs.field()
+
+    @tensor_name.default
+    def _default_tensor_name(self) -> str:
+        return self.name
+
+    @property
+    def is_string(self) -> bool:
+        """True for string tensors (object arrays of bytes)."""
+        return self.dtype == np.dtype(object)
+
+    def check(self, value: npt.NDArray[Any]) -> None:
+        """Raises InvalidArgumentError if ``value`` does not fit this spec (dtype, rank, sizes)."""
+        if value.dtype != self.dtype:
+            raise InvalidArgumentError(
+                f"Input tensor '{self.name}' has dtype {_dtype_name(value.dtype)}, "
+                f"but the signature expects {_dtype_name(self.dtype)}"
+            )
+        if self.shape is None:
+            return
+        if value.ndim != len(self.shape) or any(
+            want not in (-1, got) for want, got in zip(self.shape, value.shape, strict=True)
+        ):
+            raise InvalidArgumentError(
+                f"Input tensor '{self.name}' has shape {list(value.shape)}, "
+                f"but the signature expects {_shape_text(self.shape)}"
+            )
+
+
+def _dtype_name(dtype: np.dtype[Any]) -> str:
+    return "string" if dtype == np.dtype(object) else dtype.name
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "[" + ", ".join("?" if d == -1 else str(d) for d in shape) + "]"
+
+
+def _freeze_specs(
+    value: Mapping[str, TensorSpec] | Iterable[TensorSpec],
+) -> Mapping[str, TensorSpec]:
+    specs = list(value.values()) if isinstance(value, Mapping) else list(value)
+    return {spec.name: spec for spec in specs}
+
+
+@final
+@attrs.frozen
+class SignatureSpec:
+    """One callable signature of a servable: its inputs, outputs, method and execution mode.
+
+    ``inputs`` / ``outputs`` may be given as a mapping or a list of
+    TensorSpecs; they are keyed by tensor name.  Immutable, so thread-safe.
+    """
+
+    inputs: Mapping[str, TensorSpec] = attrs.field(converter=_freeze_specs)
+    outputs: Mapping[str, TensorSpec] = attrs.field(converter=_freeze_specs)
+    method_name: str = PREDICT_METHOD
+    execution_mode: ExecutionMode = ExecutionMode.THREAD
+
+
+class Servable(abc.ABC):
+    """A loaded model version: named signatures taking and returning numpy tensors.
+
+    Important: :meth:`call` receives inputs already checked against the
+    signature (names, dtypes, shapes) by :func:`call_signature`, and must
+    return every output of the signature, or those in ``output_filter``.
+    Thread safety: :meth:`call` may be called from many threads at once; a
+    servable that cannot run calls concurrently must serialize them itself.
+    """
+
+    @property
+    @abc.abstractmethod
+    def signatures(self) -> Mapping[str, SignatureSpec]:
+        """Every signature, by name (``serving_default`` is the default)."""
+
+    @abc.abstractmethod
+    def call(
+        self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
+    ) -> dict[str, npt.NDArray[Any]]:
+        """Runs one signature.
+
+        Requires: ``signature_name`` is in :attr:`signatures` and ``inputs``
+        fit it; ``output_filter`` (None = all) names outputs of it.
+        Raise InvalidArgumentError for inputs the model rejects.
+        """
+
+    async def call_async(
+        self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
+    ) -> dict[str, npt.NDArray[Any]]:
+        """Runs a signature whose execution mode is ASYNC; by default calls :meth:`call`."""
+        return self.call(signature_name, inputs, output_filter)
+
+
+def resolve_signature(servable: Servable, signature_name: str | None) -> tuple[str, SignatureSpec]:
+    """The signature a request names (empty/None: ``serving_default``), with its spec.
+
+    Raises FailedPreconditionError (TF Serving's code) naming the key when
+    the servable has no such signature.
+    """
+    name = signature_name or DEFAULT_SIGNATURE
+    spec = servable.signatures.get(name)
+    if spec is None:
+        known = ", ".join(sorted(servable.signatures)) or "none"
+        raise FailedPreconditionError(
+            f'Serving signature key "{name}" not found (signatures: {known}).'
+        )
+    return name, spec
+
+
+def check_inputs(spec: SignatureSpec, inputs: Tensors) -> None:
+    """Raises InvalidArgumentError naming the tensor if ``inputs`` do not fit ``spec``."""
+    unknown = sorted(set(inputs) - spec.inputs.keys())
+    if unknown:
+        raise InvalidArgumentError(
+            f"Unknown input tensor '{unknown[0]}': the signature takes {_names(spec.inputs)}"
+        )
+    missing = sorted(spec.inputs.keys() - set(inputs))
+    if missing:
+        raise InvalidArgumentError(
+            f"Missing input tensor '{missing[0]}': the signature takes {_names(spec.inputs)}"
+        )
+    for name, value in inputs.items():
+        spec.inputs[name].check(value)
+
+
+def call_signature(
+    servable: Servable,
+    signature_name: str | None,
+    inputs: Tensors,
+    output_filter: Iterable[str] | None = None,
+) -> dict[str, npt.NDArray[Any]]:
+    """Checks a request against the signature and runs it: the one way front ends call models.
+
+    Raises FailedPreconditionError for an unknown signature,
+    InvalidArgumentError for inputs that do not fit or an output_filter
+    naming an unknown output, and InternalError if the servable breaks its
+    contract (returns missing or extra outputs).
+    """
+    name, wanted = _prepare(servable, signature_name, inputs, output_filter)
+    return _checked_outputs(servable, name, wanted, servable.call(name, inputs, wanted))
+
+
+async def call_signature_async(
+    servable: Servable,
+    signature_name: str | None,
+    inputs: Tensors,
+    output_filter: Iterable[str] | None = None,
+) -> dict[str, npt.NDArray[Any]]:
+    """:func:`call_signature` through :meth:`Servable.call_async` (for ASYNC signatures)."""
+    name, wanted = _prepare(servable, signature_name, inputs, output_filter)
+    outputs = await servable.call_async(name, inputs, wanted)
+    return _checked_outputs(servable, name, wanted, outputs)
+
+
+def _prepare(
+    servable: Servable,
+    signature_name: str | None,
+    inputs: Tensors,
+    output_filter: Iterable[str] | None,
+) -> tuple[str, frozenset[str] | None]:
+    name, spec = resolve_signature(servable, signature_name)
+    check_inputs(spec, inputs)
+    return name, _output_filter(spec, output_filter)
+
+
+def _checked_outputs(
+    servable: Servable,
+    name: str,
+    wanted: frozenset[str] | None,
+    outputs: dict[str, npt.NDArray[Any]],
+) -> dict[str, npt.NDArray[Any]]:
+    expected = wanted if wanted is not None else servable.signatures[name].outputs.keys()
+    if outputs.keys() != expected:
+        raise InternalError(
+            f"Signature '{name}' returned outputs {sorted(outputs)}, expected {sorted(expected)}"
+        )
+    return outputs
+
+
+def _output_filter(
+    spec: SignatureSpec, output_filter: Iterable[str] | None
+) -> frozenset[str] | None:
+    if output_filter is None:
+        return None
+    wanted = frozenset(output_filter)
+    if not wanted:
+        return None
+    unknown = sorted(wanted - spec.outputs.keys())
+    if unknown:
+        raise InvalidArgumentError(
+            f"Unknown output tensor '{unknown[0]}' in the output filter: the signature gives "
+            f"{_names(spec.outputs)}"
+        )
+    return wanted
+
+
+def _names(specs: Mapping[str, TensorSpec]) -> str:
+    return "{" + ", ".join(sorted(specs)) + "}"
