@@ -1,0 +1,80 @@
+"""ModelLoader: the Loader of one model version directory that serves a Servable."""
+
+from __future__ import annotations
+
+import abc
+import os
+import threading
+
+from servinglib.core.loader import Loader
+from servinglib.core.resources import ResourceAllocation
+from servinglib.errors import FailedPreconditionError
+from servinglib.loaders.warmup import WarmupOptions, run_warmup
+from servinglib.servable import Servable
+
+RAM_ESTIMATE_FACTOR = 1.2
+"""A version's RAM estimate is its files' size times this (TF Serving's rule)."""
+
+
+class ModelLoader(Loader):
+    """Loads the Servable of one version directory, warms it up, and serves it.
+
+    Subclasses implement :meth:`_load_servable` (and :meth:`_unload_servable`
+    to release what it holds).  load() replays the directory's warmup
+    requests before it returns, so a version is AVAILABLE only warmed up; a
+    failed warmup unloads the servable and fails the load.  The resource
+    estimate is the directory's size x 1.2 as RAM bytes, computed once.
+    Thread safety: as :class:`Loader` requires.
+    """
+
+    def __init__(self, path: str, warmup: WarmupOptions | None = None) -> None:
+        self.path = path
+        self._warmup = warmup if warmup is not None else WarmupOptions()
+        self._lock = threading.Lock()
+        self._estimate: ResourceAllocation | None = None  # guarded by: _lock
+        self._servable: Servable | None = None
+        self.warmup_records = 0
+
+    def estimate_resources(self) -> ResourceAllocation:
+        with self._lock:
+            if self._estimate is None:
+                size = _directory_size(self.path)
+                self._estimate = ResourceAllocation.ram_bytes(int(size * RAM_ESTIMATE_FACTOR))
+            return self._estimate
+
+    def load(self) -> None:
+        servable = self._load_servable()
+        try:
+            self.warmup_records = run_warmup(servable, self.path, self._warmup)
+        except BaseException:
+            self._unload_servable(servable)
+            raise
+        self._servable = servable
+
+    def unload(self) -> None:
+        servable, self._servable = self._servable, None
+        if servable is not None:
+            self._unload_servable(servable)
+
+    def servable(self) -> Servable:
+        if self._servable is None:
+            raise FailedPreconditionError(f"The model at {self.path} is not loaded")
+        return self._servable
+
+    @abc.abstractmethod
+    def _load_servable(self) -> Servable:
+        """Loads the model in :attr:`path`; raise (a ServingError) if it cannot be loaded."""
+
+    def _unload_servable(self, servable: Servable) -> None:
+        """Releases what :meth:`_load_servable` acquired.  Default: nothing."""
+
+
+def _directory_size(path: str) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except OSError:  # vanished meanwhile: the estimate is an upper bound anyway
+                continue
+    return total

@@ -1,0 +1,245 @@
+"""The "python" platform: a model version directory holding a ``model.py``.
+
+Executing code from a model directory is a trust decision: the platform is
+off unless its config says ``allow_code_execution=True``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar, final
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from servinglib.core.loader import Loader
+from servinglib.errors import (
+    FailedPreconditionError,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    ServingError,
+)
+from servinglib.loaders.model_loader import ModelLoader
+from servinglib.loaders.warmup import WarmupOptions
+from servinglib.servable import (
+    PREDICT_METHOD,
+    ExecutionMode,
+    Servable,
+    SignatureSpec,
+    Tensors,
+    TensorSpec,
+)
+from servinglib.sources.source import StoragePath
+from servinglib.sources.source_adapter import (
+    ErrorInjectingSourceAdapter,
+    SourceAdapter,
+    UnarySourceAdapter,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_SPEC_ATTRIBUTE = "__servinglib_signature__"
+
+
+@final
+@attrs.frozen
+class PythonPlatformConfig:
+    """How the "python" platform loads ``model.py`` from each version directory.
+
+    ``allow_code_execution`` must be True: loading runs the directory's code.
+    ``entry_point`` is the file, ``class_name`` the PythonModel subclass in it.
+    Immutable, so thread-safe.
+    """
+
+    allow_code_execution: bool = False
+    entry_point: str = "model.py"
+    class_name: str = "Model"
+    warmup: WarmupOptions = attrs.field(factory=WarmupOptions)
+
+
+class PythonModel:
+    """Base class of a Python model: ``load(path)`` once, then signature methods per request.
+
+    Declare signatures with :func:`signature` on methods taking the input
+    tensors as keyword arguments and returning a mapping of output tensors.
+    Thread safety: signature methods may run on several threads at once.
+    """
+
+    def load(self, path: str) -> None:
+        """Reads the model from its version directory ``path``.  Default: nothing."""
+
+    def unload(self) -> None:
+        """Releases what :meth:`load` acquired.  Default: nothing."""
+
+
+def signature(
+    *,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    name: str | None = None,
+    method_name: str = PREDICT_METHOD,
+    execution_mode: ExecutionMode = ExecutionMode.THREAD,
+) -> Callable[[F], F]:
+    """Declares a PythonModel method as a signature (named after the method unless ``name``).
+
+    The method is called with each input tensor as a keyword argument and
+    returns a mapping of output name → array (anything ``numpy.asarray``
+    accepts).  An ``async def`` method needs ``execution_mode=ASYNC``.
+    """
+    spec = SignatureSpec(inputs, outputs, method_name, execution_mode)
+
+    def mark(method: F) -> F:
+        setattr(method, _SPEC_ATTRIBUTE, (name or method.__name__, spec))
+        return method
+
+    return mark
+
+
+def make_adapter(config: PythonPlatformConfig | None) -> SourceAdapter[StoragePath, Loader]:
+    """The "python" platform's adapter (refuses every version without allow_code_execution)."""
+    config = config if config is not None else PythonPlatformConfig()
+    if not config.allow_code_execution:
+        return ErrorInjectingSourceAdapter(
+            FailedPreconditionError(
+                "Model platform 'python' runs the code in each model directory, which is not "
+                "allowed: enable it with PythonPlatformConfig(allow_code_execution=True) "
+                "(servinglib-server: --allow_python_models)"
+            )
+        )
+    return _PythonSourceAdapter(config)
+
+
+@final
+class _PythonSourceAdapter(UnarySourceAdapter[StoragePath, Loader]):
+    def __init__(self, config: PythonPlatformConfig) -> None:
+        super().__init__()
+        self._config = config
+
+    def convert(self, servable_name: str, data: StoragePath) -> Loader:
+        return PythonLoader(data, self._config)
+
+
+@final
+class PythonLoader(ModelLoader):
+    """Imports a version directory's ``model.py``, instantiates its model and loads it.
+
+    The module is imported under a name unique to the directory and removed
+    from ``sys.modules`` on unload.  Thread safety: as :class:`Loader` requires.
+    """
+
+    def __init__(self, path: str, config: PythonPlatformConfig | None = None) -> None:
+        config = config if config is not None else PythonPlatformConfig(allow_code_execution=True)
+        super().__init__(path, config.warmup)
+        self._config = config
+        digest = hashlib.sha1(os.path.abspath(path).encode(), usedforsecurity=False).hexdigest()
+        self._module_name = f"servinglib_python_model_{digest[:16]}"
+
+    def _load_servable(self) -> Servable:
+        entry = os.path.join(self.path, self._config.entry_point)
+        if not os.path.isfile(entry):
+            raise NotFoundError(f"No {self._config.entry_point} in model directory {self.path}")
+        module_spec = importlib.util.spec_from_file_location(self._module_name, entry)
+        if module_spec is None or module_spec.loader is None:
+            raise InvalidArgumentError(f"Cannot import {entry}")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[self._module_name] = module
+        try:
+            try:
+                module_spec.loader.exec_module(module)
+            except Exception as exc:
+                raise ServingError.wrap(exc, f"Importing {entry} failed") from exc
+            model_class = getattr(module, self._config.class_name, None)
+            if not (isinstance(model_class, type) and issubclass(model_class, PythonModel)):
+                raise InvalidArgumentError(
+                    f"{entry} defines no PythonModel subclass named {self._config.class_name}"
+                )
+            model = model_class()
+            model.load(self.path)
+            return PythonServable(model)
+        except BaseException:
+            sys.modules.pop(self._module_name, None)
+            raise
+
+    def _unload_servable(self, servable: Servable) -> None:
+        try:
+            if isinstance(servable, PythonServable):
+                servable.model.unload()
+        finally:
+            sys.modules.pop(self._module_name, None)
+
+
+@final
+class PythonServable(Servable):
+    """A PythonModel's signature methods as a Servable.  Thread-safe if the model is."""
+
+    def __init__(self, model: PythonModel) -> None:
+        self.model = model
+        methods: dict[str, Callable[..., Any]] = {}
+        specs: dict[str, SignatureSpec] = {}
+        for _, member in inspect.getmembers(model, callable):
+            marked = getattr(member, _SPEC_ATTRIBUTE, None)
+            if marked is None:
+                continue
+            name, spec = marked
+            if name in specs:
+                raise InvalidArgumentError(f"Two methods declare signature '{name}'")
+            is_async = inspect.iscoroutinefunction(member)
+            if is_async != (spec.execution_mode is ExecutionMode.ASYNC):
+                raise InvalidArgumentError(
+                    f"Signature '{name}': async methods need execution_mode=ASYNC, and ASYNC "
+                    "needs an async method"
+                )
+            methods[name], specs[name] = member, spec
+        if not specs:
+            raise InvalidArgumentError(
+                f"{type(model).__name__} declares no signatures (decorate methods with @signature)"
+            )
+        self._methods = methods
+        self._signatures = specs
+
+    @property
+    def signatures(self) -> Mapping[str, SignatureSpec]:
+        return self._signatures
+
+    def call(
+        self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
+    ) -> dict[str, npt.NDArray[Any]]:
+        if self._signatures[signature_name].execution_mode is ExecutionMode.ASYNC:
+            raise FailedPreconditionError(f"Signature '{signature_name}' is async: use call_async")
+        outputs = self._methods[signature_name](**inputs)
+        return self._outputs(signature_name, outputs, output_filter)
+
+    async def call_async(
+        self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
+    ) -> dict[str, npt.NDArray[Any]]:
+        method = self._methods[signature_name]
+        if self._signatures[signature_name].execution_mode is not ExecutionMode.ASYNC:
+            return self.call(signature_name, inputs, output_filter)
+        return self._outputs(signature_name, await method(**inputs), output_filter)
+
+    def _outputs(
+        self, name: str, outputs: object, output_filter: frozenset[str] | None
+    ) -> dict[str, npt.NDArray[Any]]:
+        if not isinstance(outputs, Mapping):
+            raise InternalError(
+                f"Signature '{name}' returned {type(outputs).__name__}, not a mapping of outputs"
+            )
+        wanted = (
+            output_filter if output_filter is not None else self._signatures[name].outputs.keys()
+        )
+        missing = sorted(set(wanted) - outputs.keys())
+        if missing:
+            raise InternalError(f"Signature '{name}' did not return output '{missing[0]}'")
+        return {key: _array(outputs[key], self._signatures[name].outputs[key]) for key in wanted}
+
+
+def _array(value: object, spec: TensorSpec) -> npt.NDArray[Any]:
+    array = np.asarray(value, dtype=object if spec.is_string else None)
+    return array if spec.is_string else array.astype(spec.dtype, copy=False)

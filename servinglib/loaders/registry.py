@@ -1,0 +1,157 @@
+"""The platform registry: model platform name → the SourceAdapter that loads its versions."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias, final
+
+import attrs
+
+from servinglib.core.loader import Loader
+from servinglib.errors import (
+    AlreadyExistsError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    ServingError,
+)
+from servinglib.sources.source import StoragePath
+from servinglib.sources.source_adapter import ErrorInjectingSourceAdapter, SourceAdapter
+
+PlatformAdapter: TypeAlias = SourceAdapter[StoragePath, Loader]
+AdapterFactory: TypeAlias = Callable[[Any], PlatformAdapter]
+"""``factory(platform_config)`` → the adapter; ``platform_config`` is the platform's own
+config object, or None for its defaults."""
+
+ENTRY_POINT_GROUP = "servinglib.platforms"
+"""Packages register platforms under this entry-point group: ``name = "module:factory"``."""
+
+
+@final
+@attrs.frozen
+class Platform:
+    """A registered platform: its factory (or ``"module:attribute"`` to import lazily).
+
+    ``requires`` lists modules that must be importable (checked without
+    importing them) and ``install_hint`` says how to get them.
+    Immutable, so thread-safe.
+    """
+
+    name: str
+    factory: AdapterFactory | str
+    requires: tuple[str, ...] = ()
+    install_hint: str = ""
+
+
+_BUILTIN = (
+    Platform(
+        "tensorflow",
+        "servinglib.loaders.tensorflow:make_adapter",
+        requires=("tensorflow",),
+        install_hint="pip install 'servinglib[tensorflow]'",
+    ),
+    Platform("python", "servinglib.loaders.python:make_adapter"),
+)
+
+
+@final
+class PlatformRegistry:
+    """Knows every platform: the built-in ones, registered ones, and entry points.
+
+    :meth:`make_adapter` never raises for a bad platform: it returns an
+    adapter that turns every version into an error saying what is wrong
+    (unknown platform, with the known ones; a missing optional dependency,
+    with the install hint), so the servable's state shows it.
+    Thread-safe.
+    """
+
+    def __init__(self, platforms: Sequence[Platform] = _BUILTIN) -> None:
+        self._lock = threading.Lock()
+        self._platforms = {p.name: p for p in platforms}  # guarded by: _lock
+        self._entry_points_loaded = False  # guarded by: _lock
+
+    def register(self, platform: Platform, *, replace: bool = False) -> None:
+        """Adds ``platform``; AlreadyExistsError if the name is taken (unless ``replace``)."""
+        with self._lock:
+            self._load_entry_points_locked()
+            if platform.name in self._platforms and not replace:
+                raise AlreadyExistsError(f"Model platform '{platform.name}' is already registered")
+            self._platforms[platform.name] = platform
+
+    def names(self) -> list[str]:
+        """Every known platform name, sorted."""
+        with self._lock:
+            self._load_entry_points_locked()
+            return sorted(self._platforms)
+
+    def make_adapter(self, name: str, platform_config: Any = None) -> PlatformAdapter:  # noqa: ANN401 - each platform has its own config type
+        """The adapter turning version directories of platform ``name`` into Loaders."""
+        with self._lock:
+            self._load_entry_points_locked()
+            platform = self._platforms.get(name)
+            known = ", ".join(sorted(self._platforms))
+        if platform is None:
+            return _failing(
+                InvalidArgumentError(f"Model platform '{name}' is not supported; known: {known}")
+            )
+        missing = [m for m in platform.requires if importlib.util.find_spec(m) is None]
+        if missing:
+            hint = f": {platform.install_hint}" if platform.install_hint else ""
+            return _failing(
+                FailedPreconditionError(
+                    f"Model platform '{name}' needs {', '.join(missing)}, which is not "
+                    f"installed{hint}"
+                )
+            )
+        try:
+            return _resolve(platform.factory)(platform_config)
+        except ServingError as error:
+            return _failing(error)
+        except Exception as exc:  # noqa: BLE001 - a broken platform must not break the others
+            return _failing(ServingError.wrap(exc, f"Model platform '{name}' failed to start"))
+
+    def _load_entry_points_locked(self) -> None:
+        if self._entry_points_loaded:
+            return
+        self._entry_points_loaded = True
+        for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            self._platforms.setdefault(entry.name, Platform(entry.name, entry.value))
+
+
+def _resolve(factory: AdapterFactory | str) -> AdapterFactory:
+    if not isinstance(factory, str):
+        return factory
+    module_name, _, attribute = factory.partition(":")
+    resolved: AdapterFactory = getattr(importlib.import_module(module_name), attribute)
+    return resolved
+
+
+def _failing(error: ServingError) -> PlatformAdapter:
+    return ErrorInjectingSourceAdapter(error)
+
+
+default_registry = PlatformRegistry()
+"""The registry ServerCore and the CLI use."""
+
+
+def register_platform(
+    name: str,
+    factory: AdapterFactory | str,
+    *,
+    requires: Sequence[str] = (),
+    install_hint: str = "",
+    replace: bool = False,
+) -> None:
+    """Makes platform ``name`` available to config files and the CLI (the default registry).
+
+    ``factory(platform_config)`` returns a ``SourceAdapter[StoragePath, Loader]``,
+    e.g. a :class:`~servinglib.sources.UnarySourceAdapter` whose ``convert``
+    builds your Loader for a version directory.  Pass ``"module:attribute"``
+    to import the factory only when the platform is first used.
+    """
+    default_registry.register(
+        Platform(name, factory, tuple(requires), install_hint), replace=replace
+    )

@@ -1,0 +1,32 @@
+"""TensorFlowPlatformConfig: how the "tensorflow" platform loads SavedModels (no TF import)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import final
+
+import attrs
+
+from servinglib.loaders.warmup import WarmupOptions
+
+
+def _tags(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+@final
+@attrs.frozen
+class TensorFlowPlatformConfig:
+    """Options of the "tensorflow" platform.
+
+    ``saved_model_tags``: the MetaGraph to load (TF Serving's
+    ``--saved_model_tags``, default ``serve``).  ``intra_op_parallelism_threads``
+    / ``inter_op_parallelism_threads``: TensorFlow's thread pools, 0 = TF's
+    default; process-wide, applied before TensorFlow first runs.
+    Immutable, so thread-safe.
+    """
+
+    saved_model_tags: tuple[str, ...] = attrs.field(default=("serve",), converter=_tags)
+    intra_op_parallelism_threads: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    inter_op_parallelism_threads: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    warmup: WarmupOptions = attrs.field(factory=WarmupOptions)
