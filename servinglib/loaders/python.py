@@ -153,6 +153,8 @@ class PythonLoader(ModelLoader):
         try:
             try:
                 module_spec.loader.exec_module(module)
+            except SyntaxError as exc:  # cannot heal by retrying
+                raise InvalidArgumentError(f"Importing {entry} failed: {exc}") from exc
             except Exception as exc:
                 raise ServingError.wrap(exc, f"Importing {entry} failed") from exc
             model_class = getattr(module, self._config.class_name, None)
@@ -213,7 +215,10 @@ class PythonServable(Servable):
     ) -> dict[str, npt.NDArray[Any]]:
         if self._signatures[signature_name].execution_mode is ExecutionMode.ASYNC:
             raise FailedPreconditionError(f"Signature '{signature_name}' is async: use call_async")
-        outputs = self._methods[signature_name](**inputs)
+        try:
+            outputs = self._methods[signature_name](**inputs)
+        except Exception as exc:
+            raise ServingError.wrap(exc, f"Signature '{signature_name}' failed") from exc
         return self._outputs(signature_name, outputs, output_filter)
 
     async def call_async(
@@ -222,7 +227,11 @@ class PythonServable(Servable):
         method = self._methods[signature_name]
         if self._signatures[signature_name].execution_mode is not ExecutionMode.ASYNC:
             return self.call(signature_name, inputs, output_filter)
-        return self._outputs(signature_name, await method(**inputs), output_filter)
+        try:
+            outputs = await method(**inputs)
+        except Exception as exc:
+            raise ServingError.wrap(exc, f"Signature '{signature_name}' failed") from exc
+        return self._outputs(signature_name, outputs, output_filter)
 
     def _outputs(
         self, name: str, outputs: object, output_filter: frozenset[str] | None
