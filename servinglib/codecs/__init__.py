@@ -1,0 +1,35 @@
+"""Codecs between servinglib's protos and plain Python: no TensorFlow needed.
+
+- :mod:`~servinglib.codecs.tensor`: TensorProto ⇄ numpy array;
+- :mod:`~servinglib.codecs.dtypes`: TensorFlow DataType and KServe V2 datatype ⇄ numpy dtype;
+- :mod:`~servinglib.codecs.example`: tf.Example ⇄ mapping of feature name → list;
+- :mod:`~servinglib.codecs.tfrecord`: TFRecord files, read and written with checksums.
+
+Importing this package imports protobuf (``import servinglib`` does not import it).
+"""
+
+from servinglib.codecs.dtypes import data_type_name as data_type_name
+from servinglib.codecs.dtypes import data_type_to_numpy as data_type_to_numpy
+from servinglib.codecs.dtypes import numpy_to_data_type as numpy_to_data_type
+from servinglib.codecs.dtypes import numpy_to_v2_datatype as numpy_to_v2_datatype
+from servinglib.codecs.dtypes import v2_datatype_to_numpy as v2_datatype_to_numpy
+from servinglib.codecs.example import features_of as features_of
+from servinglib.codecs.example import make_example as make_example
+from servinglib.codecs.tensor import from_numpy as from_numpy
+from servinglib.codecs.tensor import to_numpy as to_numpy
+from servinglib.codecs.tfrecord import read_records as read_records
+from servinglib.codecs.tfrecord import write_records as write_records
+
+__all__ = [
+    "data_type_name",
+    "data_type_to_numpy",
+    "features_of",
+    "from_numpy",
+    "make_example",
+    "numpy_to_data_type",
+    "numpy_to_v2_datatype",
+    "read_records",
+    "to_numpy",
+    "v2_datatype_to_numpy",
+    "write_records",
+]

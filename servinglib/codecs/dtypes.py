@@ -1,0 +1,173 @@
+"""Element types: TensorFlow's DataType and KServe V2's datatype names, as numpy dtypes.
+
+Both protocols name the same numpy dtypes: TF Serving's ``TensorProto.dtype`` (a
+:class:`~servinglib.protos.tensor_pb2.DataType` number) and KServe V2's ``datatype`` string
+("FP32", "BYTES", ...).  Strings are numpy ``object`` arrays of ``bytes`` (DT_STRING, BYTES);
+numpy's fixed-width ``S`` and ``U`` arrays map to the string types too.  bfloat16 is
+``ml_dtypes.bfloat16`` (installed with TensorFlow), imported only when a bfloat16 tensor is met.
+
+Every function raises InvalidArgumentError for a type the other side cannot represent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from servinglib.errors import InvalidArgumentError
+from servinglib.protos import tensor_pb2
+
+# Numeric types by numpy (kind, itemsize): by size, not by numpy type object, because numpy has
+# several type objects of one size (np.longlong is not np.int64 on Linux).
+_DATA_TYPE_BY_KIND_SIZE: dict[tuple[str, int], tensor_pb2.DataType] = {
+    ("b", 1): tensor_pb2.DT_BOOL,
+    ("i", 1): tensor_pb2.DT_INT8,
+    ("i", 2): tensor_pb2.DT_INT16,
+    ("i", 4): tensor_pb2.DT_INT32,
+    ("i", 8): tensor_pb2.DT_INT64,
+    ("u", 1): tensor_pb2.DT_UINT8,
+    ("u", 2): tensor_pb2.DT_UINT16,
+    ("u", 4): tensor_pb2.DT_UINT32,
+    ("u", 8): tensor_pb2.DT_UINT64,
+    ("f", 2): tensor_pb2.DT_HALF,
+    ("f", 4): tensor_pb2.DT_FLOAT,
+    ("f", 8): tensor_pb2.DT_DOUBLE,
+    ("c", 8): tensor_pb2.DT_COMPLEX64,
+    ("c", 16): tensor_pb2.DT_COMPLEX128,
+}
+_NUMPY_BY_DATA_TYPE: dict[int, np.dtype[Any]] = {
+    tensor_pb2.DT_BOOL: np.dtype(np.bool_),
+    tensor_pb2.DT_INT8: np.dtype(np.int8),
+    tensor_pb2.DT_INT16: np.dtype(np.int16),
+    tensor_pb2.DT_INT32: np.dtype(np.int32),
+    tensor_pb2.DT_INT64: np.dtype(np.int64),
+    tensor_pb2.DT_UINT8: np.dtype(np.uint8),
+    tensor_pb2.DT_UINT16: np.dtype(np.uint16),
+    tensor_pb2.DT_UINT32: np.dtype(np.uint32),
+    tensor_pb2.DT_UINT64: np.dtype(np.uint64),
+    tensor_pb2.DT_HALF: np.dtype(np.float16),
+    tensor_pb2.DT_FLOAT: np.dtype(np.float32),
+    tensor_pb2.DT_DOUBLE: np.dtype(np.float64),
+    tensor_pb2.DT_COMPLEX64: np.dtype(np.complex64),
+    tensor_pb2.DT_COMPLEX128: np.dtype(np.complex128),
+    tensor_pb2.DT_STRING: np.dtype(object),
+}
+
+_V2_BY_KIND_SIZE: dict[tuple[str, int], str] = {
+    ("b", 1): "BOOL",
+    ("i", 1): "INT8",
+    ("i", 2): "INT16",
+    ("i", 4): "INT32",
+    ("i", 8): "INT64",
+    ("u", 1): "UINT8",
+    ("u", 2): "UINT16",
+    ("u", 4): "UINT32",
+    ("u", 8): "UINT64",
+    ("f", 2): "FP16",
+    ("f", 4): "FP32",
+    ("f", 8): "FP64",
+}
+_NUMPY_BY_V2: dict[str, np.dtype[Any]] = {
+    "BOOL": np.dtype(np.bool_),
+    "INT8": np.dtype(np.int8),
+    "INT16": np.dtype(np.int16),
+    "INT32": np.dtype(np.int32),
+    "INT64": np.dtype(np.int64),
+    "UINT8": np.dtype(np.uint8),
+    "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32),
+    "UINT64": np.dtype(np.uint64),
+    "FP16": np.dtype(np.float16),
+    "FP32": np.dtype(np.float32),
+    "FP64": np.dtype(np.float64),
+    "BYTES": np.dtype(object),
+}
+
+_STRING_KINDS = frozenset("OSU")  # object (of bytes or str), fixed-width bytes, fixed-width str
+_BFLOAT16 = "bfloat16"  # numpy's name of ml_dtypes.bfloat16
+
+
+def data_type_name(data_type: int) -> str:
+    """``data_type``'s name for messages: "DT_FLOAT", or "DataType 42" for an unknown number."""
+    try:
+        return tensor_pb2.DataType.Name(data_type)
+    except ValueError:
+        return f"DataType {data_type}"
+
+
+def data_type_to_numpy(data_type: int) -> np.dtype[Any]:
+    """The numpy dtype of a TensorProto's elements of type ``data_type``.
+
+    DT_STRING is ``object`` (elements are ``bytes``); DT_BFLOAT16 is ``ml_dtypes.bfloat16``.
+    Raises InvalidArgumentError for DT_INVALID, unknown numbers and the types numpy cannot hold
+    (quantized, DT_RESOURCE, DT_VARIANT), and for DT_BFLOAT16 without ml_dtypes.
+    """
+    dtype = _NUMPY_BY_DATA_TYPE.get(data_type)
+    if dtype is not None:
+        return dtype
+    if data_type == tensor_pb2.DT_BFLOAT16:
+        return _bfloat16(data_type_name(data_type))
+    raise InvalidArgumentError(f"Tensors of type {data_type_name(data_type)} are not supported")
+
+
+def numpy_to_data_type(dtype: npt.DTypeLike) -> tensor_pb2.DataType:
+    """The DataType of a numpy dtype (byte order ignored); object, S and U are DT_STRING.
+
+    Raises InvalidArgumentError for dtypes TensorFlow has no type for (float128, datetime64,
+    structured, ...).
+    """
+    dtype = np.dtype(dtype)
+    if dtype.name == _BFLOAT16:
+        return tensor_pb2.DT_BFLOAT16
+    if dtype.kind in _STRING_KINDS:
+        return tensor_pb2.DT_STRING
+    data_type = _DATA_TYPE_BY_KIND_SIZE.get((dtype.kind, dtype.itemsize))
+    if data_type is None:
+        raise InvalidArgumentError(f"numpy dtype {dtype} has no TensorFlow DataType")
+    return data_type
+
+
+def v2_datatype_to_numpy(datatype: str) -> np.dtype[Any]:
+    """The numpy dtype of KServe V2 ``datatype`` ("FP32", "BYTES", ...; case-sensitive).
+
+    BYTES is ``object`` (elements are ``bytes``); BF16 is ``ml_dtypes.bfloat16``.
+    Raises InvalidArgumentError for an unknown name, and for BF16 without ml_dtypes.
+    """
+    dtype = _NUMPY_BY_V2.get(datatype)
+    if dtype is not None:
+        return dtype
+    if datatype == "BF16":
+        return _bfloat16(datatype)
+    raise InvalidArgumentError(
+        f"Unknown V2 datatype {datatype!r}; expected one of {', '.join(sorted(_NUMPY_BY_V2))}, BF16"
+    )
+
+
+def numpy_to_v2_datatype(dtype: npt.DTypeLike) -> str:
+    """The KServe V2 datatype name of a numpy dtype (byte order ignored); object, S, U are BYTES.
+
+    Raises InvalidArgumentError for dtypes V2 has no name for (complex, float128, ...).
+    """
+    dtype = np.dtype(dtype)
+    if dtype.name == _BFLOAT16:
+        return "BF16"
+    if dtype.kind in _STRING_KINDS:
+        return "BYTES"
+    datatype = _V2_BY_KIND_SIZE.get((dtype.kind, dtype.itemsize))
+    if datatype is None:
+        raise InvalidArgumentError(f"numpy dtype {dtype} has no V2 datatype")
+    return datatype
+
+
+def _bfloat16(type_name: str) -> np.dtype[Any]:
+    try:
+        import ml_dtypes
+    except ImportError as error:
+        raise InvalidArgumentError(
+            f"Tensors of type {type_name} need the ml_dtypes package, which is not installed"
+            " (pip install ml_dtypes; TensorFlow depends on it)"
+        ) from error
+    bfloat16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+    return bfloat16
