@@ -20,16 +20,13 @@ import cProfile
 import dataclasses
 import gc
 import io
-import math
-import os
-import platform
 import pstats
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+
+from _common import PercentileTable, percentile, print_environment, print_target
 
 from servinglib import (
     AspiredVersionsManager,
@@ -82,7 +79,7 @@ class Row:
     samples_us: Sequence[float]
 
     def pct(self, q: float) -> float:
-        return _percentile(sorted(self.samples_us), q)
+        return percentile(sorted(self.samples_us), q)
 
 
 # --------------------------------------------------------------------------- set-up
@@ -417,9 +414,8 @@ def profile_read_path(fx: Fixture, passes: int) -> str:
 
 # --------------------------------------------------------------------------- report
 
-HEADER = f"{'':<34}{'timing':<8}" + "".join(
-    f"{h:>9}" for h in ("p50", "p90", "p99", "p99.9", "max", "n")
-)
+LABEL_WIDTH, TIMING_WIDTH = 34, 8  # the label column is the series' label, then its timing
+TABLE = PercentileTable(LABEL_WIDTH + TIMING_WIDTH, ("p50", "p90", "p99", "p99.9", "max"))
 FLOOR_LABEL = "floor: dict + lock x2 (no handle)"
 
 
@@ -436,20 +432,8 @@ class Results:
     idle_step_ms: float
 
 
-def _percentile(ordered: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of an ascending sequence (q in [0, 1])."""
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
 def _fmt_row(row: Row) -> str:
-    ordered = sorted(row.samples_us)
-    cells = [_percentile(ordered, q) for q in (0.5, 0.9, 0.99, 0.999)] + [ordered[-1]]
-    numbers = "".join(f"{value:>9.2f}" for value in cells)
-    return f"   {row.label:<34}{row.timing:<8}{numbers}{len(ordered):>9}"
-
-
-def _verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
+    return TABLE.row(f"{row.label:<{LABEL_WIDTH}}{row.timing}", row.samples_us)
 
 
 def measure_all(fx: Fixture, args: argparse.Namespace) -> Results:
@@ -497,7 +481,7 @@ def print_single(results: Results) -> None:
         f"   single = each op timed alone (includes ~{results.timer_overhead_ns:.0f} ns of "
         "perf_counter_ns); use it for p99 / p99.9 / max"
     )
-    print("   " + HEADER)
+    print(TABLE.header(f"{'':<{LABEL_WIDTH}}timing"))
     for batched, alone in results.single:
         print(_fmt_row(batched))
         print(_fmt_row(alone))
@@ -534,7 +518,7 @@ def print_swap(results: Results) -> None:
         f"3. reader thread during {len(swap.swap_ms)} version swaps of {SWAP_NAME} "
         "by another thread, µs per op"
     )
-    print("   " + HEADER)
+    print(TABLE.header(f"{'':<{LABEL_WIDTH}}timing"))
     print(_fmt_row(results.swap_row))
     print(_fmt_row(results.quiet_row))
     over = sum(1 for us in swap.lookups_us if us > SWAP_P99_TARGET_US)
@@ -544,7 +528,7 @@ def print_swap(results: Results) -> None:
         f"distinct versions the reader got: {swap.versions_seen} of {len(swap_ms) + 1}"
     )
     print(
-        f"   one swap (aspire, load, unload, forget) took p50 {_percentile(swap_ms, 0.5):.2f} ms, "
+        f"   one swap (aspire, load, unload, forget) took p50 {percentile(swap_ms, 0.5):.2f} ms, "
         f"max {swap_ms[-1]:.2f} ms"
     )
     print(
@@ -561,21 +545,22 @@ def print_targets(results: Results) -> None:
     rotating = results.threads[0]
     swap_p99 = results.swap_row.pct(0.99)
     failures = results.swap.failures
-    print(
-        f"{_verdict(worst_p50 <= P50_TARGET_US)} p50 single thread <= {P50_TARGET_US:.0f} µs: "
-        f"worst batch p50 {worst_p50:.2f} µs ({worst_label})"
+    print_target(
+        worst_p50 <= P50_TARGET_US,
+        f"p50 single thread <= {P50_TARGET_US:.0f} µs: "
+        f"worst batch p50 {worst_p50:.2f} µs ({worst_label})",
     )
-    print(
-        f"{_verdict(rotating.best_ratio >= THREAD_RATIO_TARGET)} 2-thread aggregate >= "
-        f"{THREAD_RATIO_TARGET} x 1-thread: {rotating.best_ratio:.2f} ({rotating.label}; "
-        f"{rotating.median_ratio:.2f} of medians)"
+    print_target(
+        rotating.best_ratio >= THREAD_RATIO_TARGET,
+        f"2-thread aggregate >= {THREAD_RATIO_TARGET} x 1-thread: {rotating.best_ratio:.2f} "
+        f"({rotating.label}; {rotating.median_ratio:.2f} of medians)",
     )
-    print(
-        f"{_verdict(swap_p99 <= SWAP_P99_TARGET_US)} p99 during swap <= "
-        f"{SWAP_P99_TARGET_US:.0f} µs: {swap_p99:.2f} µs "
-        f"(max {max(results.swap.lookups_us):.0f} µs)"
+    print_target(
+        swap_p99 <= SWAP_P99_TARGET_US,
+        f"p99 during swap <= {SWAP_P99_TARGET_US:.0f} µs: {swap_p99:.2f} µs "
+        f"(max {max(results.swap.lookups_us):.0f} µs)",
     )
-    print(f"{_verdict(failures == 0)} failed lookups during swap == 0: {failures}")
+    print_target(failures == 0, f"failed lookups during swap == 0: {failures}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -589,13 +574,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     began = time.perf_counter()
-    print("core_handles: take + release a servable handle (AspiredVersionsManager, 100 servables)")
-    print(
-        f"python {platform.python_implementation()} {platform.python_version()}, "
-        f"GIL switch interval {sys.getswitchinterval() * 1000:.1f} ms, "
-        f"CPU affinity {sorted(os.sched_getaffinity(0))} of {os.cpu_count()} CPUs"
+    print_environment(
+        "core_handles: take + release a servable handle (AspiredVersionsManager, 100 servables)"
     )
-    print(f"servinglib at {_code_version()}")
     fx = build_fixture()
     try:
         results = measure_all(fx, args)
@@ -612,24 +593,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     print()
     print(f"took {time.perf_counter() - began:.1f} s")
     print_targets(results)
-
-
-def _code_version() -> str:
-    """The checkout's commit, and whether servinglib/ has changes not committed."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
-        return done.stdout.strip()
-
-    try:
-        head = git("rev-parse", "--short", "HEAD")
-        changed = git("status", "--porcelain", "--", "servinglib")
-    except OSError:  # no git
-        return "an unknown commit"
-    if not head:
-        return "an unknown commit"
-    return f"{head} + uncommitted changes" if changed else head
 
 
 def _quiet_hot(fx: Fixture, ops: int) -> list[float]:

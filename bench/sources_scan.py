@@ -26,18 +26,15 @@ import cProfile
 import dataclasses
 import gc
 import io
-import math
 import os
-import platform
 import pstats
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from _common import PercentileTable, percentile, print_environment, print_target
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
@@ -71,7 +68,7 @@ class Row:
     samples_ms: Sequence[float]
 
     def pct(self, q: float) -> float:
-        return _percentile(sorted(self.samples_ms), q)
+        return percentile(sorted(self.samples_ms), q)
 
 
 class CountingTarget(TargetBase[StoragePath]):
@@ -392,23 +389,11 @@ def measure_all(root: Path, args: argparse.Namespace) -> tuple[Results, str | No
 # --------------------------------------------------------------------------- report
 
 
-def _percentile(ordered: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of an ascending sequence (q in [0, 1])."""
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
-HEADER = f"{'':<44}" + "".join(f"{h:>9}" for h in ("p50", "p90", "min", "max", "n"))
+TABLE = PercentileTable(44, ("p50", "p90", "min", "max"))
 
 
 def _fmt_row(row: Row) -> str:
-    ordered = sorted(row.samples_ms)
-    cells = [_percentile(ordered, 0.5), _percentile(ordered, 0.9), ordered[0], ordered[-1]]
-    numbers = "".join(f"{value:>9.2f}" for value in cells)
-    return f"   {row.label:<44}{numbers}{len(ordered):>9}"
-
-
-def _verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
+    return TABLE.row(row.label, row.samples_ms)
 
 
 def _read_int(path: str) -> str:
@@ -434,16 +419,10 @@ def _filesystem(path: str) -> str:
 
 
 def print_header(root: str) -> None:
-    print(
+    print_environment(
         f"sources_scan: FileSystemStoragePathSource, {NUM_SERVABLES} servables x "
         f"{len(VERSIONS)} versions on local disk"
     )
-    print(
-        f"python {platform.python_implementation()} {platform.python_version()}, "
-        f"GIL switch interval {sys.getswitchinterval() * 1000:.1f} ms, "
-        f"CPU affinity {sorted(os.sched_getaffinity(0))} of {os.cpu_count()} CPUs"
-    )
-    print(f"servinglib at {_code_version()}")
     print(f"tree under {root} ({_filesystem(root)})")
     print(
         "inotify: max_user_watches "
@@ -465,7 +444,7 @@ def print_results(results: Results) -> None:
         f"1. one full poll_once(): list {NUM_SERVABLES} base paths, pick versions, "
         f"{results.calls_per_poll} callbacks; ms per poll"
     )
-    print("   " + HEADER)
+    print(TABLE.header())
     for rows in [*results.poll_rows, watched.poll, marked.poll]:
         print(_fmt_row(rows.wall))
         print(_fmt_row(rows.own_cpu))
@@ -484,7 +463,7 @@ def print_results(results: Results) -> None:
         "2. publishing a version -> its aspired-versions callback, ms (polling thread, period "
         f"{PERIOD_S:.0f} s on a FakeClock, watchdog; each publication on another servable)"
     )
-    print("   " + HEADER)
+    print(TABLE.header())
     print(_fmt_row(watched.pickup))
     print(_fmt_row(marked.pickup))
     print(_fmt_row(results.pickup_floor))
@@ -500,18 +479,19 @@ def print_results(results: Results) -> None:
 def print_targets(results: Results) -> None:
     poll = results.watched.poll.wall
     p50 = poll.pct(0.5)
-    print(
-        f"{_verdict(p50 <= POLL_TARGET_MS)} full poll p50 <= {POLL_TARGET_MS:.0f} ms: "
-        f"{p50:.2f} ms ({poll.label}; {results.poll_rows[1].wall.pct(0.5):.2f} ms without "
-        f"the thread, {results.marked.poll.wall.pct(0.5):.2f} ms with a done marker)"
+    print_target(
+        p50 <= POLL_TARGET_MS,
+        f"full poll p50 <= {POLL_TARGET_MS:.0f} ms: {p50:.2f} ms ({poll.label}; "
+        f"{results.poll_rows[1].wall.pct(0.5):.2f} ms without the thread, "
+        f"{results.marked.poll.wall.pct(0.5):.2f} ms with a done marker)",
     )
     pickup = results.watched.pickup
     p50 = pickup.pct(0.5)
-    print(
-        f"{_verdict(p50 <= PICKUP_P50_TARGET_MS)} rename -> callback p50 <= "
-        f"{PICKUP_P50_TARGET_MS:.0f} ms: {p50:.2f} ms (p90 {pickup.pct(0.9):.2f} ms, "
-        f"max {max(pickup.samples_ms):.2f} ms; done marker p50 "
-        f"{results.marked.pickup.pct(0.5):.2f} ms)"
+    print_target(
+        p50 <= PICKUP_P50_TARGET_MS,
+        f"rename -> callback p50 <= {PICKUP_P50_TARGET_MS:.0f} ms: {p50:.2f} ms "
+        f"(p90 {pickup.pct(0.9):.2f} ms, max {max(pickup.samples_ms):.2f} ms; "
+        f"done marker p50 {results.marked.pickup.pct(0.5):.2f} ms)",
     )
 
 
@@ -535,24 +515,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     print()
     print(f"took {time.perf_counter() - began:.1f} s")
     print_targets(results)
-
-
-def _code_version() -> str:
-    """The checkout's commit, and whether servinglib/ has changes not committed."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
-        return done.stdout.strip()
-
-    try:
-        head = git("rev-parse", "--short", "HEAD")
-        changed = git("status", "--porcelain", "--", "servinglib")
-    except OSError:  # no git
-        return "an unknown commit"
-    if not head:
-        return "an unknown commit"
-    return f"{head} + uncommitted changes" if changed else head
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ from servinglib.core.aspired_versions_manager import AspiredVersionsManager
 from servinglib.core.availability_preserving_policy import AvailabilityPreservingPolicy
 from servinglib.core.event_bus import EventBus
 from servinglib.core.loader import Loader
-from servinglib.core.servable_data import ServableData
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_state import ManagerState, ServableState
 from servinglib.core.servable_state_monitor import ServableStateMonitor
@@ -33,11 +32,16 @@ from servinglib.sources import (
     ServableToMonitor,
     ServableVersionPolicy,
     StoragePath,
-    TargetBase,
     UnarySourceAdapter,
     connect,
 )
-from servinglib.testing import FakeClock, FakeLoader, wait_until
+from servinglib.testing import (
+    AspiredVersionsCall,
+    FakeClock,
+    FakeLoader,
+    RecordingTarget,
+    wait_until,
+)
 
 # Bound on waits for the polling or watchdog thread; the issue's pickup target is 1 s, asserted
 # on the measured latency, so a wait that expires means the event was lost.
@@ -48,47 +52,6 @@ FS_THREAD = "servinglib-fs-source"
 
 
 # --------------------------------------------------------------------------- doubles
-
-
-class Call(NamedTuple):
-    """One aspired-versions call a RecordingTarget received."""
-
-    name: str
-    versions: tuple[int, ...]
-    paths: tuple[StoragePath, ...]
-    at_s: float  # time.perf_counter() on arrival
-
-
-class RecordingTarget(TargetBase[StoragePath]):
-    """Records every aspired-versions call, with its arrival time.  Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._calls: list[Call] = []  # guarded by: _lock
-
-    def set_aspired_versions(
-        self, servable_name: str, versions: Sequence[ServableData[StoragePath]]
-    ) -> None:
-        call = Call(
-            servable_name,
-            tuple(item.id.version for item in versions),
-            tuple(item.data for item in versions),
-            time.perf_counter(),
-        )
-        with self._lock:
-            self._calls.append(call)
-
-    def calls(self, name: str | None = None) -> list[Call]:
-        with self._lock:
-            return [c for c in self._calls if name is None or c.name == name]
-
-    def last(self, name: str) -> tuple[int, ...] | None:
-        """The last set emitted for ``name``, or None if none was."""
-        calls = self.calls(name)
-        return calls[-1].versions if calls else None
-
-    def first_with(self, name: str, version: int) -> Call | None:
-        return next((c for c in self.calls(name) if version in c.versions), None)
 
 
 class FakeLoaderAdapter(UnarySourceAdapter[StoragePath, Loader]):
@@ -130,7 +93,7 @@ class Rig(NamedTuple):
     """A source on a FakeClock and the target it emits to."""
 
     source: FileSystemStoragePathSource
-    target: RecordingTarget
+    target: RecordingTarget[StoragePath]
     clock: FakeClock
 
 
@@ -139,6 +102,19 @@ Start = Callable[..., Rig]
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def last_versions(target: RecordingTarget[StoragePath], name: str) -> tuple[int, ...] | None:
+    """The version numbers of the last set sent for ``name``, or None if none was."""
+    calls = target.calls(name)
+    return calls[-1].version_numbers if calls else None
+
+
+def first_with(
+    target: RecordingTarget[StoragePath], name: str, version: int
+) -> AspiredVersionsCall[StoragePath] | None:
+    """The first call for ``name`` whose aspired set holds ``version``, or None."""
+    return next((c for c in target.calls(name) if version in c.version_numbers), None)
 
 
 def make_version(base: Path, name: str | int, files: Sequence[str] = ("saved_model.pb",)) -> Path:
@@ -188,7 +164,7 @@ def start() -> Iterator[Start]:
             config(*servables, period_s=period_s, **options), clock=clock
         )
         made.append(source)
-        target = RecordingTarget()
+        target: RecordingTarget[StoragePath] = RecordingTarget()
         if connected:
             connect(source, target)
         return Rig(source, target, clock)
@@ -216,8 +192,12 @@ def test_version_dir_names_are_parsed_as_decimal_numbers(tmp_path: Path, start: 
     rig = start(monitor("m", base, ServableVersionPolicy.all()))
     rig.source.poll_once()
     [call] = rig.target.calls("m")
-    assert call.versions == (0, 3, 12)
-    assert call.paths == (str(base / "0"), str(base / "3"), str(base / "00012"))
+    assert call.version_numbers == (0, 3, 12)
+    assert [item.data for item in call.versions] == [
+        str(base / "0"),
+        str(base / "3"),
+        str(base / "00012"),
+    ]
 
 
 def test_files_named_like_versions_are_ignored(tmp_path: Path, start: Start) -> None:
@@ -228,7 +208,7 @@ def test_files_named_like_versions_are_ignored(tmp_path: Path, start: Start) -> 
     (base / "8").symlink_to(base / "7")
     rig = start(monitor("m", base, ServableVersionPolicy.all()))
     rig.source.poll_once()
-    assert rig.target.last("m") == (1,)
+    assert last_versions(rig.target, "m") == (1,)
 
 
 def test_symlink_to_a_version_dir_is_a_version(tmp_path: Path, start: Start) -> None:
@@ -240,8 +220,8 @@ def test_symlink_to_a_version_dir_is_a_version(tmp_path: Path, start: Start) -> 
     rig = start(monitor("m", base, ServableVersionPolicy.all()))
     rig.source.poll_once()
     [call] = rig.target.calls("m")
-    assert call.versions == (1, 2)
-    assert call.paths[1] == str(base / "2")
+    assert call.version_numbers == (1, 2)
+    assert call.versions[1].data == str(base / "2")
 
 
 def test_dangling_symlink_is_ignored(tmp_path: Path, start: Start) -> None:
@@ -251,7 +231,7 @@ def test_dangling_symlink_is_ignored(tmp_path: Path, start: Start) -> None:
     (base / "2").symlink_to(tmp_path / "gone", target_is_directory=True)
     rig = start(monitor("m", base, ServableVersionPolicy.all()))
     rig.source.poll_once()
-    assert rig.target.last("m") == (1,)
+    assert last_versions(rig.target, "m") == (1,)
     assert rig.source.servable_errors() == {}
 
 
@@ -262,7 +242,7 @@ def test_symlinked_base_path_is_followed(tmp_path: Path, start: Start) -> None:
     (tmp_path / "link").symlink_to(real, target_is_directory=True)
     rig = start(monitor("m", tmp_path / "link"))
     rig.source.poll_once()
-    assert rig.target.last("m") == (4,)
+    assert last_versions(rig.target, "m") == (4,)
 
 
 @pytest.mark.parametrize("first", ["1", "01"])
@@ -276,7 +256,9 @@ def test_duplicate_version_numbers_pick_one_directory_deterministically(
     rig = start(monitor("m", base))
     for _ in range(3):
         rig.source.poll_once()
-    assert {c.paths for c in rig.target.calls("m")} == {(str(base / "01"),)}
+    assert {tuple(item.data for item in c.versions) for c in rig.target.calls("m")} == {
+        (str(base / "01"),)
+    }
 
 
 _NAME_CHARS = st.characters(exclude_categories=["Cs"], exclude_characters="/\0")
@@ -304,14 +286,14 @@ def test_aspired_versions_are_exactly_the_numbered_directories(
             for name, is_dir in children.items()
             if is_dir and re.fullmatch(r"[0-9]+", name)
         }
-        target = RecordingTarget()
+        target: RecordingTarget[StoragePath] = RecordingTarget()
         source = FileSystemStoragePathSource(
             config(monitor("m", base, ServableVersionPolicy.all()))
         )
         connect(source, target)
         source.poll_once()
         source.close()
-        assert target.last("m") == tuple(sorted(expected))
+        assert last_versions(target, "m") == tuple(sorted(expected))
 
 
 # --------------------------------------------------------------------------- version policies
@@ -324,7 +306,7 @@ def test_latest_one_is_the_default_policy(tmp_path: Path, start: Start) -> None:
         make_version(base, v)
     rig = start(monitor("m", base))
     rig.source.poll_once()
-    assert rig.target.last("m") == (3,)
+    assert last_versions(rig.target, "m") == (3,)
 
 
 def test_latest_n_window_moves_as_versions_come_and_go(tmp_path: Path, start: Start) -> None:
@@ -334,14 +316,14 @@ def test_latest_n_window_moves_as_versions_come_and_go(tmp_path: Path, start: St
         make_version(base, v)
     rig = start(monitor("m", base, ServableVersionPolicy.latest(2)))
     rig.source.poll_once()
-    seen = [rig.target.last("m")]
+    seen = [last_versions(rig.target, "m")]
     for step, version in [("add", 4), ("add", 10), ("rm", 10), ("rm", 4), ("rm", 3), ("rm", 2)]:
         if step == "add":
             make_version(base, version)
         else:
             shutil.rmtree(base / str(version))
         rig.source.poll_once()
-        seen.append(rig.target.last("m"))
+        seen.append(last_versions(rig.target, "m"))
     assert seen == [(2, 3), (3, 4), (4, 10), (3, 4), (2, 3), (1, 2), (1,)]
 
 
@@ -354,7 +336,7 @@ def test_all_policy_aspires_every_version(tmp_path: Path, start: Start) -> None:
     rig.source.poll_once()
     make_version(base, 7)
     rig.source.poll_once()
-    assert [c.versions for c in rig.target.calls("m")] == [(1, 3, 5), (1, 3, 5, 7)]
+    assert [c.version_numbers for c in rig.target.calls("m")] == [(1, 3, 5), (1, 3, 5, 7)]
 
 
 def test_specific_policy_aspires_only_the_listed_versions_present(
@@ -370,7 +352,7 @@ def test_specific_policy_aspires_only_the_listed_versions_present(
     rig.source.poll_once()
     shutil.rmtree(base / "2")
     rig.source.poll_once()
-    assert [c.versions for c in rig.target.calls("m")] == [(2,), (2, 5), (5,)]
+    assert [c.version_numbers for c in rig.target.calls("m")] == [(2,), (2, 5), (5,)]
 
 
 # --------------------------------------------------------------------------- config updates
@@ -386,7 +368,7 @@ def test_added_servable_is_polled_before_update_config_returns(
     rig.source.update_config(
         config(monitor("a", tmp_path / "a"), monitor("b", tmp_path / "b"), period_s=0)
     )
-    assert rig.target.last("b") == (4,)
+    assert last_versions(rig.target, "b") == (4,)
     assert [c.name for c in rig.target.calls()] == ["a", "b"]
 
 
@@ -399,7 +381,7 @@ def test_added_servable_waits_for_poll_once_when_the_source_never_polls(
     rig.source.update_config(config(monitor("b", tmp_path / "b"), period_s=-1))
     assert rig.target.calls() == []
     rig.source.poll_once()
-    assert rig.target.last("b") == (4,)
+    assert last_versions(rig.target, "b") == (4,)
 
 
 def test_removed_servable_gets_an_empty_set_and_is_no_longer_polled(
@@ -411,8 +393,8 @@ def test_removed_servable_gets_an_empty_set_and_is_no_longer_polled(
     rig = start(monitor("a", tmp_path / "a"), monitor("b", tmp_path / "b"), period_s=0)
     rig.source.update_config(config(monitor("a", tmp_path / "a"), period_s=0))
     rig.source.poll_once()
-    assert [c.versions for c in rig.target.calls("b")] == [(2,), ()]
-    assert rig.target.last("a") == (1,)
+    assert [c.version_numbers for c in rig.target.calls("b")] == [(2,), ()]
+    assert last_versions(rig.target, "a") == (1,)
 
 
 def test_removed_servable_is_unloaded_by_the_manager(
@@ -444,7 +426,7 @@ def test_changed_policy_is_applied_at_once(tmp_path: Path, start: Start) -> None
     rig.source.update_config(
         config(monitor("m", base, ServableVersionPolicy.specific([1])), period_s=0)
     )
-    assert [c.versions for c in rig.target.calls("m")] == [(3,), (1, 2, 3), (1,)]
+    assert [c.version_numbers for c in rig.target.calls("m")] == [(3,), (1, 2, 3), (1,)]
 
 
 @pytest.mark.parametrize(
@@ -578,7 +560,7 @@ def test_base_path_fault_affects_only_its_servable(
     with caplog.at_level(logging.WARNING):
         rig.source.poll_once()
 
-    assert rig.target.last("good") == (2,)
+    assert last_versions(rig.target, "good") == (2,)
     assert len(rig.target.calls(FAULTY)) == faulty_calls  # nothing emitted, nothing unloaded
     errors = rig.source.servable_errors()
     assert list(errors) == [FAULTY]
@@ -593,7 +575,7 @@ def test_base_path_fault_affects_only_its_servable(
     heal()
     make_version(bad, 3)
     rig.source.poll_once()
-    assert rig.target.last(FAULTY) == (3,)
+    assert last_versions(rig.target, FAULTY) == (3,)
     assert rig.source.servable_errors() == {}
     assert rig.source.polling
 
@@ -658,8 +640,8 @@ def test_version_dir_replaced_by_a_file_is_dropped(tmp_path: Path, start: Start)
     shutil.rmtree(base / "2")
     (base / "2").write_text("oops")
     rig.source.poll_once()
-    assert rig.target.last("m") == (1,)
-    assert rig.target.last("other") == (1,)
+    assert last_versions(rig.target, "m") == (1,)
+    assert last_versions(rig.target, "other") == (1,)
     assert rig.source.servable_errors() == {}
     assert rig.source.polling
 
@@ -715,7 +697,7 @@ def test_versions_always_present_emits_nothing_for_an_empty_base_path(
     rig = start(monitor("m", base), period_s=PERIOD_S, servable_versions_always_present=True)
     shutil.rmtree(base / "1")
     rig.source.poll_once()
-    assert [c.versions for c in rig.target.calls("m")] == [(1,)]
+    assert [c.version_numbers for c in rig.target.calls("m")] == [(1,)]
     assert rig.source.servable_errors()["m"].code is StatusCode.FAILED_PRECONDITION
 
 
@@ -756,8 +738,8 @@ def test_version_renamed_into_place_is_picked_up_only_after_the_rename(
         rig.source.poll_once()
     staging.rename(base / "2")
     rig.source.poll_once()
-    assert [c.versions for c in rig.target.calls("m")] == [(1,)] * 3 + [(2,)]
-    assert rig.target.calls("m")[-1].paths == (str(base / "2"),)
+    assert [c.version_numbers for c in rig.target.calls("m")] == [(1,)] * 3 + [(2,)]
+    assert [item.data for item in rig.target.calls("m")[-1].versions] == [str(base / "2")]
 
 
 def test_done_marker_holds_back_a_version_copied_file_by_file(tmp_path: Path, start: Start) -> None:
@@ -772,10 +754,10 @@ def test_done_marker_holds_back_a_version_copied_file_by_file(tmp_path: Path, st
     for file in ["saved_model.pb", "variables.index", "variables.data", "assets.txt"]:
         (copying / file).write_text(file)
         rig.source.poll_once()
-    assert [c.versions for c in rig.target.calls("m")] == [(1,)] * 6
+    assert [c.version_numbers for c in rig.target.calls("m")] == [(1,)] * 6
     (copying / "DONE").write_text("")
     rig.source.poll_once()
-    assert rig.target.last("m") == (2,)
+    assert last_versions(rig.target, "m") == (2,)
 
 
 def test_done_marker_is_required_of_every_version(tmp_path: Path, start: Start) -> None:
@@ -785,19 +767,19 @@ def test_done_marker_is_required_of_every_version(tmp_path: Path, start: Start) 
     make_version(base, 2)
     rig = start(monitor("m", base, ServableVersionPolicy.all()), version_done_marker="DONE")
     rig.source.poll_once()
-    assert rig.target.last("m") == (1,)
+    assert last_versions(rig.target, "m") == (1,)
 
 
 # --------------------------------------------------------------------------- watchdog pickup
 
 
-def _wait_for_version(rig: Rig, name: str, version: int) -> Call:
+def _wait_for_version(rig: Rig, name: str, version: int) -> AspiredVersionsCall[StoragePath]:
     wait_until(
-        lambda: rig.target.first_with(name, version) is not None,
+        lambda: first_with(rig.target, name, version) is not None,
         PICKUP_TIMEOUT_S,
         f"{name} version {version} not aspired within {PICKUP_TIMEOUT_S} s",
     )
-    call = rig.target.first_with(name, version)
+    call = first_with(rig.target, name, version)
     assert call is not None
     return call
 
@@ -812,10 +794,10 @@ def test_watchdog_picks_up_a_renamed_version_within_a_second(tmp_path: Path, sta
     renamed_at = time.perf_counter()
     staging.rename(base / "2")
     call = _wait_for_version(rig, "m", 2)
-    assert call.at_s - renamed_at <= PICKUP_TARGET_S
-    assert call.versions == (2,)
+    assert call.time_s - renamed_at <= PICKUP_TARGET_S
+    assert call.version_numbers == (2,)
     assert rig.clock.pending_timers == 1  # no full poll happened: the event did it
-    assert [c.versions for c in rig.target.calls("other")] == [(1,)]  # only "m" was polled
+    assert [c.version_numbers for c in rig.target.calls("other")] == [(1,)]  # only "m" was polled
 
 
 def test_watchdog_picks_up_a_done_marker_within_a_second(tmp_path: Path, start: Start) -> None:
@@ -825,11 +807,11 @@ def test_watchdog_picks_up_a_done_marker_within_a_second(tmp_path: Path, start: 
     rig = start(monitor("m", base), period_s=PERIOD_S, version_done_marker="DONE")
     version = make_version(base, 2, files=["saved_model.pb", "variables.data"])
     rig.source.poll_once()  # the copy so far is not aspired...
-    assert rig.target.first_with("m", 2) is None
+    assert first_with(rig.target, "m", 2) is None
     marked_at = time.perf_counter()
     (version / "DONE").write_text("")
     call = _wait_for_version(rig, "m", 2)  # ...the marker's event gets it picked up
-    assert call.at_s - marked_at <= PICKUP_TARGET_S
+    assert call.time_s - marked_at <= PICKUP_TARGET_S
 
 
 def test_base_path_created_after_start_is_found_by_the_next_full_poll(
@@ -903,7 +885,7 @@ def test_servable_removed_during_an_event_poll_stays_removed(tmp_path: Path, sta
     rig.source._poll_lock = hooked  # type: ignore[assignment]
     make_version(tmp_path / "a", 2)
     assert hooked.poll_done.wait(PICKUP_TIMEOUT_S)
-    assert rig.target.last("a") == ()
+    assert last_versions(rig.target, "a") == ()
 
 
 # --------------------------------------------------------------------------- periodic polling
@@ -914,16 +896,16 @@ def test_full_poll_happens_each_period_and_not_before(tmp_path: Path, start: Sta
     base = tmp_path / "m"
     make_version(base, 1)
     rig = start(monitor("m", base), period_s=PERIOD_S, watch_filesystem_events=False)
-    assert [c.versions for c in rig.target.calls("m")] == [(1,)]  # polled at connect
+    assert [c.version_numbers for c in rig.target.calls("m")] == [(1,)]  # polled at connect
     for version in (2, 3):
         make_version(base, version)
         rig.clock.advance(PERIOD_S - 0.5)
         assert rig.clock.pending_timers == 1  # not due: the polling thread was not woken
-        assert rig.target.first_with("m", version) is None
+        assert first_with(rig.target, "m", version) is None
         rig.clock.advance(0.5)
         _wait_for_version(rig, "m", version)
         wait_until(lambda: rig.clock.pending_timers == 1, PICKUP_TIMEOUT_S)  # next one scheduled
-    assert [c.versions for c in rig.target.calls("m")] == [(1,), (2,), (3,)]
+    assert [c.version_numbers for c in rig.target.calls("m")] == [(1,), (2,), (3,)]
     assert rig.source.polling
 
 
@@ -935,13 +917,13 @@ def test_zero_poll_period_polls_once_at_connect_without_a_thread(
     make_version(base, 1)
     threads_before = len(fs_threads())
     rig = start(monitor("m", base), period_s=0)
-    assert rig.target.last("m") == (1,)
+    assert last_versions(rig.target, "m") == (1,)
     assert not rig.source.polling
     assert len(fs_threads()) == threads_before
     assert rig.clock.pending_timers == 0
     make_version(base, 2)
     rig.clock.advance(10 * PERIOD_S)
-    assert [c.versions for c in rig.target.calls("m")] == [(1,)]
+    assert [c.version_numbers for c in rig.target.calls("m")] == [(1,)]
 
 
 def test_negative_poll_period_never_polls_by_itself(tmp_path: Path, start: Start) -> None:
@@ -953,7 +935,7 @@ def test_negative_poll_period_never_polls_by_itself(tmp_path: Path, start: Start
     assert not rig.source.polling
     assert rig.clock.pending_timers == 0
     rig.source.poll_once()
-    assert rig.target.last("m") == (1,)
+    assert last_versions(rig.target, "m") == (1,)
 
 
 def test_emissions_before_connect_are_delivered_on_connect(tmp_path: Path, start: Start) -> None:
@@ -965,7 +947,7 @@ def test_emissions_before_connect_are_delivered_on_connect(tmp_path: Path, start
     make_version(base, 2)
     rig.source.poll_once()
     connect(rig.source, rig.target)
-    assert [c.versions for c in rig.target.calls("m")] == [(2,)]
+    assert [c.version_numbers for c in rig.target.calls("m")] == [(2,)]
 
 
 # --------------------------------------------------------------------------- close
@@ -988,7 +970,7 @@ def test_close_is_idempotent_stops_the_thread_and_emits_nothing_more(
     assert rig.clock.pending_timers == 0
     make_version(base, "2.tmp").rename(base / "2")
     rig.clock.advance(10 * PERIOD_S)
-    assert [c.versions for c in rig.target.calls("m")] == [(1,)]
+    assert [c.version_numbers for c in rig.target.calls("m")] == [(1,)]
 
 
 def test_context_manager_closes_the_source(tmp_path: Path) -> None:
@@ -998,7 +980,7 @@ def test_context_manager_closes_the_source(tmp_path: Path) -> None:
         config(monitor("m", tmp_path / "m"), period_s=PERIOD_S), clock=FakeClock()
     )
     with source:
-        connect(source, RecordingTarget())
+        connect(source, RecordingTarget[StoragePath]())
         assert source.polling
     assert not source.polling
 
@@ -1011,4 +993,4 @@ def test_poll_once_after_close_emits_nothing(tmp_path: Path, start: Start) -> No
     rig.source.close()
     make_version(base, 2)
     rig.source.poll_once()
-    assert [c.versions for c in rig.target.calls("m")] == [(1,)]
+    assert [c.version_numbers for c in rig.target.calls("m")] == [(1,)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import TypeVar
 
 import pytest
@@ -24,7 +24,8 @@ from servinglib.errors import (
 )
 from servinglib.sources.source import Source, StoragePath
 from servinglib.sources.source_adapter import ErrorInjectingSourceAdapter, UnarySourceAdapter
-from servinglib.sources.target import TargetBase, connect
+from servinglib.sources.target import connect
+from servinglib.testing import RecordingTarget
 
 T = TypeVar("T")
 
@@ -32,16 +33,6 @@ V1 = ServableId("m", 1)
 V2 = ServableId("m", 2)
 V3 = ServableId("m", 3)
 MISSING = NotFoundError("no saved_model.pb in /models/m/missing")
-
-
-class RecordingTarget(TargetBase[T]):
-    """A target that records each (name, versions) call it receives."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, list[ServableData[T]]]] = []
-
-    def set_aspired_versions(self, servable_name: str, versions: Sequence[ServableData[T]]) -> None:
-        self.calls.append((servable_name, list(versions)))
 
 
 class Describe(UnarySourceAdapter[StoragePath, str]):
@@ -72,12 +63,11 @@ def target(adapter: Describe) -> RecordingTarget[str]:
     return target
 
 
-def only_call(target: RecordingTarget[str]) -> list[ServableData[str]]:
-    """The versions of the single call ``target`` received."""
-    assert len(target.calls) == 1
-    name, versions = target.calls[0]
-    assert name == "m"
-    return versions
+def only_call(target: RecordingTarget[T]) -> tuple[ServableData[T], ...]:
+    """The versions of the single call ``target`` received, which must be for "m"."""
+    [call] = target.calls()
+    assert call.name == "m"
+    return call.versions
 
 
 def test_each_item_is_converted_and_keeps_its_id(
@@ -85,16 +75,16 @@ def test_each_item_is_converted_and_keeps_its_id(
 ) -> None:
     """Every item is converted on its own; ids and order are preserved."""
     adapter.set_aspired_versions("m", [ServableData.of(V2, "/m/2"), ServableData.of(V1, "/m/1")])
-    assert only_call(target) == [
+    assert only_call(target) == (
         ServableData.of(V2, "loader for /m/2"),
         ServableData.of(V1, "loader for /m/1"),
-    ]
+    )
 
 
 def test_empty_set_is_passed_on(adapter: Describe, target: RecordingTarget[str]) -> None:
     """An empty aspired set (unload everything) reaches the target as an empty set."""
     adapter.set_aspired_versions("m", [])
-    assert target.calls == [("m", [])]
+    assert only_call(target) == ()
 
 
 def test_error_item_passes_through_unconverted(
@@ -148,7 +138,7 @@ def test_adapter_holds_its_output_until_connected() -> None:
     adapter.set_aspired_versions("m", [ServableData.of(V1, "/m/1")])
     target: RecordingTarget[str] = RecordingTarget()
     connect(adapter, target)
-    assert target.calls == [("m", [ServableData.of(V1, "loader for /m/1")])]
+    assert only_call(target) == (ServableData.of(V1, "loader for /m/1"),)
 
 
 def test_error_injecting_adapter_turns_every_item_into_its_error() -> None:
@@ -161,9 +151,9 @@ def test_error_injecting_adapter_turns_every_item_into_its_error() -> None:
         "m", [ServableData.of(V1, "/m/1"), ServableData.failed(V2, DataLossError("gone"))]
     )
     adapter.set_aspired_versions("m", [])
-    assert target.calls == [
-        ("m", [ServableData.failed(V1, error), ServableData.failed(V2, error)]),
-        ("m", []),
+    assert [(c.name, c.versions) for c in target.calls()] == [
+        ("m", (ServableData.failed(V1, error), ServableData.failed(V2, error))),
+        ("m", ()),
     ]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TypeVar
 
 import pytest
@@ -17,24 +16,10 @@ from servinglib.sources.source_adapter import (
     UnarySourceAdapter,
 )
 from servinglib.sources.source_router import DynamicSourceRouter, SourceRouter, StaticSourceRouter
-from servinglib.sources.target import TargetBase, connect
+from servinglib.sources.target import connect
+from servinglib.testing import RecordingTarget
 
 T = TypeVar("T")
-
-
-class RecordingTarget(TargetBase[T]):
-    """A target that records each (name, versions) call it receives."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, list[ServableData[T]]]] = []
-
-    def set_aspired_versions(self, servable_name: str, versions: Sequence[ServableData[T]]) -> None:
-        self.calls.append((servable_name, list(versions)))
-
-    @property
-    def names(self) -> list[str]:
-        """The servable names received, in order."""
-        return [name for name, _ in self.calls]
 
 
 class Prefix(UnarySourceAdapter[StoragePath, str]):
@@ -63,6 +48,16 @@ def record_ports(router: SourceRouter[StoragePath]) -> list[RecordingTarget[Stor
     return targets
 
 
+def received(target: RecordingTarget[T]) -> list[tuple[str, tuple[ServableData[T], ...]]]:
+    """Each (name, versions) ``target`` received, oldest first."""
+    return [(call.name, call.versions) for call in target.calls()]
+
+
+def received_names(target: RecordingTarget[T]) -> list[str]:
+    """The servable names ``target`` received, in order."""
+    return [call.name for call in target.calls()]
+
+
 def send(router: SourceRouter[StoragePath], *names: str) -> None:
     """Emits version 1 of each name into ``router``."""
     for name in names:
@@ -89,8 +84,8 @@ def test_static_router_routes_by_first_matching_substring(name: str, port: int) 
     targets = record_ports(router)
     assert router.route(name) == port
     send(router, name)
-    assert [t.calls for t in targets] == [
-        [(name, [item(name)])] if i == port else [] for i in range(3)
+    assert [received(t) for t in targets] == [
+        [(name, (item(name),))] if i == port else [] for i in range(3)
     ]
 
 
@@ -100,7 +95,7 @@ def test_static_router_has_one_port_per_substring_plus_the_default() -> None:
     router: StaticSourceRouter[StoragePath] = StaticSourceRouter([])
     [target] = record_ports(router)
     send(router, "a", "b")
-    assert target.names == ["a", "b"]
+    assert received_names(target) == ["a", "b"]
 
 
 # -- DynamicSourceRouter -----------------------------------------------------
@@ -111,7 +106,7 @@ def test_dynamic_router_routes_by_exact_name_and_unknown_names_to_the_last_port(
     router: DynamicSourceRouter[StoragePath] = DynamicSourceRouter(3, {"a": 0, "b": 1})
     targets = record_ports(router)
     send(router, "a", "b", "c", "aa", "A")
-    assert [t.names for t in targets] == [["a"], ["b"], ["c", "aa", "A"]]
+    assert [received_names(t) for t in targets] == [["a"], ["b"], ["c", "aa", "A"]]
 
 
 def test_dynamic_router_without_routes_sends_everything_to_the_default_port() -> None:
@@ -119,7 +114,7 @@ def test_dynamic_router_without_routes_sends_everything_to_the_default_port() ->
     router: DynamicSourceRouter[StoragePath] = DynamicSourceRouter(2)
     targets = record_ports(router)
     send(router, "a", "b")
-    assert [t.names for t in targets] == [[], ["a", "b"]]
+    assert [received_names(t) for t in targets] == [[], ["a", "b"]]
 
 
 def test_route_update_applies_to_the_next_emission_and_resends_nothing() -> None:
@@ -128,9 +123,9 @@ def test_route_update_applies_to_the_next_emission_and_resends_nothing() -> None
     targets = record_ports(router)
     send(router, "a", "b")
     router.update_routes({"a": 1, "b": 0})
-    assert [t.names for t in targets] == [["a"], [], ["b"]]
+    assert [received_names(t) for t in targets] == [["a"], [], ["b"]]
     send(router, "a", "b")
-    assert [t.names for t in targets] == [["a", "b"], ["a"], ["b"]]
+    assert [received_names(t) for t in targets] == [["a", "b"], ["a"], ["b"]]
     assert router.routes == {"a": 1, "b": 0}
 
 
@@ -150,7 +145,7 @@ def test_invalid_route_update_is_rejected_and_the_old_table_stays(bad_port: int)
         router.update_routes({"b": 1, "a": bad_port})
     assert router.routes == {"a": 0}
     send(router, "a", "b")
-    assert [t.names for t in targets] == [["a"], [], ["b"]]
+    assert [received_names(t) for t in targets] == [["a"], [], ["b"]]
 
 
 @pytest.mark.parametrize("bad_port", [-1, 1, 2])
@@ -191,7 +186,7 @@ def test_ports_hold_emissions_until_connected() -> None:
     router: DynamicSourceRouter[StoragePath] = DynamicSourceRouter(2, {"a": 0})
     send(router, "a", "b")
     targets = record_ports(router)
-    assert [t.names for t in targets] == [["a"], ["b"]]
+    assert [received_names(t) for t in targets] == [["a"], ["b"]]
 
 
 # -- the per-platform wiring -------------------------------------------------
@@ -223,16 +218,16 @@ def test_router_feeds_one_adapter_per_platform_and_unknown_ones_an_error() -> No
     source.emit_aspired_versions("gpt", [item("gpt", 1)])
 
     resnet1, resnet2 = ServableId("resnet", 1), ServableId("resnet", 2)
-    assert targets[0].calls == [
+    assert received(targets[0]) == [
         (
             "resnet",
-            [
+            (
                 ServableData.of(resnet1, "tensorflow:/models/resnet/1"),
                 ServableData.of(resnet2, "tensorflow:/models/resnet/2"),
-            ],
+            ),
         )
     ]
-    assert targets[1].calls == [
-        ("bert", [ServableData.of(ServableId("bert", 7), "onnx:/models/bert/7")])
+    assert received(targets[1]) == [
+        ("bert", (ServableData.of(ServableId("bert", 7), "onnx:/models/bert/7"),))
     ]
-    assert targets[2].calls == [("gpt", [ServableData.failed(ServableId("gpt", 1), unknown)])]
+    assert received(targets[2]) == [("gpt", (ServableData.failed(ServableId("gpt", 1), unknown),))]

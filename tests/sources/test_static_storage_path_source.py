@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
 from servinglib.core.servable_data import ServableData
@@ -11,29 +9,20 @@ from servinglib.core.servable_id import ServableId
 from servinglib.errors import FailedPreconditionError
 from servinglib.sources.source import StoragePath
 from servinglib.sources.static_storage_path_source import StaticStoragePathSource
-from servinglib.sources.target import TargetBase, connect
+from servinglib.sources.target import connect
+from servinglib.testing import RecordingTarget
 
 PATH = "/models/resnet/3"
-
-
-class RecordingTarget(TargetBase[StoragePath]):
-    """A target that records each (name, versions) call it receives."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, list[ServableData[StoragePath]]]] = []
-
-    def set_aspired_versions(
-        self, servable_name: str, versions: Sequence[ServableData[StoragePath]]
-    ) -> None:
-        self.calls.append((servable_name, list(versions)))
 
 
 def test_emits_exactly_one_version_once_connected() -> None:
     """Connecting delivers one call: the servable's name with its single version at the path."""
     source = StaticStoragePathSource("resnet", 3, PATH)
-    target = RecordingTarget()
+    target: RecordingTarget[StoragePath] = RecordingTarget()
     connect(source, target)
-    assert target.calls == [("resnet", [ServableData.of(ServableId("resnet", 3), PATH)])]
+    [call] = target.calls()
+    assert call.name == "resnet"
+    assert call.versions == (ServableData.of(ServableId("resnet", 3), PATH),)
 
 
 def test_id_names_the_version() -> None:
@@ -44,12 +33,13 @@ def test_id_names_the_version() -> None:
 def test_connecting_twice_fails_without_re_emitting() -> None:
     """A second connect raises FailedPreconditionError and the version is not sent again."""
     source = StaticStoragePathSource("resnet", 3, PATH)
-    first, second = RecordingTarget(), RecordingTarget()
+    first: RecordingTarget[StoragePath] = RecordingTarget()
+    second: RecordingTarget[StoragePath] = RecordingTarget()
     connect(source, first)
     with pytest.raises(FailedPreconditionError):
         connect(source, second)
-    assert len(first.calls) == 1
-    assert second.calls == []
+    assert len(first.calls()) == 1
+    assert second.calls() == []
 
 
 @pytest.mark.parametrize(("name", "version"), [("", 1), ("resnet", -1)])
