@@ -232,7 +232,7 @@ def official_get_model_metadata_request() -> tfs_get_model_metadata_pb2.GetModel
 
 def official_get_model_metadata_response() -> tfs_get_model_metadata_pb2.GetModelMetadataResponse:
     response = tfs_get_model_metadata_pb2.GetModelMetadataResponse(model_spec=official_model_spec())
-    response.metadata["signature_def"].Pack(official_signature_def_map())
+    response.metadata["signature_def"].Pack(official_signature_def_map(), deterministic=True)
     return response
 
 
@@ -316,6 +316,21 @@ def wire(message: pb_message.Message) -> bytes:
     return message.SerializeToString(deterministic=True)
 
 
+def repack_anys_deterministically(message: pb_message.Message) -> None:
+    """Re-serializes a metadata map's Any values with sorted map entries.
+
+    text_format packs an expanded Any without sorting the inner message's
+    map entries, so its bytes would vary from run to run.
+    """
+    metadata = getattr(message, "metadata", None)
+    if metadata is None:
+        return
+    for value in metadata.values():
+        inner = tfs_get_model_metadata_pb2.SignatureDefMap()
+        value.Unpack(inner)
+        value.Pack(inner, deterministic=True)
+
+
 # -- byte-level round trips ---------------------------------------------------------------
 
 
@@ -338,6 +353,7 @@ def test_our_bytes_parse_into_official_and_serialize_identically(case: str) -> N
     make_official, ours_class = CASES[case]
     official = make_official()
     ours = text_format.Parse(text_format.MessageToString(official), ours_class())
+    repack_anys_deterministically(ours)
 
     data = wire(ours)
     parsed = type(official).FromString(data)
