@@ -32,6 +32,7 @@ from servinglib.errors import (
     AlreadyExistsError,
     CancelledError,
     FailedPreconditionError,
+    InvalidArgumentError,
     NotFoundError,
     ResourceExhaustedError,
     ServingError,
@@ -209,7 +210,7 @@ class BasicManager(Manager):
         except ServingError as error:
             future.set_exception(error)
             return future
-        self._run(self._load_pool, lambda: self._execute_load(harness, future), harness, future)
+        self._run_load(lambda: self._execute_load(harness, future), harness, future)
         return future
 
     def unload_servable(self, servable_id: ServableId) -> concurrent.futures.Future[None]:
@@ -268,6 +269,21 @@ class BasicManager(Manager):
             harness = self._find_locked(servable_id)
         return harness.error if harness is not None else None
 
+    def set_num_load_threads(self, num_threads: int) -> None:
+        """Resizes the load pool (0: load on the requesting thread); loads running go on.
+
+        ServerCore uses it for a fast initial load (many threads), then the
+        steady-state size.  Thread safety: any thread.
+        """
+        if num_threads < 0:
+            raise InvalidArgumentError(f"num_load_threads must be >= 0, got {num_threads}")
+        with self._lock:
+            if self._closed:
+                return
+            old, self._load_pool = self._load_pool, _pool(num_threads, "servinglib-load")
+            if old is not None:
+                old.shutdown(wait=False)  # queued and running loads still complete
+
     def close(self) -> None:
         """Cancels load retries, waits for running loads, unloads everything; idempotent.
 
@@ -285,8 +301,10 @@ class BasicManager(Manager):
         for timer, attempt in pending:
             timer.cancel()
             attempt()
-        if self._load_pool is not None:
-            self._load_pool.shutdown(wait=True)
+        with self._lock:
+            load_pool = self._load_pool
+        if load_pool is not None:
+            load_pool.shutdown(wait=True)
         unloads = [self.unload_servable(h.id) for h in harnesses if h.state is HarnessState.READY]
         concurrent.futures.wait(unloads)
         if self._unload_pool is not None:
@@ -408,14 +426,12 @@ class BasicManager(Manager):
             self.cancel_load_servable_retry(harness.id)
 
     def _submit_retry(self, attempt: Callable[[], None]) -> None:
-        pool = self._load_pool
-        if pool is None:
-            attempt()
-            return
-        try:
-            pool.submit(attempt)
-        except RuntimeError:  # the pool shut down while the retry waited
-            attempt()
+        with self._lock:
+            pool = self._load_pool
+            if pool is not None and not self._closed:
+                pool.submit(attempt)
+                return
+        attempt()  # synchronous loads, or the manager closed while the retry waited
 
     def _load_or_unload_finished(self, *, loads: int = 0, unloads: int = 0) -> None:
         """Counts a load or unload as done, and gives parked loads another try."""
@@ -424,12 +440,7 @@ class BasicManager(Manager):
             self._pending_unloads -= unloads
             parked, self._parked = self._parked, []
         for harness, future in parked:
-            self._run(
-                self._load_pool,
-                functools.partial(self._execute_load, harness, future),
-                harness,
-                future,
-            )
+            self._run_load(functools.partial(self._execute_load, harness, future), harness, future)
 
     # -- unload execution ---------------------------------------------------
 
@@ -489,6 +500,20 @@ class BasicManager(Manager):
     ) -> None:
         self._bus.publish(ServableState(servable_id, state, error))
 
+    def _run_load(
+        self,
+        task: Callable[[], None],
+        harness: LoaderHarness,
+        future: concurrent.futures.Future[None],
+    ) -> None:
+        """Runs a load task on the current load pool (read and used under the lock)."""
+        with self._lock:
+            pool = self._load_pool
+            if pool is not None and not self._closed:
+                pool.submit(self._guarded(task, harness, future))
+                return
+        self._run(pool, task, harness, future)
+
     def _run(
         self,
         pool: concurrent.futures.ThreadPoolExecutor | None,
@@ -503,6 +528,25 @@ class BasicManager(Manager):
         CANCELLED and calls ``on_reject``.
         """
 
+        guarded = self._guarded(task, harness, future)
+        if pool is None:
+            guarded()
+            return
+        try:
+            pool.submit(guarded)
+        except RuntimeError:
+            self._cancel(harness, future)
+            if on_reject is not None:
+                on_reject()
+
+    def _guarded(
+        self,
+        task: Callable[[], None],
+        harness: LoaderHarness,
+        future: concurrent.futures.Future[None],
+    ) -> Callable[[], None]:
+        """``task``, turning an unexpected exception into the servable's error."""
+
         def guarded() -> None:
             try:
                 task()
@@ -515,15 +559,7 @@ class BasicManager(Manager):
                 if not future.done():
                     future.set_exception(error)
 
-        if pool is None:
-            guarded()
-            return
-        try:
-            pool.submit(guarded)
-        except RuntimeError:
-            self._cancel(harness, future)
-            if on_reject is not None:
-                on_reject()
+        return guarded
 
     def _cancel(self, harness: LoaderHarness, future: concurrent.futures.Future[None]) -> None:
         error = CancelledError(f"the manager closed before servable {harness.id} was handled")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar, final
 
 from servinglib.core.servable_id import ServableId
@@ -23,18 +24,28 @@ class ServableHandle(Generic[T]):
     the servable object is as thread-safe as its platform makes it.
     """
 
-    __slots__ = ("_entry", "id", "servable")
+    __slots__ = ("_entry", "_on_release", "id", "servable")
 
     def __init__(self, entry: ServingEntry) -> None:
         self._entry: ServingEntry | None = entry
+        self._on_release: Callable[[], None] | None = None
         self.id: ServableId = entry.id
         self.servable: T = entry.servable
+
+    def add_release_callback(self, callback: Callable[[], None]) -> None:
+        """Calls ``callback()`` when the handle is released (e.g. to count requests in flight).
+
+        Requires: the handle is not released yet; at most one callback.
+        """
+        self._on_release = callback
 
     def release(self) -> None:
         """Gives the reference back; idempotent."""
         entry, self._entry = self._entry, None
         if entry is not None:
             entry.release()
+            if self._on_release is not None:
+                self._on_release()
 
     def __enter__(self) -> ServableHandle[T]:
         return self
@@ -43,9 +54,8 @@ class ServableHandle(Generic[T]):
         self.release()
 
     def __del__(self) -> None:
-        entry = getattr(self, "_entry", None)
-        if entry is not None:
-            entry.release()
+        if getattr(self, "_entry", None) is not None:
+            self.release()
 
     def __repr__(self) -> str:
         return f"ServableHandle({self.id}{'' if self._entry else ', released'})"

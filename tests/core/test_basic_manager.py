@@ -454,3 +454,32 @@ def test_forgetting_a_new_version_publishes_end(manager: BasicManager, recorder:
         ServableState(V1, ManagerState.START),
         ServableState(V1, ManagerState.END),
     ]
+
+
+def test_load_pool_can_be_resized_while_serving(
+    bus: EventBus[ServableState], clock: FakeClock
+) -> None:
+    """set_num_load_threads swaps the pool; later loads run on it, from 4 threads down to 0."""
+    with make_manager(bus, clock, num_load_threads=4) as manager:
+        load(manager, V1, FakeLoader())
+        manager.set_num_load_threads(0)
+        loader = FakeLoader()
+        manager.manage_servable(ServableData.of(V2, loader))
+        future = manager.load_servable(V2)
+        assert future.done()  # synchronous now
+        assert loader.load_calls == 1
+        manager.set_num_load_threads(2)
+        load(manager, V3, FakeLoader())
+        assert manager.list_available_servable_ids() == [V1, V2, V3]
+
+
+def test_release_callback_runs_once_on_release(manager: BasicManager) -> None:
+    """A handle's release callback runs exactly once, when it is released."""
+    load(manager, V1, FakeLoader())
+    released: list[int] = []
+    handle = manager.servable_handle(ServableRequest.latest("m"))
+    handle.add_release_callback(lambda: released.append(1))
+    assert released == []
+    handle.release()
+    handle.release()
+    assert released == [1]
