@@ -246,9 +246,17 @@ class PythonServable(Servable):
         missing = sorted(set(wanted) - outputs.keys())
         if missing:
             raise InternalError(f"Signature '{name}' did not return output '{missing[0]}'")
-        return {key: _array(outputs[key], self._signatures[name].outputs[key]) for key in wanted}
+        return {
+            key: _array(name, outputs[key], self._signatures[name].outputs[key]) for key in wanted
+        }
 
 
-def _array(value: object, spec: TensorSpec) -> npt.NDArray[Any]:
-    array = np.asarray(value, dtype=object if spec.is_string else None)
-    return array if spec.is_string else array.astype(spec.dtype, copy=False)
+def _array(signature_name: str, value: object, spec: TensorSpec) -> npt.NDArray[Any]:
+    try:
+        array = np.asarray(value, dtype=object if spec.is_string else None)
+        return array if spec.is_string else array.astype(spec.dtype, copy=False)
+    except (TypeError, ValueError) as exc:
+        raise InternalError(
+            f"Signature '{signature_name}' returned output '{spec.name}' that is not a "
+            f"{spec.dtype} tensor: {exc}"
+        ) from exc

@@ -15,7 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from servinglib.errors import DataLossError, InvalidArgumentError
+from servinglib.errors import (
+    DataLossError,
+    InvalidArgumentError,
+    NotFoundError,
+    UnavailableError,
+)
 from servinglib.loaders.tensorflow._runtime import tensorflow
 from servinglib.servable import SignatureSpec, TensorSpec
 
@@ -100,15 +105,18 @@ def _read_saved_model(path: str) -> Any:  # noqa: ANN401 - a SavedModel proto
     except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as exc:
         found = binary if os.path.exists(binary) else text
         raise DataLossError(f"{found} is corrupt: it is not a SavedModel proto ({exc})") from exc
-    except OSError as exc:
-        raise DataLossError(f"Cannot read the SavedModel in {path}: {exc}") from exc
-    raise DataLossError(f"No SavedModel in {path}: it has no {SAVED_MODEL_PB} (or .pbtxt)")
+    except OSError as exc:  # e.g. storage briefly unreachable: worth a retry
+        raise UnavailableError(f"Cannot read the SavedModel in {path}: {exc}") from exc
+    # Maybe still being copied in (publish by renaming to avoid it): worth a retry.
+    raise NotFoundError(f"No SavedModel in {path}: it has no {SAVED_MODEL_PB} (or .pbtxt)")
 
 
 def _check_variables(path: str, meta_graph: Any) -> None:  # noqa: ANN401 - a MetaGraphDef
-    """DataLossError unless the variables the object graph declares have their files.
+    """NotFoundError unless the variables the object graph declares have their files.
 
-    TF itself reports a missing data shard as UNKNOWN, which would be retried.
+    Missing files may still be being copied in, so the load is retried (TF
+    itself reports a missing data shard as UNKNOWN); corrupt ones are
+    DATA_LOSS, from TensorFlow.
     """
     variables = sum(
         1 for node in meta_graph.object_graph_def.nodes if node.WhichOneof("kind") == "variable"
@@ -117,7 +125,7 @@ def _check_variables(path: str, meta_graph: Any) -> None:  # noqa: ANN401 - a Me
         return
     index = os.path.join(path, VARIABLES_INDEX)
     if not os.path.isfile(index):
-        raise DataLossError(
+        raise NotFoundError(
             f"The SavedModel in {path} has {variables} variables, but {index} is missing"
         )
     directory = os.path.dirname(index)
@@ -126,7 +134,7 @@ def _check_variables(path: str, meta_graph: Any) -> None:  # noqa: ANN401 - a Me
     expected = {f"variables.data-{i:05d}-of-{n:05d}" for n in counts for i in range(n)}
     missing = sorted(expected - {shard[0] for shard in shards})
     if missing:
-        raise DataLossError(
+        raise NotFoundError(
             f"The SavedModel in {path} has {variables} variables, but "
             f"{os.path.join(directory, missing[0])} is missing"
         )

@@ -26,7 +26,7 @@ from servinglib.core.resources import ResourceAllocation
 from servinglib.core.servable_data import ServableData
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_request import ServableRequest
-from servinglib.errors import DataLossError, InvalidArgumentError, ServingError
+from servinglib.errors import DataLossError, InvalidArgumentError, NotFoundError, ServingError
 from servinglib.loaders.tensorflow import SavedModelLoader, TensorFlowPlatformConfig
 from servinglib.servable import call_signature
 from servinglib.testing import FakeClock, wait_until
@@ -113,9 +113,6 @@ def truncate_variables_data(path: Path) -> None:
     [
         (corrupt_pb, DataLossError, r"saved_model.pb is corrupt"),
         (truncate_pb, DataLossError, r"saved_model.pb is corrupt"),
-        (remove_pb, DataLossError, r"has no saved_model.pb"),
-        (remove_variables, DataLossError, r"variables.index is missing"),
-        (remove_variables_data, DataLossError, r"variables.data-00000-of-00001"),
         (truncate_variables_data, DataLossError, r"Loading the SavedModel in .* failed"),
     ],
 )
@@ -138,6 +135,37 @@ def test_damaged_model_fails_once_with_a_clear_error(
     assert loader.load_calls == 1
     assert clock.pending_timers == 0
     assert manager.harness_error(V1) == caught.value
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (remove_pb, r"has no saved_model.pb"),
+        (remove_variables, r"variables.index is missing"),
+        (remove_variables_data, r"variables.data-00000-of-00001"),
+    ],
+)
+def test_missing_model_files_are_not_found_and_retried(
+    model_copy: Path,
+    manager: BasicManager,
+    clock: FakeClock,
+    *,
+    damage: Callable[[Path], None],
+    message: str,
+) -> None:
+    """Missing model files (maybe still being copied in) are NOT_FOUND and retried."""
+    damage(model_copy)
+    loader = CountingLoader(SavedModelLoader(str(model_copy)))
+    manager.manage_servable(ServableData.of(V1, loader))
+    future = manager.load_servable(V1)
+    for attempt in range(1, RETRIES + 1):
+        wait_until(lambda: clock.pending_timers == 1)
+        assert loader.load_calls == attempt
+        clock.advance(RETRY_INTERVAL_S)
+    with pytest.raises(NotFoundError, match=message) as caught:
+        future.result(TIMEOUT_S)
+    assert str(model_copy) in caught.value.message
+    assert loader.load_calls == RETRIES + 1
 
 
 def test_wrong_tags_fail_once_naming_the_tags_available(
