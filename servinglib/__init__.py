@@ -44,6 +44,14 @@ from servinglib.servable import (
     TensorSpec,
     call_signature,
 )
+from servinglib.server import (
+    ModelConfig,
+    ModelServerConfig,
+    ModelSpec,
+    ServerCore,
+    ServerCoreOptions,
+    read_model_server_config,
+)
 from servinglib.sources import (
     FileSystemStoragePathSource,
     FileSystemStoragePathSourceConfig,
@@ -71,6 +79,9 @@ __all__ = [
     "Manager",
     "ManagerOptions",
     "ManagerState",
+    "ModelConfig",
+    "ModelServerConfig",
+    "ModelSpec",
     "PythonModel",
     "PythonPlatformConfig",
     "Resource",
@@ -86,6 +97,8 @@ __all__ = [
     "ServableStateMonitor",
     "ServableToMonitor",
     "ServableVersionPolicy",
+    "ServerCore",
+    "ServerCoreOptions",
     "ServingError",
     "SignatureSpec",
     "SimpleLoader",
@@ -97,6 +110,7 @@ __all__ = [
     "WarmupOptions",
     "call_signature",
     "connect",
+    "read_model_server_config",
     "register_platform",
     "signature",
 ]

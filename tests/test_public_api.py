@@ -16,6 +16,7 @@ PUBLIC_MODULES = [
     "servinglib.codecs",
     "servinglib.core",
     "servinglib.loaders",
+    "servinglib.server",
     "servinglib.sources",
     "servinglib.testing",
 ]
@@ -124,6 +125,7 @@ def test_top_level_reexports_the_subpackages_objects() -> None:
             "servinglib.errors",
             "servinglib.loaders",
             "servinglib.servable",
+            "servinglib.server",
             "servinglib.sources",
         )
     ]

@@ -27,8 +27,11 @@ class FsEventTrigger:
     Thread-safe; ``on_change`` runs on watchdog's thread and must be quick.
     """
 
-    def __init__(self, on_change: Callable[[str], None]) -> None:
+    def __init__(
+        self, on_change: Callable[[str], None], *, include_modifications: bool = False
+    ) -> None:
         self._on_change = on_change
+        self._include_modifications = include_modifications
         self._lock = threading.Lock()
         self._observer: BaseObserver | None = None  # guarded by: _lock
         # (path, recursive) → the watch and the (device, inode) of the directory it watches
@@ -75,7 +78,10 @@ class FsEventTrigger:
             observer = self._observer_locked()
             handler = _make_handler(path, self._on_change, lambda: self._mark_lost(key))
             watch = observer.schedule(
-                handler, path, recursive=recursive, event_filter=_event_filter()
+                handler,
+                path,
+                recursive=recursive,
+                event_filter=_event_filter(self._include_modifications),
             )
             self._watches[key] = (watch, inode)
         except OSError as exc:  # e.g. out of inotify watches: polling still covers it
@@ -135,11 +141,12 @@ def _make_handler(
     return Handler()
 
 
-def _event_filter() -> list[type[FileSystemEvent]]:
-    """The events worth a poll: entries appearing, disappearing or renamed.
+def _event_filter(include_modifications: bool) -> list[type[FileSystemEvent]]:
+    """The events worth a look: entries appearing, disappearing or renamed.
 
     Leaving out open/close/modify/attrib events spares watchdog decoding the
-    events each poll's own directory listing causes (~6x the poll's cost).
+    events each poll's own directory listing causes (~6x the poll's cost);
+    ``include_modifications`` adds file writes (for a watched file edited in place).
     """
     from watchdog import events
 
@@ -150,4 +157,5 @@ def _event_filter() -> list[type[FileSystemEvent]]:
         events.FileDeletedEvent,
         events.DirMovedEvent,
         events.FileMovedEvent,
+        *((events.FileModifiedEvent, events.FileClosedEvent) if include_modifications else ()),
     ]

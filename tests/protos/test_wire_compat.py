@@ -27,16 +27,24 @@ from tensorflow_serving.apis import model_pb2 as tfs_model_pb2
 from tensorflow_serving.apis import predict_pb2 as tfs_predict_pb2
 from tensorflow_serving.apis import prediction_log_pb2 as tfs_prediction_log_pb2
 from tensorflow_serving.apis import regression_pb2 as tfs_regression_pb2
+from tensorflow_serving.config import file_system_storage_path_source_pb2 as tfs_fs_source_pb2
+from tensorflow_serving.config import logging_config_pb2 as tfs_logging_config_pb2
+from tensorflow_serving.config import model_server_config_pb2 as tfs_model_server_config_pb2
+from tensorflow_serving.config import platform_config_pb2 as tfs_platform_config_pb2
 
 from servinglib.protos import (
     classification_pb2,
     example_pb2,
+    file_system_storage_path_source_pb2,
     get_model_metadata_pb2,
     inference_pb2,
     input_pb2,
+    logging_config_pb2,
     logging_pb2,
     meta_graph_pb2,
     model_pb2,
+    model_server_config_pb2,
+    platform_config_pb2,
     predict_pb2,
     prediction_log_pb2,
     regression_pb2,
@@ -46,12 +54,16 @@ from servinglib.protos import (
 OUR_MODULES = [
     classification_pb2,
     example_pb2,
+    file_system_storage_path_source_pb2,
     get_model_metadata_pb2,
     inference_pb2,
     input_pb2,
+    logging_config_pb2,
     logging_pb2,
     meta_graph_pb2,
     model_pb2,
+    model_server_config_pb2,
+    platform_config_pb2,
     predict_pb2,
     prediction_log_pb2,
     regression_pb2,
@@ -264,6 +276,68 @@ def official_log(kind: str) -> tfs_prediction_log_pb2.PredictionLog:
     return log
 
 
+def official_logging_config() -> tfs_logging_config_pb2.LoggingConfig:
+    """A LoggingConfig with every field set, a per-task sampling config with task 0 among them."""
+    logging_config = tfs_logging_config_pb2.LoggingConfig()
+    logging_config.log_collector_config.type = "file"
+    logging_config.log_collector_config.filename_prefix = "/tmp/log"
+    sampling = logging_config.sampling_config
+    sampling.sampling_rate = 0.25
+    sampling.attributes = (
+        tfs_logging_config_pb2.SamplingConfig.ATTR_REQUEST_ORIGIN
+        | tfs_logging_config_pb2.SamplingConfig.ATTR_REQUEST_CRITICALITY
+    )
+    sampling.per_task_sampling_configs.add(dc="eu", task_index=0, sampling_rate=1.0)
+    sampling.per_task_sampling_configs.add(dc="us", sampling_rate=0.5)
+    logging_config.custom_logging_config.Pack(official_model_spec(), deterministic=True)
+    return logging_config
+
+
+def official_model_server_config() -> tfs_model_server_config_pb2.ModelServerConfig:
+    """Three models, one per version policy, with labels, logging and the legacy model_type."""
+    config = tfs_model_server_config_pb2.ModelServerConfig()
+    models = config.model_config_list.config
+    latest = models.add(name="latest", base_path="/models/latest", model_platform="tensorflow")
+    latest.model_version_policy.latest.num_versions = 2
+    latest.logging_config.CopyFrom(official_logging_config())
+    every = models.add(name="all", base_path="gs://bucket/all", model_platform="python")
+    every.model_version_policy.all.SetInParent()
+    specific = models.add(
+        name="specific",
+        base_path="/models/specific",
+        model_type=tfs_model_server_config_pb2.TENSORFLOW,
+    )
+    specific.model_version_policy.specific.versions.extend([42, 43, 2**63 - 1])
+    specific.version_labels["stable"] = 42
+    specific.version_labels["canary"] = 43
+    return config
+
+
+def official_custom_model_server_config() -> tfs_model_server_config_pb2.ModelServerConfig:
+    config = tfs_model_server_config_pb2.ModelServerConfig()
+    config.custom_model_config.Pack(official_model_spec(), deterministic=True)
+    return config
+
+
+def official_source_config() -> tfs_fs_source_pb2.FileSystemStoragePathSourceConfig:
+    source_config = tfs_fs_source_pb2.FileSystemStoragePathSourceConfig(
+        file_system_poll_wait_seconds=-1,
+        fail_if_zero_versions_at_startup=True,
+        servable_versions_always_present=True,
+    )
+    servable = source_config.servables.add(servable_name="m", base_path="/models/m")
+    servable.servable_version_policy.specific.versions.append(7)
+    return source_config
+
+
+def official_platform_config_map() -> tfs_platform_config_pb2.PlatformConfigMap:
+    platforms = tfs_platform_config_pb2.PlatformConfigMap()
+    adapter_config = platforms.platform_configs["tensorflow"].source_adapter_config
+    adapter_config.Pack(official_model_spec(), deterministic=True)
+    platforms.platform_configs["python"].SetInParent()
+    return platforms
+
+
 # (official message factory, our class) of every message the two sides exchange.
 CASES: dict[str, tuple[Callable[[], pb_message.Message], type[pb_message.Message]]] = {
     "TensorProto": (lambda: official_tensors()["content"], tensor_pb2.TensorProto),
@@ -301,6 +375,17 @@ CASES: dict[str, tuple[Callable[[], pb_message.Message], type[pb_message.Message
         official_get_model_metadata_response,
         get_model_metadata_pb2.GetModelMetadataResponse,
     ),
+    "ModelServerConfig": (official_model_server_config, model_server_config_pb2.ModelServerConfig),
+    "ModelServerConfig-custom": (
+        official_custom_model_server_config,
+        model_server_config_pb2.ModelServerConfig,
+    ),
+    "LoggingConfig": (official_logging_config, logging_config_pb2.LoggingConfig),
+    "FileSystemStoragePathSourceConfig": (
+        official_source_config,
+        file_system_storage_path_source_pb2.FileSystemStoragePathSourceConfig,
+    ),
+    "PlatformConfigMap": (official_platform_config_map, platform_config_pb2.PlatformConfigMap),
     **{
         f"PredictionLog-{kind}": (
             functools.partial(official_log, kind),

@@ -1,0 +1,31 @@
+"""The server: ServerCore and the model config it serves."""
+
+from servinglib.server.config import ModelConfig as ModelConfig
+from servinglib.server.config import ModelServerConfig as ModelServerConfig
+from servinglib.server.config import parse_model_server_config as parse_model_server_config
+from servinglib.server.config import read_model_server_config as read_model_server_config
+from servinglib.server.config_file_watcher import ConfigFileStatus as ConfigFileStatus
+from servinglib.server.config_file_watcher import (
+    ModelConfigFileWatcher as ModelConfigFileWatcher,
+)
+from servinglib.server.model_spec import ModelSpec as ModelSpec
+from servinglib.server.server_core import ModelMetadata as ModelMetadata
+from servinglib.server.server_core import ModelStatus as ModelStatus
+from servinglib.server.server_core import ServerCore as ServerCore
+from servinglib.server.server_core import ServerCoreOptions as ServerCoreOptions
+from servinglib.server.server_core import VersionStatus as VersionStatus
+
+__all__ = [
+    "ConfigFileStatus",
+    "ModelConfig",
+    "ModelConfigFileWatcher",
+    "ModelMetadata",
+    "ModelServerConfig",
+    "ModelSpec",
+    "ModelStatus",
+    "ServerCore",
+    "ServerCoreOptions",
+    "VersionStatus",
+    "parse_model_server_config",
+    "read_model_server_config",
+]

@@ -1,0 +1,505 @@
+"""ModelConfig and ModelServerConfig: which models to serve, read from TF Serving's config files.
+
+A model config file is TF Serving's text-format ``ModelServerConfig``
+(``models.config``), parsed with servinglib's own messages
+(:mod:`servinglib.protos.model_server_config_pb2`), so files written for
+``tensorflow_model_server --model_config_file`` work unchanged.  Protobuf is
+imported only when a config is parsed or converted, so that importing this
+module stays light.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, TypeVar, final
+
+import attrs
+
+from servinglib.errors import (
+    InvalidArgumentError,
+    NotFoundError,
+    PermissionDeniedError,
+    UnavailableError,
+    UnimplementedError,
+)
+from servinglib.sources.version_policy import ServableVersionPolicy, VersionPolicyKind
+
+if TYPE_CHECKING:
+    from google.protobuf import message as pb_message
+
+    from servinglib.protos import file_system_storage_path_source_pb2 as fs_pb2
+    from servinglib.protos import model_server_config_pb2 as config_pb2
+
+_log = logging.getLogger(__name__)
+
+_DEFAULT_MODEL_PLATFORM = "tensorflow"
+_INT64_MAX = 2**63 - 1
+_UINT32_MAX = 2**32 - 1
+# TF Serving's REST paths address labels as [^/:]+ (model_servers/http_rest_api_handler.cc).
+_LABEL = re.compile(r"[^/:]+")
+# A URI such as gs://bucket/model is never relative (TF Serving's UriIsRelativePath).
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_PARSER_POSITION = re.compile(r"^\d+:\d+ : ")
+_OUR_PROTO_PACKAGE = "servinglib.tfs."
+_TF_SERVING_CONFIG = "tensorflow.serving.ModelServerConfig"
+_TF_SERVING_MODEL_CONFIG = "tensorflow.serving.ModelConfig"
+
+_M = TypeVar("_M", bound="pb_message.Message")
+
+
+def _fspath(path: str | os.PathLike[str]) -> str:
+    return os.fspath(path) if isinstance(path, os.PathLike) else path
+
+
+def _freeze_labels(labels: Mapping[str, int]) -> Mapping[str, int]:
+    return labels if isinstance(labels, _FrozenLabels) else _FrozenLabels(labels)
+
+
+def _models(models: Iterable[ModelConfig]) -> tuple[ModelConfig, ...]:
+    return tuple(models)
+
+
+@final
+@attrs.frozen
+class ModelConfig:
+    """One model to serve: its name, where its versions are, its platform, versions and labels.
+
+    ``base_path`` is the directory whose numbered children are the versions
+    (``/models/m`` for ``/models/m/1``).  ``model_platform`` names the platform
+    that loads it (``"tensorflow"``, ``"python"``, ...).  ``version_policy``:
+    which versions to serve.  ``version_labels``: label → version, for requests
+    that ask for a label such as ``stable``; frozen into a read-only mapping.
+    Raises InvalidArgumentError for an empty name or one with ``/``, an empty
+    base path or platform, a label that is empty or holds ``/`` or ``:``, or a
+    version outside int64 (negative included).  TF Serving's ``ModelConfig``.
+    Immutable, so thread-safe.
+    """
+
+    name: str
+    base_path: str = attrs.field(converter=_fspath)
+    model_platform: str = _DEFAULT_MODEL_PLATFORM
+    version_policy: ServableVersionPolicy = attrs.field(factory=ServableVersionPolicy.latest)
+    version_labels: Mapping[str, int] = attrs.field(factory=dict, converter=_freeze_labels)
+
+    def __attrs_post_init__(self) -> None:
+        _check_model(self)
+
+    @classmethod
+    def tensorflow(cls, name: str, base_path: str | os.PathLike[str]) -> ModelConfig:
+        """A SavedModel served with the latest version (TF Serving's default)."""
+        return cls(name, base_path, "tensorflow")
+
+    @classmethod
+    def python(cls, name: str, base_path: str | os.PathLike[str]) -> ModelConfig:
+        """A Python model (``model.py`` per version) served with the latest version."""
+        return cls(name, base_path, "python")
+
+    @property
+    def base_path_is_relative(self) -> bool:
+        """True when ``base_path`` is neither absolute nor a URI such as ``gs://b/m``."""
+        return _is_relative(self.base_path)
+
+    def resolve_base_path(self, base_dir: str | os.PathLike[str]) -> ModelConfig:
+        """This config with a relative ``base_path`` joined to ``base_dir`` (made absolute).
+
+        Returns ``self`` when ``base_path`` is absolute or a URI.
+        """
+        if not self.base_path_is_relative:
+            return self
+        root = os.path.abspath(os.fspath(base_dir))
+        return attrs.evolve(self, base_path=os.path.normpath(os.path.join(root, self.base_path)))
+
+    def to_proto(self) -> config_pb2.ModelConfig:
+        """The ``ModelConfig`` message (``model_platform`` always set, never ``model_type``)."""
+        from servinglib.protos import model_server_config_pb2 as config_pb2
+
+        message = config_pb2.ModelConfig(
+            name=self.name, base_path=self.base_path, model_platform=self.model_platform
+        )
+        _policy_to_proto(self.version_policy, message.model_version_policy)
+        message.version_labels.update(self.version_labels)
+        return message
+
+    @classmethod
+    def from_proto(cls, message: pb_message.Message) -> ModelConfig:
+        """A ``ModelConfig`` message (ours or TF Serving's) as a ModelConfig.
+
+        Empty ``model_platform``: the deprecated ``model_type`` decides
+        (``TENSORFLOW`` → ``"tensorflow"``), else ``"tensorflow"``.  An unset or
+        ``latest {}`` policy means the latest version.  ``logging_config`` is
+        ignored, with a warning logged once per model.  Raises
+        InvalidArgumentError as the constructor does, for ``model_type`` other
+        than ``TENSORFLOW``, and for ``model_type`` together with
+        ``model_platform``.
+        """
+        from servinglib.protos import model_server_config_pb2 as config_pb2
+
+        ours = _as_ours(message, config_pb2.ModelConfig, _TF_SERVING_MODEL_CONFIG)
+        name = ours.name
+        if ours.HasField("logging_config"):
+            _warn_once(
+                ("logging_config", name),
+                f"Model {name}: logging_config is accepted and ignored: servinglib does not "
+                "log requests yet",
+            )
+        try:
+            policy = _policy_from_proto(ours.model_version_policy)
+        except InvalidArgumentError as error:
+            raise InvalidArgumentError(f"Model {name}: {error.message}") from None
+        return cls(
+            name,
+            ours.base_path,
+            _platform(ours),
+            policy,
+            dict(ours.version_labels),
+        )
+
+
+def _check_model(model: ModelConfig) -> None:
+    name = model.name
+    if not isinstance(name, str):
+        raise TypeError(f"a model name must be a str, got {name!r}")
+    if not name:
+        raise InvalidArgumentError("A model name must not be empty")
+    if "/" in name:
+        raise InvalidArgumentError(f"Model name {name!r} must not contain '/'")
+    if not isinstance(model.base_path, str):
+        raise TypeError(f"Model {name}: base_path must be a str, got {model.base_path!r}")
+    if not model.base_path:
+        raise InvalidArgumentError(f"Model {name} has an empty base_path")
+    if not isinstance(model.model_platform, str):
+        raise TypeError(f"Model {name}: model_platform must be a str, got {model.model_platform!r}")
+    if not model.model_platform:
+        raise InvalidArgumentError(f"Model {name} has an empty model_platform")
+    _check_policy(name, model.version_policy)
+    for label, version in model.version_labels.items():
+        _check_label(name, label, version)
+
+
+def _check_policy(name: str, policy: ServableVersionPolicy) -> None:
+    if not isinstance(policy, ServableVersionPolicy):
+        raise TypeError(f"Model {name}: version_policy must be a ServableVersionPolicy")
+    if policy.kind is VersionPolicyKind.LATEST and policy.num_versions > _UINT32_MAX:
+        raise InvalidArgumentError(
+            f"Model {name}: num_versions {policy.num_versions} does not fit in uint32"
+        )
+    too_big = sorted(v for v in policy.versions if v > _INT64_MAX)
+    if too_big:
+        raise InvalidArgumentError(f"Model {name}: versions {too_big} do not fit in int64")
+
+
+def _check_label(name: str, label: object, version: object) -> None:
+    if not isinstance(label, str):
+        raise TypeError(f"Model {name}: a version label must be a str, got {label!r}")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise TypeError(f"Model {name}: version label {label!r} maps to {version!r}, not an int")
+    if not _LABEL.fullmatch(label):
+        raise InvalidArgumentError(
+            f"Model {name}: invalid version label {label!r}: a label is non-empty and contains "
+            "neither '/' nor ':'"
+        )
+    if not 0 <= version <= _INT64_MAX:
+        raise InvalidArgumentError(
+            f"Model {name}: version label {label!r} points at version {version}; a version is "
+            "an int64 >= 0"
+        )
+
+
+@final
+@attrs.frozen
+class ModelServerConfig:
+    """The models to serve (TF Serving's ``ModelServerConfig`` with a ``model_config_list``).
+
+    A config is a complete desired state: a server given it serves exactly
+    these models.  Build it from :class:`ModelConfig` objects, or read TF
+    Serving's text format with :func:`parse_model_server_config` /
+    :func:`read_model_server_config`.  Raises InvalidArgumentError when two
+    models share a name.  Immutable, so thread-safe.
+    """
+
+    models: tuple[ModelConfig, ...] = attrs.field(default=(), converter=_models)
+    _by_name: Mapping[str, ModelConfig] = attrs.field(init=False, eq=False, hash=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        by_name: dict[str, ModelConfig] = {}
+        for model in self.models:
+            if not isinstance(model, ModelConfig):
+                raise TypeError(f"models must be ModelConfig objects, got {model!r}")
+            if model.name in by_name:
+                # TF Serving's message (server_core.cc ValidateModelConfigList).
+                raise InvalidArgumentError(
+                    f"Illegal to list model {model.name} multiple times in config list"
+                )
+            by_name[model.name] = model
+        object.__setattr__(self, "_by_name", by_name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The models' names, in config order."""
+        return tuple(model.name for model in self.models)
+
+    def model(self, name: str) -> ModelConfig | None:
+        """The model called ``name``, or None if the config does not list it."""
+        return self._by_name.get(name)
+
+    def with_model(self, model: ModelConfig) -> ModelServerConfig:
+        """This config with ``model`` added, or replacing the model of the same name in place."""
+        if model.name not in self._by_name:
+            return ModelServerConfig((*self.models, model))
+        return ModelServerConfig(model if m.name == model.name else m for m in self.models)
+
+    def without_model(self, name: str) -> ModelServerConfig:
+        """This config without the model called ``name`` (unchanged if it has none)."""
+        if name not in self._by_name:
+            return self
+        return ModelServerConfig(m for m in self.models if m.name != name)
+
+    def resolve_base_paths(self, base_dir: str | os.PathLike[str]) -> ModelServerConfig:
+        """This config with relative base paths joined to ``base_dir`` (made absolute).
+
+        Absolute paths and URIs are unchanged.
+        """
+        return ModelServerConfig(model.resolve_base_path(base_dir) for model in self.models)
+
+    def to_proto(self) -> config_pb2.ModelServerConfig:
+        """The ``ModelServerConfig`` message, with ``model_config_list`` set (even if empty)."""
+        from servinglib.protos import model_server_config_pb2 as config_pb2
+
+        message = config_pb2.ModelServerConfig()
+        message.model_config_list.SetInParent()
+        message.model_config_list.config.extend(model.to_proto() for model in self.models)
+        return message
+
+    def to_text(self) -> str:
+        """TF Serving's text format, as a ``models.config`` file holds it."""
+        from google.protobuf import text_format
+
+        return text_format.MessageToString(self.to_proto())
+
+    @classmethod
+    def from_proto(
+        cls, message: pb_message.Message, *, base_dir: str | os.PathLike[str] | None = None
+    ) -> ModelServerConfig:
+        """A ``ModelServerConfig`` message (ours or TF Serving's) as a ModelServerConfig.
+
+        Relative base paths are joined to ``base_dir`` when it is given, else
+        kept.  Raises UnimplementedError for ``custom_model_config``,
+        InvalidArgumentError when neither ``model_config_list`` nor
+        ``custom_model_config`` is set, or as :meth:`ModelConfig.from_proto`
+        and the constructor do.
+        """
+        from servinglib.protos import model_server_config_pb2 as config_pb2
+
+        ours = _as_ours(message, config_pb2.ModelServerConfig, _TF_SERVING_CONFIG)
+        choice = ours.WhichOneof("config")
+        if choice == "custom_model_config":
+            raise UnimplementedError(
+                "custom_model_config is not supported: servinglib serves models listed in a "
+                "model_config_list"
+            )
+        if choice is None:
+            raise InvalidArgumentError(
+                "The model server config sets no model_config_list (is the file empty or "
+                "unfinished?); to serve no models, write: model_config_list {}"
+            )
+        config = cls(ModelConfig.from_proto(model) for model in ours.model_config_list.config)
+        return config if base_dir is None else config.resolve_base_paths(base_dir)
+
+
+def parse_model_server_config(
+    text: str, *, base_dir: str | os.PathLike[str] | None = None
+) -> ModelServerConfig:
+    """Parses TF Serving's text-format ``ModelServerConfig``.
+
+    Relative base paths are joined to ``base_dir`` (made absolute) when it is
+    given, else kept relative for the caller (a ServerCore) to resolve.
+    Raises InvalidArgumentError for a syntax error, an unknown field name or
+    a field given twice, quoting the parser with line and column; for a text
+    that sets nothing (an empty or unfinished file); and as
+    :meth:`ModelServerConfig.from_proto` does.
+    """
+    return _parse(text, base_dir=base_dir, source="")
+
+
+def read_model_server_config(
+    path: str | os.PathLike[str], *, base_dir: str | os.PathLike[str] | None = None
+) -> ModelServerConfig:
+    """Reads a ``models.config`` file (TF Serving's text format; UTF-8).
+
+    Relative base paths are joined to ``base_dir``, which defaults to the
+    directory of the file: a config file next to its models works from any
+    working directory.  Raises NotFoundError for a missing file,
+    PermissionDeniedError for an unreadable one, UnavailableError for other
+    I/O errors, and otherwise as :func:`parse_model_server_config` does, with
+    the file's path in the message.
+    """
+    path = os.fspath(path)
+    try:
+        # utf-8-sig: a byte-order mark some editors write is dropped, not a syntax error.
+        with open(path, encoding="utf-8-sig") as file:
+            text = file.read()
+    except FileNotFoundError:
+        raise NotFoundError(f"Model config file {path} not found") from None
+    except PermissionError as error:
+        raise PermissionDeniedError(f"Cannot read model config file {path}: {error}") from None
+    except IsADirectoryError:
+        raise InvalidArgumentError(f"Model config file {path} is a directory") from None
+    except UnicodeDecodeError as error:
+        raise InvalidArgumentError(f"Model config file {path} is not UTF-8 text: {error}") from None
+    except OSError as error:
+        raise UnavailableError(f"Cannot read model config file {path}: {error}") from None
+    if base_dir is None:
+        base_dir = os.path.dirname(os.path.abspath(path))
+    return _parse(text, base_dir=base_dir, source=f" {path}")
+
+
+def _parse(text: str, *, base_dir: str | os.PathLike[str] | None, source: str) -> ModelServerConfig:
+    from google.protobuf import text_format
+
+    from servinglib.protos import model_server_config_pb2 as config_pb2
+
+    message = config_pb2.ModelServerConfig()
+    try:
+        # Parse, unlike Merge, rejects a non-repeated field given twice; unknown fields are
+        # errors either way.
+        text_format.Parse(text, message)
+    except text_format.ParseError as error:
+        detail = _PARSER_POSITION.sub("", str(error)).replace(_OUR_PROTO_PACKAGE, "")
+        line, column = error.GetLine(), error.GetColumn()
+        where = f"line {line}, column {column}: " if line is not None else ""
+        raise InvalidArgumentError(
+            f"Invalid model server config{source}: {where}{detail}"
+        ) from None
+    try:
+        return ModelServerConfig.from_proto(message, base_dir=base_dir)
+    except (InvalidArgumentError, UnimplementedError) as error:
+        if not source:
+            raise
+        raise type(error)(f"Invalid model server config{source}: {error.message}") from None
+
+
+# -- proto conversion -------------------------------------------------------------------
+
+
+def _as_ours(message: pb_message.Message, ours: type[_M], official_name: str) -> _M:
+    """``message`` as our class: itself, or TF Serving's message re-read from its bytes."""
+    if isinstance(message, ours):
+        return message
+    if message.DESCRIPTOR.full_name == official_name:
+        return ours.FromString(message.SerializeToString())
+    raise TypeError(f"expected a {ours.DESCRIPTOR.name} message, got {type(message).__name__}")
+
+
+def _platform(message: config_pb2.ModelConfig) -> str:
+    """The model's platform, from model_platform or the deprecated model_type."""
+    from servinglib.protos import model_server_config_pb2 as config_pb2
+
+    name = message.name
+    if message.model_type == config_pb2.MODEL_TYPE_UNSPECIFIED:
+        return message.model_platform or _DEFAULT_MODEL_PLATFORM
+    if message.model_platform:
+        # TF Serving's message (server_core.cc GetPlatform).
+        raise InvalidArgumentError(
+            f"Model {name}: illegal setting both model_type (deprecated) and model_platform"
+        )
+    if message.model_type != config_pb2.TENSORFLOW:
+        raise InvalidArgumentError(
+            f"Model {name}: model_type {_model_type_name(message.model_type)} is not supported; "
+            'set model_platform (e.g. "tensorflow") instead'
+        )
+    _warn_once(
+        ("model_type", name),
+        f'Model {name}: model_type is deprecated; use model_platform: "tensorflow"',
+    )
+    return "tensorflow"
+
+
+def _model_type_name(value: int) -> str:
+    from servinglib.protos import model_server_config_pb2 as config_pb2
+
+    try:
+        return config_pb2.ModelType.Name(value)
+    except ValueError:
+        return str(value)
+
+
+def _policy_from_proto(
+    message: fs_pb2.FileSystemStoragePathSourceConfig.ServableVersionPolicy,
+) -> ServableVersionPolicy:
+    choice = message.WhichOneof("policy_choice")
+    if choice == "all":
+        return ServableVersionPolicy.all()
+    if choice == "specific":
+        return ServableVersionPolicy.specific(message.specific.versions)
+    # Unset or latest; num_versions 0 means 1 (as in TF Serving's file-system source).
+    return ServableVersionPolicy.latest(max(message.latest.num_versions, 1))
+
+
+def _policy_to_proto(
+    policy: ServableVersionPolicy,
+    message: fs_pb2.FileSystemStoragePathSourceConfig.ServableVersionPolicy,
+) -> None:
+    if policy.kind is VersionPolicyKind.ALL:
+        message.all.SetInParent()
+    elif policy.kind is VersionPolicyKind.SPECIFIC:
+        message.specific.versions.extend(sorted(policy.versions))
+    else:
+        message.latest.num_versions = policy.num_versions
+
+
+def _is_relative(path: str) -> bool:
+    return not os.path.isabs(path) and not _URI.match(path)
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+@final
+class _FrozenLabels(Mapping[str, int]):
+    """A read-only, hashable label → version mapping, sorted by label.
+
+    Immutable, so thread-safe.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, labels: Mapping[str, int]) -> None:
+        if not isinstance(labels, Mapping):
+            raise TypeError(f"version_labels must be a mapping, got {labels!r}")
+        self._items = dict(sorted(labels.items(), key=_label_sort_key))
+
+    def __getitem__(self, label: str) -> int:
+        return self._items[label]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._items.items()))
+
+    def __repr__(self) -> str:
+        return repr(self._items)
+
+
+def _label_sort_key(item: tuple[object, object]) -> str:
+    return str(item[0])
+
+
+_warned: set[tuple[str, str]] = set()  # guarded by: _warned_lock
+_warned_lock = threading.Lock()
+
+
+def _warn_once(key: tuple[str, str], message: str) -> None:
+    """Logs ``message`` as a warning the first time ``key`` is seen in this process."""
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    _log.warning("%s", message)

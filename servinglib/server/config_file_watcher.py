@@ -1,0 +1,174 @@
+"""ModelConfigFileWatcher: applies edits of the model config file while the server runs."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from typing import final
+
+import attrs
+
+from servinglib.core.clock import Clock, SystemClock, Timer
+from servinglib.errors import InvalidArgumentError, ServingError
+from servinglib.server.config import read_model_server_config
+from servinglib.server.server_core import ServerCore
+from servinglib.sources._fs_events import FsEventTrigger  # the same trigger the FS source uses
+
+_log = logging.getLogger(__name__)
+
+
+@final
+@attrs.frozen
+class ConfigFileStatus:
+    """The last outcome of reading the config file, for status pages and health checks.
+
+    ``error`` is None when the last version of the file read was applied;
+    otherwise the server keeps serving the config applied before.
+    ``applied_at_s`` / ``checked_at_s``: ``time.time()`` of the last apply / read.
+    Immutable, so thread-safe.
+    """
+
+    path: str
+    error: ServingError | None
+    applied_at_s: float | None
+    checked_at_s: float | None
+
+
+@final
+class ModelConfigFileWatcher:
+    """Re-reads a model config file and reloads the ServerCore when its content changes.
+
+    The core is assumed to serve the file's content at construction (build
+    the core from the file first).
+
+    Checks every ``poll_wait_seconds`` (TF Serving's
+    ``--model_config_file_poll_wait_seconds``) and, with
+    ``watch_filesystem_events``, the moment the file is written or renamed
+    into place.  A file that fails to read, parse or validate — half-written,
+    a syntax error, a platform change — is reported by :meth:`status` and the
+    log and changes nothing; the same content is not retried until it changes.
+    Thread-safe.
+    """
+
+    def __init__(
+        self,
+        core: ServerCore,
+        path: str,
+        poll_wait_seconds: float,
+        *,
+        watch_filesystem_events: bool = True,
+        clock: Clock | None = None,
+    ) -> None:
+        if poll_wait_seconds <= 0:
+            raise InvalidArgumentError("poll_wait_seconds must be > 0 (0 means: do not watch)")
+        self._core = core
+        self._path = os.path.abspath(path)
+        self._poll_wait_s = poll_wait_seconds
+        self._clock = clock if clock is not None else SystemClock()
+        self._check_lock = threading.Lock()  # serializes checks
+        self._lock = threading.Lock()
+        # The core is taken to serve the file as it is now (it was built from it).
+        self._last_digest: bytes | None = _digest_of(self._path)  # guarded by: _check_lock
+        self._status = ConfigFileStatus(self._path, None, None, None)  # replaced whole
+        self._timer: Timer | None = None  # guarded by: _lock
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._events = FsEventTrigger(self._on_fs_event, include_modifications=True)
+        self._thread = threading.Thread(
+            target=self._loop, name="servinglib-config-watcher", daemon=True
+        )
+        self._thread.start()
+        if watch_filesystem_events:
+            # Editors replace files by renaming: watch the directory, not the file.
+            self._events.watch_exactly([os.path.dirname(self._path)], recursive=False)
+        self._schedule()
+
+    @property
+    def path(self) -> str:
+        """The config file watched."""
+        return self._path
+
+    def status(self) -> ConfigFileStatus:
+        """The outcome of the last check."""
+        return self._status
+
+    def check_once(self) -> bool:
+        """Reads the file now; reloads the core if its content changed.  True if applied."""
+        with self._check_lock:
+            now = time.time()
+            try:
+                with open(self._path, "rb") as file:
+                    content = file.read()
+            except OSError as exc:
+                self._record(InvalidArgumentError(f"Cannot read {self._path}: {exc}"), now)
+                return False
+            digest = hashlib.sha256(content).digest()
+            if digest == self._last_digest:
+                self._status = attrs.evolve(self._status, checked_at_s=now)
+                return False
+            self._last_digest = digest
+            try:
+                config = read_model_server_config(self._path)
+                self._core.reload_config(config)
+            except ServingError as error:
+                self._record(error, now)
+                return False
+            self._status = ConfigFileStatus(self._path, None, now, now)
+            _log.info("applied model config file %s", self._path)
+            return True
+
+    def close(self) -> None:
+        """Stops watching; idempotent."""
+        self._stop.set()
+        self._wake.set()
+        with self._lock:
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        self._thread.join()
+        self._events.close()
+
+    def __enter__(self) -> ModelConfigFileWatcher:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def _record(self, error: ServingError, now: float) -> None:
+        _log.error("model config file %s not applied: %s", self._path, error.message)
+        self._status = attrs.evolve(self._status, error=error, checked_at_s=now)
+
+    def _schedule(self) -> None:
+        with self._lock:
+            if not self._stop.is_set():
+                self._timer = self._clock.call_later(self._poll_wait_s, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._wake.set()
+        self._schedule()
+
+    def _on_fs_event(self, path: str) -> None:
+        if os.path.abspath(path) == self._path:
+            self._wake.set()
+
+    def _loop(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.check_once()
+            except Exception:  # noqa: BLE001 - the watcher must outlive one bad check
+                _log.exception("checking model config file %s failed", self._path)
+
+
+def _digest_of(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as file:
+            return hashlib.sha256(file.read()).digest()
+    except OSError:
+        return None

@@ -1,0 +1,555 @@
+"""ServerCore: a model server in one Python object — config in, handles out."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, final
+
+import attrs
+
+from servinglib.core.aspired_version_policy import AspiredVersionPolicy
+from servinglib.core.aspired_versions_manager import AspiredVersionsManager
+from servinglib.core.availability_preserving_policy import AvailabilityPreservingPolicy
+from servinglib.core.basic_manager import ManagerOptions
+from servinglib.core.clock import Clock
+from servinglib.core.event_bus import EventBus
+from servinglib.core.loader import Loader
+from servinglib.core.loader_harness import LoadRetryOptions, retry_unless_permanent
+from servinglib.core.resource_tracker import ResourceTracker
+from servinglib.core.resources import ResourceAllocation
+from servinglib.core.servable_handle import ServableHandle
+from servinglib.core.servable_request import ServableRequest
+from servinglib.core.servable_state import ManagerState, ServableState
+from servinglib.core.servable_state_monitor import ServableStateMonitor
+from servinglib.errors import (
+    DeadlineExceededError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    ServingError,
+    UnavailableError,
+    UnimplementedError,
+    UnknownError,
+)
+from servinglib.loaders.registry import PlatformRegistry, default_registry
+from servinglib.servable import Servable, SignatureSpec
+from servinglib.server.config import ModelConfig, ModelServerConfig
+from servinglib.server.model_spec import ModelSpec
+from servinglib.sources.file_system_storage_path_source import (
+    FileSystemStoragePathSource,
+    FileSystemStoragePathSourceConfig,
+    ServableToMonitor,
+)
+from servinglib.sources.source import StoragePath
+from servinglib.sources.source_adapter import ErrorInjectingSourceAdapter
+from servinglib.sources.source_router import DynamicSourceRouter
+from servinglib.sources.target import connect
+
+_log = logging.getLogger(__name__)
+
+_WAIT_SLICE_S = 0.05  # how often a wait for models also looks at the source's errors
+
+
+def _default_initial_load_threads() -> int:
+    return 4 * (os.cpu_count() or 1)
+
+
+@final
+@attrs.frozen
+class ServerCoreOptions:
+    """How a ServerCore loads and serves (names and defaults of TF Serving's ServerCore::Options).
+
+    Loads: ``num_load_threads`` / ``num_unload_threads`` (0: on the manager's
+    thread), ``num_initial_load_threads`` for the first config (default 4 x
+    CPUs), ``max_num_load_retries`` (N retries = N+1 attempts),
+    ``load_retry_interval_s``, ``should_retry_model_load``.  Storage:
+    ``file_system_poll_wait_seconds``, ``servable_versions_always_present``,
+    ``model_config_list_root_dir`` (relative base paths join it).
+    ``total_model_memory_limit_bytes``: RAM budget of all models (None: no
+    limit).  Labels: ``allow_version_labels``,
+    ``allow_version_labels_for_unavailable_models``.  ``platform_configs``:
+    platform name → that platform's config (e.g. ``{"python":
+    PythonPlatformConfig(allow_code_execution=True)}``).
+    ``servable_state_waiter_timeout_s``: longest wait for models to become
+    available at start or reload (None: no limit).  ``start_degraded``: if
+    some models fail at start, serve the others (False: fail, as TF Serving).
+    ``max_requests_in_flight_per_model``: beyond it, requests are refused at
+    once with UNAVAILABLE (None: no limit).  Immutable, so thread-safe.
+    """
+
+    aspired_version_policy: AspiredVersionPolicy = attrs.field(factory=AvailabilityPreservingPolicy)
+    num_load_threads: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    num_unload_threads: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    num_initial_load_threads: int = attrs.field(
+        factory=_default_initial_load_threads, validator=attrs.validators.ge(0)
+    )
+    max_num_load_retries: int = attrs.field(default=5, validator=attrs.validators.ge(0))
+    load_retry_interval_s: float = attrs.field(default=60.0, validator=attrs.validators.ge(0))
+    should_retry_model_load: Callable[[ServingError], bool] = retry_unless_permanent
+    file_system_poll_wait_seconds: float = 30.0
+    servable_versions_always_present: bool = False
+    model_config_list_root_dir: str | None = None
+    total_model_memory_limit_bytes: int | None = None
+    allow_version_labels: bool = True
+    allow_version_labels_for_unavailable_models: bool = False
+    enable_reload_servables_with_error: bool = False
+    platform_configs: Mapping[str, Any] = attrs.field(factory=dict)
+    servable_state_waiter_timeout_s: float | None = None
+    start_degraded: bool = False
+    max_requests_in_flight_per_model: int | None = None
+    manage_state_interval_s: float = 0.1
+
+
+@final
+@attrs.frozen
+class VersionStatus:
+    """One version's published state and its error, if any.  Immutable."""
+
+    version: int
+    state: ManagerState
+    error: ServingError | None = None
+
+
+@final
+@attrs.frozen
+class ModelStatus:
+    """A model's versions, newest first, and a model-level problem (storage, failed start)."""
+
+    name: str
+    versions: tuple[VersionStatus, ...]
+    error: ServingError | None = None
+
+
+@final
+@attrs.frozen
+class ModelMetadata:
+    """What a loaded version offers: its platform and signatures.  Immutable."""
+
+    name: str
+    version: int
+    platform: str
+    signatures: Mapping[str, SignatureSpec]
+
+
+@final
+class ServerCore:
+    """Serves the models of a ModelServerConfig: builds the pipeline, loads, swaps, answers.
+
+    Source (file system) → router by platform → one adapter per platform →
+    AspiredVersionsManager.  Constructing it with a config loads that config
+    and waits until each model has an available version (see
+    :meth:`reload_config`); a failure raises (or, with ``start_degraded``,
+    is recorded and the healthy models serve).
+    Thread-safe; reloads serialize.
+    """
+
+    def __init__(
+        self,
+        config: ModelServerConfig | None = None,
+        options: ServerCoreOptions | None = None,
+        *,
+        registry: PlatformRegistry | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self._options = options if options is not None else ServerCoreOptions()
+        self._registry = registry if registry is not None else default_registry
+        self._reload_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._config = ModelServerConfig()  # guarded by: _reload_lock (writes)
+        self._labels: Mapping[str, Mapping[str, int]] = {}  # replaced whole
+        self._settled: frozenset[str] = frozenset()  # models whose load was waited for
+        self._failed: dict[str, ServingError] = {}  # guarded by: _lock
+        self._in_flight: dict[str, int] = {}  # guarded by: _lock
+        self._closed = False
+        self._bus: EventBus[ServableState] = EventBus()
+        self._monitor = ServableStateMonitor(self._bus, max_count_log_events=1000, clock=clock)
+        self._manager = self._make_manager(clock)
+        self._ports = self._connect_platforms()
+        self._source = FileSystemStoragePathSource(self._source_config(()), clock=clock)
+        connect(self._source, self._router)
+        if config is not None:
+            try:
+                self._initial_load(config)
+            except BaseException:
+                self.close()
+                raise
+
+    # -- wiring -------------------------------------------------------------
+
+    def _make_manager(self, clock: Clock | None) -> AspiredVersionsManager:
+        options = self._options
+        limit = options.total_model_memory_limit_bytes
+        return AspiredVersionsManager(
+            options.aspired_version_policy,
+            ManagerOptions(
+                num_load_threads=options.num_load_threads,
+                num_unload_threads=options.num_unload_threads,
+                load_retry=LoadRetryOptions(
+                    options.max_num_load_retries,
+                    options.load_retry_interval_s,
+                    options.should_retry_model_load,
+                ),
+            ),
+            manage_state_interval_s=options.manage_state_interval_s,
+            enable_reload_servables_with_error=options.enable_reload_servables_with_error,
+            resource_tracker=(
+                ResourceTracker(ResourceAllocation.ram_bytes(limit)) if limit is not None else None
+            ),
+            event_bus=self._bus,
+            clock=clock,
+        )
+
+    def _connect_platforms(self) -> dict[str, int]:
+        """One adapter per known platform, each on its own router port."""
+        platforms = self._registry.names()
+        self._router: DynamicSourceRouter[StoragePath] = DynamicSourceRouter(len(platforms) + 1)
+        ports = {}
+        for port, platform in enumerate(platforms):
+            adapter = self._registry.make_adapter(
+                platform, self._options.platform_configs.get(platform)
+            )
+            connect(self._router.output_ports[port], adapter)
+            connect(adapter, self._manager)
+            ports[platform] = port
+        # Unreachable: configs naming unknown platforms are rejected; kept for safety.
+        unknown: ErrorInjectingSourceAdapter[StoragePath, Loader] = ErrorInjectingSourceAdapter(
+            InvalidArgumentError("This model's platform is not routed")
+        )
+        connect(self._router.output_ports[len(platforms)], unknown)
+        connect(unknown, self._manager)
+        return ports
+
+    def _source_config(self, models: Iterable[ModelConfig]) -> FileSystemStoragePathSourceConfig:
+        return FileSystemStoragePathSourceConfig(
+            [ServableToMonitor(m.name, m.base_path, m.version_policy) for m in models],
+            file_system_poll_wait_seconds=self._options.file_system_poll_wait_seconds,
+            servable_versions_always_present=self._options.servable_versions_always_present,
+        )
+
+    # -- properties ---------------------------------------------------------
+
+    @property
+    def options(self) -> ServerCoreOptions:
+        """The options this core was built with."""
+        return self._options
+
+    @property
+    def config(self) -> ModelServerConfig:
+        """The config being served (the complete desired state)."""
+        return self._config
+
+    @property
+    def monitor(self) -> ServableStateMonitor:
+        """The state monitor of every version's lifecycle events."""
+        return self._monitor
+
+    @property
+    def event_bus(self) -> EventBus[ServableState]:
+        """The bus lifecycle events are published on."""
+        return self._bus
+
+    @property
+    def manager(self) -> AspiredVersionsManager:
+        """The manager (for inspection and tests)."""
+        return self._manager
+
+    # -- request path -------------------------------------------------------
+
+    def servable_handle(self, model_spec: ModelSpec) -> ServableHandle[Any]:
+        """A handle to the version ``model_spec`` selects (number, label, or latest).
+
+        Raises NotFoundError / UnavailableError (see Manager.servable_handle),
+        InvalidArgumentError for an unknown label (or labels not allowed), and
+        UnavailableError at once when the model's requests in flight are at
+        ``max_requests_in_flight_per_model``.  Release the handle soon.
+        """
+        request = self._request_for(model_spec)
+        limit = self._options.max_requests_in_flight_per_model
+        if limit is None:
+            return self._manager.servable_handle(request)
+        name = model_spec.name
+        with self._lock:
+            if self._in_flight.get(name, 0) >= limit:
+                raise UnavailableError(
+                    f"Model {name} is at its limit of {limit} requests in flight; retry later"
+                )
+            self._in_flight[name] = self._in_flight.get(name, 0) + 1
+        try:
+            handle = self._manager.servable_handle(request)
+        except BaseException:
+            self._leave(name)
+            raise
+        handle.add_release_callback(lambda: self._leave(name))
+        return handle
+
+    def _leave(self, name: str) -> None:
+        with self._lock:
+            self._in_flight[name] -= 1
+
+    def _request_for(self, model_spec: ModelSpec) -> ServableRequest:
+        if model_spec.version_label is not None:
+            if not self._options.allow_version_labels:
+                raise InvalidArgumentError(
+                    "Model version labels are not allowed by this server (allow_version_labels)"
+                )
+            version = self._labels.get(model_spec.name, {}).get(model_spec.version_label)
+            if version is None:
+                raise InvalidArgumentError(
+                    f"Unrecognized servable version label: {model_spec.version_label} "
+                    f"(model {model_spec.name})"
+                )
+            return ServableRequest.specific(model_spec.name, version)
+        if model_spec.version is not None:
+            return ServableRequest.specific(model_spec.name, model_spec.version)
+        return ServableRequest.latest(model_spec.name)
+
+    def model_metadata(self, model_spec: ModelSpec) -> ModelMetadata:
+        """The platform and signatures of the version ``model_spec`` selects."""
+        config = self._config.model(model_spec.name)
+        with self.servable_handle(model_spec) as handle:
+            servable = handle.servable
+            if not isinstance(servable, Servable):
+                raise UnimplementedError(
+                    f"Model {model_spec.name} serves a {type(servable).__name__}, which has no "
+                    "signatures"
+                )
+            return ModelMetadata(
+                model_spec.name,
+                handle.id.version,
+                config.model_platform if config is not None else "",
+                servable.signatures,
+            )
+
+    # -- status -------------------------------------------------------------
+
+    def list_models(self) -> list[str]:
+        """The names of the configured models, sorted."""
+        return sorted(self._config.names)
+
+    def model_status(self, name: str, version: int | None = None) -> ModelStatus:
+        """Every known version of ``name`` (or just ``version``), newest first, with errors.
+
+        Raises NotFoundError for a model neither configured nor ever seen, or
+        an unknown version.  ``error`` is a model-level problem: its base path
+        cannot be read, or it failed to start.
+        """
+        states = self._monitor.get_version_states(name)
+        if self._config.model(name) is None and not states:
+            raise NotFoundError(f"Could not find any versions of model {name}")
+        if version is not None:
+            if version not in states:
+                raise NotFoundError(f"Could not find version {version} of model {name}")
+            states = {version: states[version]}
+        versions = tuple(
+            VersionStatus(v, s.state.manager_state, s.state.health)
+            for v, s in sorted(states.items(), reverse=True)
+        )
+        with self._lock:
+            error = self._failed.get(name)
+        return ModelStatus(name, versions, self._source.servable_errors().get(name, error))
+
+    def failed_models(self) -> dict[str, ServingError]:
+        """Models that failed to become available at start or reload, with why."""
+        with self._lock:
+            return dict(self._failed)
+
+    def ready(self) -> bool:
+        """True when every model of the last settled config has an available version.
+
+        Models that failed (recorded in :meth:`failed_models`) do not count; a
+        reload in progress does not make serving models unready.
+        """
+        if self._closed:
+            return False
+        available = {
+            servable_id.name for servable_id in self._manager.list_available_servable_ids()
+        }
+        with self._lock:
+            failed = set(self._failed)
+        return all(name in available for name in self._settled - failed)
+
+    # -- control path -------------------------------------------------------
+
+    def reload_config(self, config: ModelServerConfig) -> None:
+        """Makes ``config`` the complete desired state and waits for its new models.
+
+        Models absent from ``config`` are unloaded; new ones are loaded and
+        waited for (until each has an available version, fails, or
+        ``servable_state_waiter_timeout_s`` passes).  A config that does not
+        validate — a platform change, an unknown platform, a relative base
+        path without a root, labels not allowed or pointing at unavailable
+        versions — is rejected whole (INVALID_ARGUMENT / FAILED_PRECONDITION)
+        and the previous config keeps serving untouched.  New models that fail
+        raise UnknownError naming them (they stay configured, in error).
+        """
+        self._reload(config, initial=False)
+
+    def load_model(self, model: ModelConfig) -> None:
+        """Adds (or replaces) one model in the config and waits for it, as reload_config does."""
+        with self._reload_lock:
+            others = [m for m in self._config.models if m.name != model.name]
+            self._reload_locked(ModelServerConfig((*others, model)), initial=False)
+
+    def unload_model(self, name: str) -> None:
+        """Removes one model from the config (its versions unload); NotFoundError if absent."""
+        with self._reload_lock:
+            if self._config.model(name) is None:
+                raise NotFoundError(f"Model {name} is not in the config")
+            others = [m for m in self._config.models if m.name != name]
+            self._reload_locked(ModelServerConfig(tuple(others)), initial=False)
+
+    def close(self) -> None:
+        """Stops polling and unloads every model; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._source.close()
+        self._manager.close()
+        self._monitor.close()
+
+    def __enter__(self) -> ServerCore:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- reload internals ---------------------------------------------------
+
+    def _initial_load(self, config: ModelServerConfig) -> None:
+        basic = self._manager.basic_manager
+        basic.set_num_load_threads(self._options.num_initial_load_threads)
+        try:
+            self._reload(config, initial=True)
+        finally:
+            basic.set_num_load_threads(self._options.num_load_threads)
+
+    def _reload(self, config: ModelServerConfig, *, initial: bool) -> None:
+        with self._reload_lock:
+            self._reload_locked(config, initial=initial)
+
+    def _reload_locked(self, config: ModelServerConfig, *, initial: bool) -> None:
+        if self._closed:
+            raise FailedPreconditionError("The server core is closed")
+        config = self._resolved(config)
+        self._validate(config)
+        old_names = set(self._config.names)
+        new_names = [name for name in config.names if name not in old_names]
+        self._labels = {m.name: dict(m.version_labels) for m in config.models}
+        self._router.update_routes({m.name: self._ports[m.model_platform] for m in config.models})
+        self._config = config
+        with self._lock:
+            for name in list(self._failed):
+                if config.model(name) is None:
+                    del self._failed[name]
+        self._source.update_config(self._source_config(config.models))
+        failures = self._wait_for(new_names)
+        with self._lock:
+            self._failed.update(failures)
+        self._settled = frozenset(config.names)
+        if not failures:
+            return
+        listed = "; ".join(f"{name}: {error.message}" for name, error in sorted(failures.items()))
+        message = f"{len(failures)} model(s) did not become available: {listed}"
+        if initial and self._options.start_degraded:
+            _log.error("%s; serving the others (start_degraded)", message)
+            return
+        raise UnknownError(message)
+
+    def _resolved(self, config: ModelServerConfig) -> ModelServerConfig:
+        root = self._options.model_config_list_root_dir
+        relative = [m for m in config.models if m.base_path_is_relative]
+        if not relative:
+            return config
+        if root is None:
+            model = relative[0]
+            raise InvalidArgumentError(
+                f"Model {model.name} has a relative base_path {model.base_path!r}: use an "
+                "absolute path, or set model_config_list_root_dir"
+            )
+        return config.resolve_base_paths(root)
+
+    def _validate(self, config: ModelServerConfig) -> None:
+        known = ", ".join(sorted(self._ports))
+        for model in config.models:
+            if model.model_platform not in self._ports:
+                raise InvalidArgumentError(
+                    f"Model {model.name} requested unsupported platform "
+                    f"'{model.model_platform}'; known platforms: {known}"
+                )
+            old = self._config.model(model.name)
+            if old is not None and old.model_platform != model.model_platform:
+                raise InvalidArgumentError(
+                    f"Illegal to change a model's platform: model {model.name} from "
+                    f"'{old.model_platform}' to '{model.model_platform}'"
+                )
+            self._validate_labels(model)
+
+    def _validate_labels(self, model: ModelConfig) -> None:
+        if not model.version_labels:
+            return
+        if not self._options.allow_version_labels:
+            raise FailedPreconditionError(
+                f"Model {model.name} has version labels, which this server does not allow "
+                "(allow_version_labels)"
+            )
+        available = {
+            v
+            for v, s in self._monitor.get_version_states(model.name).items()
+            if s.state.manager_state is ManagerState.AVAILABLE
+        }
+        current = self._labels.get(model.name, {})
+        for label, version in model.version_labels.items():
+            if version in available:
+                continue
+            unchanged_or_new = current.get(label, version) == version
+            if self._options.allow_version_labels_for_unavailable_models and unchanged_or_new:
+                continue
+            raise FailedPreconditionError(
+                f"Request to assign label {label} to version {version} of model {model.name}, "
+                "which is not currently available for inference"
+            )
+
+    def _wait_for(self, names: Iterable[str]) -> dict[str, ServingError]:
+        """Waits until each model has an available version or fails; returns the failures."""
+        pending = set(names)
+        failures: dict[str, ServingError] = {}
+        timeout = self._options.servable_state_waiter_timeout_s
+        deadline = None if timeout is None else time.monotonic() + timeout
+        changed = threading.Event()
+        with self._bus.subscribe(lambda _event: changed.set()):
+            while pending:
+                changed.clear()
+                source_errors = self._source.servable_errors()
+                for name in sorted(pending):
+                    outcome = self._outcome(name, source_errors.get(name))
+                    if outcome is not None:
+                        pending.discard(name)
+                        if isinstance(outcome, ServingError):
+                            failures[name] = outcome
+                if not pending:
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    for name in pending:
+                        failures[name] = DeadlineExceededError(
+                            f"Model {name} did not become available within {timeout} s"
+                        )
+                    break
+                changed.wait(_WAIT_SLICE_S)
+        return failures
+
+    def _outcome(self, name: str, source_error: ServingError | None) -> ServingError | bool | None:
+        """True if ``name`` has an available version, its error if it failed, None if pending."""
+        states = self._monitor.get_version_states(name)
+        newest_first = [states[v].state for v in sorted(states, reverse=True)]
+        if any(s.manager_state is ManagerState.AVAILABLE for s in newest_first):
+            return True
+        if source_error is not None and not newest_first:
+            return source_error
+        if newest_first and all(s.manager_state is ManagerState.END for s in newest_first):
+            errors = [s.health for s in newest_first if s.health is not None]
+            return errors[0] if errors else UnknownError(f"No version of model {name} loaded")
+        return None

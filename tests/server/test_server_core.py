@@ -1,0 +1,299 @@
+"""ServerCore end to end: real model directories, config reloads, labels, failures."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from servinglib.core.servable_state import ManagerState
+from servinglib.errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    StatusCode,
+    UnavailableError,
+    UnknownError,
+)
+from servinglib.loaders.python import PythonPlatformConfig
+from servinglib.servable import call_signature
+from servinglib.server.config import ModelConfig, ModelServerConfig
+from servinglib.server.model_spec import ModelSpec
+from servinglib.server.server_core import ServerCore, ServerCoreOptions
+from servinglib.sources.version_policy import ServableVersionPolicy
+from servinglib.testing import wait_until
+
+MODEL_PY = """
+import numpy as np
+from pathlib import Path
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import TensorSpec
+
+class Model(PythonModel):
+    def load(self, path):
+        self.version = int(Path(path).name)
+        if (Path(path) / "BROKEN").exists():
+            raise ValueError("this version is broken")
+
+    @signature(
+        name="serving_default",
+        inputs=[TensorSpec("x", "float32", [-1])],
+        outputs=[TensorSpec("y", "float32", [-1])],
+    )
+    def predict(self, x):
+        return {"y": x + self.version}
+"""
+
+
+def add_version(base: Path, version: int, *, broken: bool = False) -> Path:
+    """Publishes a Python model version under ``base`` the safe way (write aside, rename)."""
+    staging = base / f"{version}.tmp"
+    staging.mkdir(parents=True)
+    (staging / "model.py").write_text(textwrap.dedent(MODEL_PY))
+    if broken:
+        (staging / "BROKEN").write_text("")
+    final = base / str(version)
+    os.rename(staging, final)
+    return final
+
+
+def python_model(base: Path, name: str, **kwargs: object) -> ModelConfig:
+    return ModelConfig(name, str(base / name), model_platform="python", **kwargs)  # type: ignore[arg-type]
+
+
+def options(**overrides: object) -> ServerCoreOptions:
+    defaults: dict[str, object] = {
+        "platform_configs": {"python": PythonPlatformConfig(allow_code_execution=True)},
+        "file_system_poll_wait_seconds": 60.0,  # pick-up comes from filesystem events
+        "max_num_load_retries": 0,
+        "num_initial_load_threads": 2,
+        "servable_state_waiter_timeout_s": 20.0,
+    }
+    defaults.update(overrides)
+    return ServerCoreOptions(**defaults)  # type: ignore[arg-type]
+
+
+def predict(core: ServerCore, spec: ModelSpec, x: float = 0.0) -> float:
+    with core.servable_handle(spec) as handle:
+        y = call_signature(handle.servable, None, {"x": np.array([x], np.float32)})["y"]
+    return float(y[0])
+
+
+@pytest.fixture
+def models(tmp_path: Path) -> Path:
+    """Two Python models: a (version 1) and b (version 1)."""
+    add_version(tmp_path / "a", 1)
+    add_version(tmp_path / "b", 1)
+    return tmp_path
+
+
+@pytest.fixture
+def core(models: Path) -> Iterator[ServerCore]:
+    config = ModelServerConfig((python_model(models, "a"), python_model(models, "b")))
+    with ServerCore(config, options()) as core:
+        yield core
+
+
+def test_start_serves_every_configured_model(core: ServerCore) -> None:
+    """Constructed with a config, the core returns once every model serves, and is ready."""
+    assert core.ready()
+    assert core.list_models() == ["a", "b"]
+    assert predict(core, ModelSpec.latest("a"), 1.0) == 2.0
+    status = core.model_status("a")
+    assert [(v.version, v.state) for v in status.versions] == [(1, ManagerState.AVAILABLE)]
+
+
+def test_new_version_swaps_in(core: ServerCore, models: Path) -> None:
+    """A version renamed into the base path is loaded and the old one unloaded."""
+    add_version(models / "a", 2)
+    wait_until(lambda: predict(core, ModelSpec.latest("a")) == 2.0)
+    wait_until(lambda: core.model_status("a").versions[-1].state is ManagerState.END)
+    assert predict(core, ModelSpec.specific("a", 2)) == 2.0
+
+
+def test_metadata_lists_the_signatures(core: ServerCore) -> None:
+    """model_metadata gives the serving version, platform and signature specs."""
+    metadata = core.model_metadata(ModelSpec.latest("a"))
+    assert (metadata.name, metadata.version, metadata.platform) == ("a", 1, "python")
+    assert list(metadata.signatures) == ["serving_default"]
+
+
+def test_reload_adds_removes_and_changes_models(core: ServerCore, models: Path) -> None:
+    """A reload is the complete desired state: c is added and waited for, b is unloaded."""
+    add_version(models / "c", 1)
+    add_version(models / "a", 2)
+    a_pinned = python_model(models, "a", version_policy=ServableVersionPolicy.specific([1]))
+    core.reload_config(ModelServerConfig((a_pinned, python_model(models, "c"))))
+    assert predict(core, ModelSpec.latest("c")) == 1.0  # available when reload returns
+    wait_until(lambda: core.model_status("b").versions[0].state is ManagerState.END)
+    assert predict(core, ModelSpec.latest("a")) == 1.0  # pinned to version 1
+    assert core.list_models() == ["a", "c"]
+    assert core.ready()
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        ("platform", InvalidArgumentError, "Illegal to change a model's platform"),
+        ("unknown-platform", InvalidArgumentError, "unsupported platform 'onnx'"),
+        ("relative-path", InvalidArgumentError, "relative base_path"),
+        ("label-unavailable", FailedPreconditionError, "not currently available"),
+    ],
+)
+def test_invalid_reload_is_rejected_whole(
+    core: ServerCore, models: Path, change: str, error: type[Exception], message: str
+) -> None:
+    """A reload that does not validate changes nothing: the old config keeps serving."""
+    add_version(models / "c", 1)
+    new_c = python_model(models, "c")
+    broken = {
+        "platform": ModelConfig("a", str(models / "a"), model_platform="tensorflow"),
+        "unknown-platform": ModelConfig("a", str(models / "a"), model_platform="onnx"),
+        "relative-path": ModelConfig("a", "a", model_platform="python"),
+        "label-unavailable": python_model(models, "a", version_labels={"stable": 7}),
+    }[change]
+    before = core.config
+    with pytest.raises(error, match=message):
+        core.reload_config(ModelServerConfig((broken, new_c)))
+    assert core.config == before
+    assert "c" not in core.list_models()
+    assert predict(core, ModelSpec.latest("a")) == 1.0
+
+
+def test_labels_select_versions(models: Path) -> None:
+    """Labels pointing at available versions route requests; unknown labels are refused."""
+    add_version(models / "a", 2)
+    every = python_model(models, "a", version_policy=ServableVersionPolicy.all())
+    with ServerCore(ModelServerConfig((every,)), options()) as core:
+        # The start waits for a version of each model; labels need theirs available.
+        wait_until(lambda: len(core.manager.list_available_servable_ids()) == 2)
+        labeled = python_model(
+            models,
+            "a",
+            version_policy=ServableVersionPolicy.all(),
+            version_labels={"stable": 1, "canary": 2},
+        )
+        core.reload_config(ModelServerConfig((labeled,)))
+        assert predict(core, ModelSpec.labeled("a", "stable")) == 1.0
+        assert predict(core, ModelSpec.labeled("a", "canary")) == 2.0
+        with pytest.raises(InvalidArgumentError, match="Unrecognized servable version label"):
+            predict(core, ModelSpec.labeled("a", "beta"))
+
+
+def test_labels_for_unavailable_versions_when_allowed(models: Path) -> None:
+    """With allow_version_labels_for_unavailable_models a start config may label any version."""
+    config = ModelServerConfig((python_model(models, "a", version_labels={"next": 1}),))
+    with ServerCore(config, options(allow_version_labels_for_unavailable_models=True)) as core:
+        assert predict(core, ModelSpec.labeled("a", "next")) == 1.0
+
+
+def test_explicit_load_and_unload(core: ServerCore, models: Path) -> None:
+    """load_model adds one model and waits for it; unload_model removes one."""
+    add_version(models / "c", 1)
+    core.load_model(python_model(models, "c"))
+    assert predict(core, ModelSpec.latest("c")) == 1.0
+    core.unload_model("b")
+    assert core.list_models() == ["a", "c"]
+    with pytest.raises(NotFoundError):
+        core.unload_model("b")
+
+
+def test_broken_model_fails_start_naming_it(models: Path) -> None:
+    """By default (as TF Serving) a model that cannot load fails the start, saying why."""
+    add_version(models / "bad", 1, broken=True)
+    config = ModelServerConfig((python_model(models, "a"), python_model(models, "bad")))
+    with pytest.raises(UnknownError, match=r"1 model\(s\) did not become available: bad: .*broken"):
+        ServerCore(config, options())
+
+
+def test_broken_model_with_start_degraded_serves_the_others(models: Path) -> None:
+    """With start_degraded the healthy models serve; the broken one reports its error."""
+    add_version(models / "bad", 1, broken=True)
+    config = ModelServerConfig((python_model(models, "a"), python_model(models, "bad")))
+    with ServerCore(config, options(start_degraded=True)) as core:
+        assert predict(core, ModelSpec.latest("a")) == 1.0
+        assert "bad" in core.failed_models()
+        status = core.model_status("bad")
+        assert status.error is not None
+        assert "broken" in status.error.message
+        assert core.ready()  # failed models do not hold readiness back
+
+
+def test_missing_base_path_fails_fast(tmp_path: Path) -> None:
+    """A model whose base path does not exist fails at once with NOT_FOUND naming the path."""
+    config = ModelServerConfig((python_model(tmp_path, "nowhere"),))
+    with pytest.raises(UnknownError, match="nowhere: Could not find base path"):
+        ServerCore(config, options())
+
+
+def test_broken_version_beside_a_good_one_is_not_a_failed_model(models: Path) -> None:
+    """A model with a good and a broken version serves the good one and shows the error."""
+    add_version(models / "a", 2, broken=True)
+    config = ModelServerConfig(
+        (python_model(models, "a", version_policy=ServableVersionPolicy.latest(2)),)
+    )
+    with ServerCore(config, options()) as core:
+        assert core.failed_models() == {}
+        assert predict(core, ModelSpec.latest("a")) == 1.0
+        newest = core.model_status("a").versions[0]
+        assert newest.version == 2
+        assert newest.error is not None
+
+
+def test_memory_limit_refuses_a_model(models: Path) -> None:
+    """A model that does not fit total_model_memory_limit_bytes fails RESOURCE_EXHAUSTED."""
+    (models / "a" / "1" / "weights.bin").write_bytes(b"\0" * 10_000)
+    config = ModelServerConfig((python_model(models, "b"), python_model(models, "a")))
+    with ServerCore(
+        config, options(total_model_memory_limit_bytes=5_000, start_degraded=True)
+    ) as core:
+        assert predict(core, ModelSpec.latest("b")) == 1.0
+        error = core.failed_models()["a"]
+        assert error.code is StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_requests_in_flight_are_bounded(models: Path) -> None:
+    """At max_requests_in_flight_per_model, the next request is refused at once."""
+    config = ModelServerConfig((python_model(models, "a"),))
+    with ServerCore(config, options(max_requests_in_flight_per_model=1)) as core:
+        first = core.servable_handle(ModelSpec.latest("a"))
+        with pytest.raises(UnavailableError, match="limit of 1 requests in flight"):
+            core.servable_handle(ModelSpec.latest("a"))
+        first.release()
+        core.servable_handle(ModelSpec.latest("a")).release()
+
+
+def test_unknown_model_status_is_not_found(core: ServerCore) -> None:
+    """Status of a model nobody configured is NOT_FOUND."""
+    with pytest.raises(NotFoundError, match="Could not find any versions of model zzz"):
+        core.model_status("zzz")
+
+
+def test_close_is_idempotent_and_unloads(models: Path) -> None:
+    """close() unloads every model, twice is fine, and the core is no longer ready."""
+    core = ServerCore(ModelServerConfig((python_model(models, "a"),)), options())
+    core.close()
+    core.close()
+    assert not core.ready()
+    assert core.manager.list_available_servable_ids() == []
+
+
+def test_serves_the_shipped_tensorflow_example(tmp_path: Path) -> None:
+    """The shipped half_plus_two SavedModel serves through ServerCore (TensorFlow platform)."""
+    from servinglib.examples import HALF_PLUS_TWO
+
+    base = tmp_path / "half_plus_two"
+    shutil.copytree(HALF_PLUS_TWO, base)
+    config = ModelServerConfig((ModelConfig("half_plus_two", str(base)),))
+    with ServerCore(config, options()) as core:
+        spec = ModelSpec.latest("half_plus_two")
+        with core.servable_handle(spec) as handle:
+            y = call_signature(handle.servable, None, {"x": np.array([1.0, 2.0], np.float32)})
+        assert core.model_metadata(spec).platform == "tensorflow"
+        assert handle.id.version == 2
+        assert y["y"].tolist() == [3.5, 4.0]  # version 2: y = 0.5 x + 3
