@@ -297,3 +297,19 @@ def test_serves_the_shipped_tensorflow_example(tmp_path: Path) -> None:
         assert core.model_metadata(spec).platform == "tensorflow"
         assert handle.id.version == 2
         assert y["y"].tolist() == [3.5, 4.0]  # version 2: y = 0.5 x + 3
+
+
+def test_deleted_model_directory_keeps_serving_with_versions_always_present(
+    models: Path,
+) -> None:
+    """With servable_versions_always_present, removing the files keeps serving and reports it."""
+    config = ModelServerConfig((python_model(models, "a"),))
+    fast_polls = options(servable_versions_always_present=True, file_system_poll_wait_seconds=0.1)
+    with ServerCore(config, fast_polls) as core:
+        os.rename(models / "a", models / "a.removed")  # the base path is gone
+        wait_until(lambda: core.model_status("a").error is not None)
+        error = core.model_status("a").error
+        assert error is not None
+        assert error.code is StatusCode.NOT_FOUND
+        assert predict(core, ModelSpec.latest("a")) == 1.0
+        assert core.ready()
