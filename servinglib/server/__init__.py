@@ -8,7 +8,6 @@ from servinglib.server.config_file_watcher import ConfigFileStatus as ConfigFile
 from servinglib.server.config_file_watcher import (
     ModelConfigFileWatcher as ModelConfigFileWatcher,
 )
-from servinglib.server.metadata import SIGNATURE_DEF_MAP_TYPE_URL as SIGNATURE_DEF_MAP_TYPE_URL
 from servinglib.server.metadata import signature_def_map as signature_def_map
 from servinglib.server.metadata import v2_model_metadata as v2_model_metadata
 from servinglib.server.model_spec import ModelSpec as ModelSpec
@@ -19,7 +18,6 @@ from servinglib.server.server_core import ServerCoreOptions as ServerCoreOptions
 from servinglib.server.server_core import VersionStatus as VersionStatus
 
 __all__ = [
-    "SIGNATURE_DEF_MAP_TYPE_URL",
     "ConfigFileStatus",
     "ModelConfig",
     "ModelConfigFileWatcher",
