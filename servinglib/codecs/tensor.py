@@ -166,7 +166,12 @@ def _string_elements(values: npt.NDArray[Any]) -> list[bytes]:
         if isinstance(element, bytes):
             elements.append(element)
         elif isinstance(element, str):
-            elements.append(element.encode("utf-8"))
+            try:
+                elements.append(element.encode("utf-8"))
+            except UnicodeEncodeError as exc:  # e.g. a lone surrogate
+                raise InvalidArgumentError(
+                    f"String tensor element {index} is not valid Unicode: {exc.reason}"
+                ) from exc
         else:
             raise InvalidArgumentError(
                 f"String tensor element {index} is a {type(element).__name__}, not bytes or str"

@@ -287,9 +287,12 @@ class AspiredVersionsManager(Manager):
                 actions.append(action)
         with self._lock:
             self._dirty.update(action.id.name for action in actions)
-        # Unloads first (they free resources), then by name for determinism.
-        actions.sort(key=lambda a: (a.action is not Action.UNLOAD, a.id))
-        return actions[0] if actions else None
+        # Unloads first (they free resources), then by name and version for determinism.
+        return min(
+            actions,
+            key=lambda a: (a.action is not Action.UNLOAD, a.id.name, a.id.version),
+            default=None,
+        )
 
 
 def _is_aspired(snapshot: ServableStateSnapshot) -> bool:

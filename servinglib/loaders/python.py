@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
+import itertools
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -44,6 +45,8 @@ from servinglib.sources.source_adapter import (
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_loader_numbers = itertools.count()
 
 _SPEC_ATTRIBUTE = "__servinglib_signature__"
 
@@ -139,7 +142,8 @@ class PythonLoader(ModelLoader):
         super().__init__(path, config.warmup)
         self._config = config
         digest = hashlib.sha1(os.path.abspath(path).encode(), usedforsecurity=False).hexdigest()
-        self._module_name = f"servinglib_python_model_{digest[:16]}"
+        # Unique per loader: two servables may load the same directory.
+        self._module_name = f"servinglib_python_model_{digest[:12]}_{next(_loader_numbers)}"
 
     def _load_servable(self) -> Servable:
         entry = os.path.join(self.path, self._config.entry_point)

@@ -24,7 +24,7 @@ from servinglib.core.resources import ResourceAllocation
 from servinglib.core.servable_handle import ServableHandle
 from servinglib.core.servable_request import ServableRequest
 from servinglib.core.servable_state import ManagerState, ServableState
-from servinglib.core.servable_state_monitor import ServableStateMonitor
+from servinglib.core.servable_state_monitor import ServableStateAndTime, ServableStateMonitor
 from servinglib.errors import (
     DeadlineExceededError,
     FailedPreconditionError,
@@ -93,15 +93,21 @@ class ServerCoreOptions:
     file_system_poll_wait_seconds: float = 30.0
     servable_versions_always_present: bool = False
     model_config_list_root_dir: str | None = None
-    total_model_memory_limit_bytes: int | None = None
+    total_model_memory_limit_bytes: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(0))
+    )
     allow_version_labels: bool = True
     allow_version_labels_for_unavailable_models: bool = False
     enable_reload_servables_with_error: bool = False
     platform_configs: Mapping[str, Any] = attrs.field(factory=dict)
-    servable_state_waiter_timeout_s: float | None = None
+    servable_state_waiter_timeout_s: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(0))
+    )
     start_degraded: bool = False
-    max_requests_in_flight_per_model: int | None = None
-    manage_state_interval_s: float = 0.1
+    max_requests_in_flight_per_model: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
+    )
+    manage_state_interval_s: float = attrs.field(default=0.1, validator=attrs.validators.gt(0))
 
 
 @final
@@ -167,6 +173,7 @@ class ServerCore:
         self._closed = False
         self._bus: EventBus[ServableState] = EventBus()
         self._monitor = ServableStateMonitor(self._bus, max_count_log_events=1000, clock=clock)
+        self._bus.subscribe(self._on_state)
         self._manager = self._make_manager(clock)
         self._ports = self._connect_platforms()
         self._source = FileSystemStoragePathSource(self._source_config(()), clock=clock)
@@ -177,6 +184,12 @@ class ServerCore:
             except BaseException:
                 self.close()
                 raise
+
+    def _on_state(self, state: ServableState) -> None:
+        """A model that failed and now has an available version is failed no more."""
+        if state.manager_state is ManagerState.AVAILABLE:
+            with self._lock:
+                self._failed.pop(state.id.name, None)
 
     # -- wiring -------------------------------------------------------------
 
@@ -445,8 +458,12 @@ class ServerCore:
             for name in list(self._failed):
                 if config.model(name) is None:
                     del self._failed[name]
+        # Removed models stop counting for readiness now, not when the wait ends.
+        self._settled = self._settled & set(config.names)
+        # States published before this reload (say, a re-added model's old END) do not count.
+        before = {name: self._monitor.get_version_states(name) for name in new_names}
         self._source.update_config(self._source_config(config.models))
-        failures = self._wait_for(new_names)
+        failures = self._wait_for(before)
         with self._lock:
             self._failed.update(failures)
         self._settled = frozenset(config.names)
@@ -513,19 +530,35 @@ class ServerCore:
                 "which is not currently available for inference"
             )
 
-    def _wait_for(self, names: Iterable[str]) -> dict[str, ServingError]:
-        """Waits until each model has an available version or fails; returns the failures."""
-        pending = set(names)
+    def _wait_for(
+        self, before: Mapping[str, Mapping[int, ServableStateAndTime]]
+    ) -> dict[str, ServingError]:
+        """Waits until each model has an available version or fails; returns the failures.
+
+        ``before`` maps each awaited model to its states before the reload.
+        """
+        pending = set(before)
         failures: dict[str, ServingError] = {}
         timeout = self._options.servable_state_waiter_timeout_s
         deadline = None if timeout is None else time.monotonic() + timeout
+        touched_lock = threading.Lock()
+        touched: set[str] = set(pending)  # guarded by: touched_lock; names to look at again
         changed = threading.Event()
-        with self._bus.subscribe(lambda _event: changed.set()):
+
+        def on_event(event: ServableState) -> None:
+            with touched_lock:
+                touched.add(event.id.name)
+            changed.set()
+
+        with self._bus.subscribe(on_event):
             while pending:
                 changed.clear()
-                source_errors = self._source.servable_errors()
-                for name in sorted(pending):
-                    outcome = self._outcome(name, source_errors.get(name))
+                with touched_lock:
+                    names = touched & pending
+                    touched.clear()
+                source_errors = self._source.servable_errors() if names else {}
+                for name in sorted(names):
+                    outcome = self._outcome(name, before[name], source_errors.get(name))
                     if outcome is not None:
                         pending.discard(name)
                         if isinstance(outcome, ServingError):
@@ -538,12 +571,23 @@ class ServerCore:
                             f"Model {name} did not become available within {timeout} s"
                         )
                     break
-                changed.wait(_WAIT_SLICE_S)
+                if not changed.wait(_WAIT_SLICE_S):
+                    with touched_lock:  # a quiet slice: look at all again (source errors)
+                        touched.update(pending)
         return failures
 
-    def _outcome(self, name: str, source_error: ServingError | None) -> ServingError | bool | None:
+    def _outcome(
+        self,
+        name: str,
+        before: Mapping[int, ServableStateAndTime],
+        source_error: ServingError | None,
+    ) -> ServingError | bool | None:
         """True if ``name`` has an available version, its error if it failed, None if pending."""
-        states = self._monitor.get_version_states(name)
+        states = {
+            v: entry
+            for v, entry in self._monitor.get_version_states(name).items()
+            if before.get(v) is not entry  # published during this reload
+        }
         newest_first = [states[v].state for v in sorted(states, reverse=True)]
         if any(s.manager_state is ManagerState.AVAILABLE for s in newest_first):
             return True

@@ -156,7 +156,8 @@ class FileSystemStoragePathSource(Source[StoragePath]):
                 )
             kept = {s.servable_name for s in config.servables}
             removed = [s.servable_name for s in old.servables if s.servable_name not in kept]
-            changed = [s for s in config.servables if s not in old.servables]
+            unchanged = set(old.servables)
+            changed = [s for s in config.servables if s not in unchanged]
             with self._lock:
                 self._config = config
                 for name in removed:

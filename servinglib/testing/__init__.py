@@ -1,26 +1,67 @@
-"""Test doubles and waiters for testing servinglib and your own Loaders and Sources.
+"""Test doubles, waiters and conformance checks for servinglib and your own Loaders and Sources.
 
-These are the doubles servinglib's own tests use: :class:`FakeLoader`,
-:class:`FakeClock`, :class:`RecordingTarget`, and waiters that wait on
-conditions instead of sleeping.
+The doubles servinglib's own tests use (:class:`FakeLoader`, :class:`FakeSource`,
+:class:`FakeStoragePathSourceAdapter`, :class:`FakeClock`,
+:class:`RecordingTarget`), waiters that wait on conditions instead of
+sleeping, model-directory builders, a manager serving given objects
+(:func:`static_manager`), a :class:`ServableHarness` that runs one Loader in
+a real manager, and the conformance checks :func:`check_loader` and
+:func:`check_source`.  The pytest fixtures are in :mod:`servinglib.testing.plugin`
+(opt-in).  Importing this package imports neither TensorFlow, grpc nor watchdog.
 """
 
+from servinglib.testing._concurrent_calls import zero_inputs as zero_inputs
+from servinglib.testing._fake_adapter import (
+    FakeStoragePathSourceAdapter as FakeStoragePathSourceAdapter,
+)
 from servinglib.testing._fake_clock import FakeClock as FakeClock
 from servinglib.testing._fake_loader import FakeLoader as FakeLoader
 from servinglib.testing._fake_loader import LiveCounter as LiveCounter
+from servinglib.testing._fake_source import FakeSource as FakeSource
+from servinglib.testing._fixture_types import ModelDirs as ModelDirs
+from servinglib.testing._fixture_types import ServerCoreFactory as ServerCoreFactory
+from servinglib.testing._loader_conformance import (
+    assert_loader_conforms as assert_loader_conforms,
+)
+from servinglib.testing._loader_conformance import check_loader as check_loader
+from servinglib.testing._model_dirs import make_version_dirs as make_version_dirs
 from servinglib.testing._recording_target import AspiredVersionsCall as AspiredVersionsCall
 from servinglib.testing._recording_target import RecordingTarget as RecordingTarget
+from servinglib.testing._servable_harness import ServableHarness as ServableHarness
+from servinglib.testing._source_conformance import (
+    assert_source_conforms as assert_source_conforms,
+)
+from servinglib.testing._source_conformance import check_source as check_source
+from servinglib.testing._static_manager import static_manager as static_manager
+from servinglib.testing._violation import Violation as Violation
 from servinglib.testing._waiters import run_until as run_until
 from servinglib.testing._waiters import wait_for_state as wait_for_state
 from servinglib.testing._waiters import wait_until as wait_until
+from servinglib.testing._waiters import wait_until_available as wait_until_available
+from servinglib.testing._waiters import wait_until_state as wait_until_state
 
 __all__ = [
     "AspiredVersionsCall",
     "FakeClock",
     "FakeLoader",
+    "FakeSource",
+    "FakeStoragePathSourceAdapter",
     "LiveCounter",
+    "ModelDirs",
     "RecordingTarget",
+    "ServableHarness",
+    "ServerCoreFactory",
+    "Violation",
+    "assert_loader_conforms",
+    "assert_source_conforms",
+    "check_loader",
+    "check_source",
+    "make_version_dirs",
     "run_until",
+    "static_manager",
     "wait_for_state",
     "wait_until",
+    "wait_until_available",
+    "wait_until_state",
+    "zero_inputs",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -313,3 +314,73 @@ def test_deleted_model_directory_keeps_serving_with_versions_always_present(
         assert error.code is StatusCode.NOT_FOUND
         assert predict(core, ModelSpec.latest("a")) == 1.0
         assert core.ready()
+
+
+def test_a_model_removed_and_added_again_loads_cleanly(core: ServerCore, models: Path) -> None:
+    """Re-adding a just-removed model waits for its new load, not its old END state."""
+    b = python_model(models, "b")
+    for _ in range(10):
+        core.unload_model("b")
+        wait_until(lambda: core.model_status("b").versions[0].state is ManagerState.END)
+        core.load_model(b)  # raised "No version of model b loaded" when the old END counted
+        assert predict(core, ModelSpec.latest("b")) == 1.0
+    assert core.failed_models() == {}
+
+
+def test_a_model_failed_at_start_recovers_when_its_files_appear(tmp_path: Path) -> None:
+    """With start_degraded, a model whose base path appears later serves and is failed no more."""
+    config = ModelServerConfig((python_model(tmp_path, "late"),))
+    fast_polls = options(start_degraded=True, file_system_poll_wait_seconds=0.1)
+    with ServerCore(config, fast_polls) as core:
+        assert "late" in core.failed_models()
+        add_version(tmp_path / "late", 1)
+        wait_until(lambda: core.failed_models() == {})
+        assert predict(core, ModelSpec.latest("late")) == 1.0
+        assert core.model_status("late").error is None
+
+
+SLOW_MODEL_PY = """
+import time
+from pathlib import Path
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import TensorSpec
+
+class Model(PythonModel):
+    def load(self, path):
+        gate = Path(path).parent / "GO"
+        deadline = time.monotonic() + 20
+        while not gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    @signature(
+        inputs=[TensorSpec("x", "float32", [-1])], outputs=[TensorSpec("y", "float32", [-1])]
+    )
+    def predict(self, x):
+        return {"y": x}
+"""
+
+
+def test_ready_stays_true_while_a_reload_waits(core: ServerCore, models: Path) -> None:
+    """While a reload removing b waits for a slow new model, the serving models stay ready."""
+    (models / "slow" / "1").mkdir(parents=True)
+    (models / "slow" / "1" / "model.py").write_text(textwrap.dedent(SLOW_MODEL_PY))
+    errors: list[BaseException] = []
+
+    def reload() -> None:
+        try:
+            core.reload_config(
+                ModelServerConfig((python_model(models, "a"), python_model(models, "slow")))
+            )
+        except BaseException as error:  # noqa: BLE001 - reported by the assertion below
+            errors.append(error)
+
+    thread = threading.Thread(target=reload)
+    thread.start()
+    wait_until(lambda: core.list_models() == ["a", "slow"])
+    wait_until(lambda: core.model_status("b").versions[0].state is ManagerState.END)
+    readiness = {core.ready() for _ in range(200)}
+    (models / "slow" / "GO").write_text("")
+    thread.join(30)
+    assert errors == []
+    assert readiness == {True}
+    assert core.ready()

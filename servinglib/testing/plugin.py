@@ -1,0 +1,104 @@
+"""servinglib's pytest plugin: fixtures for testing models, loaders and sources.
+
+Opt-in, never loaded by merely installing servinglib: enable it with
+``pytest -p servinglib.testing.plugin``, or in your top-level conftest.py (or
+a test module) with ``pytest_plugins = ["servinglib.testing.plugin"]``.
+
+Fixtures: ``fake_clock`` (a FakeClock), ``model_dirs`` (make_version_dirs
+under the test's tmp_path) and ``server_core`` (a factory of ServerCores,
+closed when the test ends).  Annotate them with
+``servinglib.testing.ModelDirs`` and ``servinglib.testing.ServerCoreFactory``;
+do not import this module yourself (pytest would warn that it cannot
+rewrite a plugin imported before it loads it).  The REST and gRPC client
+fixtures come with the front ends.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from servinglib.core.clock import Clock
+from servinglib.loaders.python import PythonPlatformConfig
+from servinglib.loaders.registry import PlatformRegistry
+from servinglib.server.config import ModelConfig, ModelServerConfig
+from servinglib.server.server_core import ServerCore, ServerCoreOptions
+from servinglib.testing._fake_clock import FakeClock
+from servinglib.testing._fixture_types import ModelDirs, ServerCoreFactory
+from servinglib.testing._model_dirs import Files, make_version_dirs
+
+__all__ = [
+    "TEST_SERVER_CORE_OPTIONS",
+    "fake_clock",
+    "model_dirs",
+    "server_core",
+]
+
+TEST_SERVER_CORE_OPTIONS = ServerCoreOptions(
+    max_num_load_retries=0,
+    num_initial_load_threads=2,
+    servable_state_waiter_timeout_s=30.0,
+    platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)},
+)
+"""What ``server_core`` builds with when given no options: a failed load fails at once, a
+start waits at most 30 s, and the python platform runs the test's own model.py files."""
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    """A FakeClock at 0 s: time moves only when the test calls ``advance``."""
+    return FakeClock()
+
+
+@pytest.fixture
+def model_dirs(tmp_path: Path) -> ModelDirs:
+    """make_version_dirs rooted at ``tmp_path / "models"``: ``model_dirs("m", [1, 2], files)``."""
+    root = tmp_path / "models"
+
+    def make(
+        name: str, versions: Iterable[int], files: Files | Callable[[int], Files] | None = None
+    ) -> Path:
+        return make_version_dirs(root, name, versions, files)
+
+    return make
+
+
+@pytest.fixture
+def server_core() -> Iterator[ServerCoreFactory]:
+    """A factory of started ServerCores; every core it made is closed when the test ends.
+
+    ``config`` is a ModelServerConfig, or a mapping of model name → base
+    path, each served on ``platform`` (default ``"tensorflow"``, as TF
+    Serving).  ``options`` default to TEST_SERVER_CORE_OPTIONS; keyword
+    ``overrides`` replace single fields (``max_num_load_retries=2``).
+    ``registry``: the platforms (e.g. a PlatformRegistry with your own).
+    Construction waits until every model is available, as ServerCore does.
+    """
+    cores: list[ServerCore] = []
+
+    def make(
+        config: ModelServerConfig | Mapping[str, str | os.PathLike[str]],
+        *,
+        platform: str = "tensorflow",
+        options: ServerCoreOptions | None = None,
+        registry: PlatformRegistry | None = None,
+        clock: Clock | None = None,
+        **overrides: Any,  # noqa: ANN401 - ServerCoreOptions fields of any type
+    ) -> ServerCore:
+        if not isinstance(config, ModelServerConfig):
+            config = ModelServerConfig(
+                ModelConfig(name, os.fspath(path), platform) for name, path in config.items()
+            )
+        chosen = options if options is not None else TEST_SERVER_CORE_OPTIONS
+        core = ServerCore(config, attrs.evolve(chosen, **overrides), registry=registry, clock=clock)
+        cores.append(core)
+        return core
+
+    yield make
+    for core in reversed(cores):
+        core.close()
