@@ -62,6 +62,28 @@ class FsEventTrigger:
             for key in wanted.keys() - self._watches.keys():
                 self._schedule_locked(key, wanted[key])
 
+    def watch_changes(self, add: Iterable[str], remove: Iterable[str], *, recursive: bool) -> None:
+        """Starts watching the existing directories of ``add``, stops watching ``remove``.
+
+        Touches only those paths (no stat() of the others): for config updates.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            for path in remove:
+                if (path, recursive) in self._watches:
+                    self._unschedule_locked((path, recursive))
+            for path in add:
+                key = (path, recursive)
+                inode = _inode(path)
+                current = self._watches.get(key)
+                if current is not None and (current[1] != inode or key in self._lost):
+                    self._unschedule_locked(key)
+                    self._lost.discard(key)
+                    current = None
+                if current is None and inode is not None:
+                    self._schedule_locked(key, inode)
+
     def close(self) -> None:
         """Stops watching; idempotent."""
         with self._lock:

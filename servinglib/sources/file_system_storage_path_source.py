@@ -167,7 +167,12 @@ class FileSystemStoragePathSource(Source[StoragePath]):
                 self.emit_aspired_versions(name, [])
             if self._polls() and self._connected():
                 self._poll_servables(changed, emit_unchanged=True)
-        self._sync_watches()
+        # Only what changed: a reload costs no stat() per unchanged servable.
+        still_watched = {os.path.abspath(s.base_path) for s in config.servables}
+        self._sync_watches(
+            add={os.path.abspath(s.base_path) for s in changed},
+            remove={os.path.abspath(s.base_path) for s in old.servables} - still_watched,
+        )
 
     def poll_once(self) -> None:
         """Polls every servable now and emits each one's aspired versions (not after close)."""
@@ -277,7 +282,8 @@ class FileSystemStoragePathSource(Source[StoragePath]):
 
     # -- filesystem events --------------------------------------------------
 
-    def _sync_watches(self) -> None:
+    def _sync_watches(self, *, add: set[str] | None = None, remove: set[str] | None = None) -> None:
+        """Watches every base path (or, given ``add``/``remove``, changes just those)."""
         config = self._config
         if not (
             config.watch_filesystem_events
@@ -286,10 +292,12 @@ class FileSystemStoragePathSource(Source[StoragePath]):
             and not self._stop.is_set()
         ):
             return
-        self._events.watch_exactly(
-            {os.path.abspath(s.base_path) for s in config.servables},
-            recursive=config.version_done_marker is not None,
-        )
+        recursive = config.version_done_marker is not None
+        if add is None and remove is None:
+            paths = {os.path.abspath(s.base_path) for s in config.servables}
+            self._events.watch_exactly(paths, recursive=recursive)
+        else:
+            self._events.watch_changes(add or set(), remove or set(), recursive=recursive)
 
     def _on_fs_event(self, path: str) -> None:
         # The base path itself, a version directory, or a file in one (the marker).
