@@ -158,6 +158,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
             removed = [s.servable_name for s in old.servables if s.servable_name not in kept]
             unchanged = set(old.servables)
             changed = [s for s in config.servables if s not in unchanged]
+            current = set(config.servables)
             with self._lock:
                 self._config = config
                 for name in removed:
@@ -168,10 +169,11 @@ class FileSystemStoragePathSource(Source[StoragePath]):
             if self._polls() and self._connected():
                 self._poll_servables(changed, emit_unchanged=True)
         # Only what changed: a reload costs no stat() per unchanged servable.
-        still_watched = {os.path.abspath(s.base_path) for s in config.servables}
+        still_used = {s.base_path for s in config.servables}
+        gone = {s.base_path for s in old.servables if s not in current} - still_used
         self._sync_watches(
             add={os.path.abspath(s.base_path) for s in changed},
-            remove={os.path.abspath(s.base_path) for s in old.servables} - still_watched,
+            remove={os.path.abspath(path) for path in gone},
         )
 
     def poll_once(self) -> None:
