@@ -484,6 +484,12 @@ class _FrozenLabels(Mapping[str, int]):
     def __hash__(self) -> int:
         return hash(frozenset(self._items.items()))
 
+    def __eq__(self, other: object) -> bool:
+        # Fast path of Mapping.__eq__ (which builds two dicts): configs are diffed per reload.
+        if isinstance(other, _FrozenLabels):
+            return self._items == other._items
+        return super().__eq__(other)
+
     def __repr__(self) -> str:
         return repr(self._items)
 

@@ -167,6 +167,8 @@ class ServerCore:
         self._lock = threading.Lock()
         self._config = ModelServerConfig()  # guarded by: _reload_lock (writes)
         self._labels: Mapping[str, Mapping[str, int]] = {}  # replaced whole
+        self._routes: dict[str, int] = {}  # guarded by: _reload_lock
+        self._monitored: dict[str, ServableToMonitor] = {}  # guarded by: _reload_lock
         self._settled: frozenset[str] = frozenset()  # models whose load was waited for
         self._failed: dict[str, ServingError] = {}  # guarded by: _lock
         self._in_flight: dict[str, int] = {}  # guarded by: _lock
@@ -238,7 +240,7 @@ class ServerCore:
 
     def _source_config(self, models: Iterable[ModelConfig]) -> FileSystemStoragePathSourceConfig:
         return FileSystemStoragePathSourceConfig(
-            [ServableToMonitor(m.name, m.base_path, m.version_policy) for m in models],
+            [self._monitored[m.name] for m in models],
             file_system_poll_wait_seconds=self._options.file_system_poll_wait_seconds,
             servable_versions_always_present=self._options.servable_versions_always_present,
         )
@@ -447,19 +449,23 @@ class ServerCore:
     def _reload_locked(self, config: ModelServerConfig, *, initial: bool) -> None:
         if self._closed:
             raise FailedPreconditionError("The server core is closed")
-        config = self._resolved(config)
-        self._validate(config)
-        old_names = set(self._config.names)
-        new_names = [name for name in config.names if name not in old_names]
-        self._labels = {m.name: dict(m.version_labels) for m in config.models}
-        self._router.update_routes({m.name: self._ports[m.model_platform] for m in config.models})
+        old = self._config
+        # The diff: only added and changed models are resolved, validated and converted.
+        changed = [m for m in config.models if (prev := old.model(m.name)) is not m and prev != m]
+        resolved = self._resolved(changed)
+        self._validate(resolved)
+        if resolved != changed:
+            by_name = {m.name: m for m in resolved}
+            config = ModelServerConfig(by_name.get(m.name, m) for m in config.models)
+        removed = [name for name in old.names if config.model(name) is None]
+        new_names = [m.name for m in changed if old.model(m.name) is None]
+        self._apply_tables(resolved, removed)
         self._config = config
         with self._lock:
-            for name in list(self._failed):
-                if config.model(name) is None:
-                    del self._failed[name]
+            for name in removed:
+                self._failed.pop(name, None)
         # Removed models stop counting for readiness now, not when the wait ends.
-        self._settled = self._settled & set(config.names)
+        self._settled = self._settled - set(removed)
         # States published before this reload (say, a re-added model's old END) do not count.
         before = {name: self._monitor.get_version_states(name) for name in new_names}
         self._source.update_config(self._source_config(config.models))
@@ -476,22 +482,40 @@ class ServerCore:
             return
         raise UnknownError(message)
 
-    def _resolved(self, config: ModelServerConfig) -> ModelServerConfig:
+    def _apply_tables(self, changed: list[ModelConfig], removed: list[str]) -> None:
+        """Updates labels (before models are added, as TF Serving), routes and monitored paths."""
+        labels = dict(self._labels)
+        routes = dict(self._routes)
+        for name in removed:
+            labels.pop(name, None)
+            routes.pop(name, None)
+            self._monitored.pop(name, None)
+        for model in changed:
+            labels[model.name] = dict(model.version_labels)
+            routes[model.name] = self._ports[model.model_platform]
+            self._monitored[model.name] = ServableToMonitor(
+                model.name, model.base_path, model.version_policy
+            )
+        self._labels = labels
+        self._router.update_routes(routes)
+        self._routes = routes
+
+    def _resolved(self, models: list[ModelConfig]) -> list[ModelConfig]:
         root = self._options.model_config_list_root_dir
-        relative = [m for m in config.models if m.base_path_is_relative]
+        relative = [m for m in models if m.base_path_is_relative]
         if not relative:
-            return config
+            return models
         if root is None:
             model = relative[0]
             raise InvalidArgumentError(
                 f"Model {model.name} has a relative base_path {model.base_path!r}: use an "
                 "absolute path, or set model_config_list_root_dir"
             )
-        return config.resolve_base_paths(root)
+        return [m.resolve_base_path(root) for m in models]
 
-    def _validate(self, config: ModelServerConfig) -> None:
+    def _validate(self, models: list[ModelConfig]) -> None:
         known = ", ".join(sorted(self._ports))
-        for model in config.models:
+        for model in models:
             if model.model_platform not in self._ports:
                 raise InvalidArgumentError(
                     f"Model {model.name} requested unsupported platform "

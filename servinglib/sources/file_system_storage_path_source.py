@@ -32,7 +32,7 @@ _VERSION_NAME = re.compile(r"[0-9]+")
 
 
 @final
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # hashed at every config diff
 class ServableToMonitor:
     """A servable whose versions are the numbered directories under ``base_path``.
 
