@@ -841,6 +841,8 @@ def test_base_path_replaced_is_watched_again_after_the_next_full_poll(
     shutil.rmtree(base)  # e.g. a deployment that replaces the model directory whole
     # The deletion's events reach the source (its event poll finds the base path missing)...
     wait_until(lambda: "m" in rig.source.servable_errors(), PICKUP_TIMEOUT_S)
+    # ...and so does the watched directory's own deletion (its watch is marked lost)...
+    wait_until(lambda: bool(rig.source._events._lost), PICKUP_TIMEOUT_S)
     make_version(base, 1)  # ...before the directory is recreated.
     rig.clock.advance(PERIOD_S)
     wait_until(lambda: rig.clock.pending_timers == 1, PICKUP_TIMEOUT_S)
