@@ -6,6 +6,7 @@ off unless its config says ``allow_code_execution=True``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -40,8 +41,8 @@ from servinglib.servable import (
 from servinglib.sources.source import StoragePath
 from servinglib.sources.source_adapter import (
     ErrorInjectingSourceAdapter,
+    FunctionSourceAdapter,
     SourceAdapter,
-    UnarySourceAdapter,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -116,17 +117,7 @@ def make_adapter(config: PythonPlatformConfig | None) -> SourceAdapter[StoragePa
                 "(servinglib-server: --allow_python_models)"
             )
         )
-    return _PythonSourceAdapter(config)
-
-
-@final
-class _PythonSourceAdapter(UnarySourceAdapter[StoragePath, Loader]):
-    def __init__(self, config: PythonPlatformConfig) -> None:
-        super().__init__()
-        self._config = config
-
-    def convert(self, servable_name: str, data: StoragePath) -> Loader:
-        return PythonLoader(data, self._config)
+    return FunctionSourceAdapter(functools.partial(PythonLoader, config=config))
 
 
 @final

@@ -14,6 +14,7 @@ from servinglib.sources.source import StoragePath as StoragePath
 from servinglib.sources.source_adapter import (
     ErrorInjectingSourceAdapter as ErrorInjectingSourceAdapter,
 )
+from servinglib.sources.source_adapter import FunctionSourceAdapter as FunctionSourceAdapter
 from servinglib.sources.source_adapter import SourceAdapter as SourceAdapter
 from servinglib.sources.source_adapter import UnarySourceAdapter as UnarySourceAdapter
 from servinglib.sources.source_router import DynamicSourceRouter as DynamicSourceRouter
@@ -33,6 +34,7 @@ __all__ = [
     "ErrorInjectingSourceAdapter",
     "FileSystemStoragePathSource",
     "FileSystemStoragePathSourceConfig",
+    "FunctionSourceAdapter",
     "ServableToMonitor",
     "ServableVersionPolicy",
     "Source",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar, final
 
 from servinglib.core.servable_data import ServableData
@@ -66,6 +66,22 @@ class UnarySourceAdapter(SourceAdapter[In, Out], Generic[In, Out]):
 
         Raise a ServingError to say why it cannot be converted.
         """
+
+
+@final
+class FunctionSourceAdapter(UnarySourceAdapter[In, Out], Generic[In, Out]):
+    """A UnarySourceAdapter whose conversion is a function of the item's data.
+
+    E.g. ``FunctionSourceAdapter(MyLoader)`` turns each version directory
+    into ``MyLoader(path)``.  Thread-safe if ``convert`` is.
+    """
+
+    def __init__(self, convert: Callable[[In], Out]) -> None:
+        super().__init__()
+        self._convert = convert
+
+    def convert(self, servable_name: str, data: In) -> Out:
+        return self._convert(data)
 
 
 @final

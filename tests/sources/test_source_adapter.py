@@ -207,3 +207,20 @@ def test_conversion_failure_reaches_the_manager_as_end_with_the_error(
     assert isinstance(state.health, ServingError)
     assert state.health.code is StatusCode.UNKNOWN
     assert "OSError: /m/1 is unreadable" in state.health.message
+
+
+def test_function_source_adapter_converts_with_its_function() -> None:
+    """FunctionSourceAdapter applies its function to each item; an exception is its error."""
+    from servinglib.sources.source_adapter import FunctionSourceAdapter
+
+    def parse(data: str) -> int:
+        return int(data)
+
+    adapter: FunctionSourceAdapter[str, int] = FunctionSourceAdapter(parse)
+    good, bad = adapter.adapt(
+        "m",
+        [ServableData.of(ServableId("m", 1), "41"), ServableData.of(ServableId("m", 2), "x")],
+    )
+    assert good.data == 41
+    assert bad.error is not None
+    assert "Preparing servable {name: m version: 2} failed: ValueError" in bad.error.message

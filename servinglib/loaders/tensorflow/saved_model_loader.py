@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import time
@@ -16,7 +17,7 @@ from servinglib.loaders.tensorflow.signatures import read_meta_graph, signature_
 from servinglib.loaders.tensorflow.tensorflow_servable import TensorFlowServable
 from servinglib.servable import Servable
 from servinglib.sources.source import StoragePath
-from servinglib.sources.source_adapter import SourceAdapter, UnarySourceAdapter
+from servinglib.sources.source_adapter import FunctionSourceAdapter, SourceAdapter
 
 _log = logging.getLogger(__name__)
 
@@ -26,17 +27,8 @@ def make_adapter(config: TensorFlowPlatformConfig | None) -> SourceAdapter[Stora
 
     Creating it does not import TensorFlow; the first load does.
     """
-    return _SavedModelSourceAdapter(config if config is not None else TensorFlowPlatformConfig())
-
-
-@final
-class _SavedModelSourceAdapter(UnarySourceAdapter[StoragePath, Loader]):
-    def __init__(self, config: TensorFlowPlatformConfig) -> None:
-        super().__init__()
-        self._config = config
-
-    def convert(self, servable_name: str, data: StoragePath) -> Loader:
-        return SavedModelLoader(data, self._config)
+    config = config if config is not None else TensorFlowPlatformConfig()
+    return FunctionSourceAdapter(functools.partial(SavedModelLoader, config=config))
 
 
 @final
@@ -46,8 +38,9 @@ class SavedModelLoader(ModelLoader):
     load() reads ``saved_model.pb`` (signatures, method names, tensor
     specs), loads the MetaGraph tagged ``config.saved_model_tags`` with
     ``tf.saved_model.load``, then replays the directory's warmup requests.
-    Errors retrying cannot heal are DATA_LOSS (a missing or corrupt
-    ``saved_model.pb``, missing or damaged variables) or INVALID_ARGUMENT
+    Missing files (maybe still being copied in) are NOT_FOUND and retried;
+    errors retrying cannot heal are DATA_LOSS (a corrupt ``saved_model.pb``,
+    damaged variables) or INVALID_ARGUMENT
     (no MetaGraph with those tags, signatures that do not match the model),
     so the manager does not retry them.  unload() drops the model and runs a
     full garbage collection: the restored functions hold the variables'
