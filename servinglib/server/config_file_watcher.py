@@ -15,7 +15,7 @@ from servinglib.core.clock import Clock, SystemClock, Timer
 from servinglib.errors import InvalidArgumentError, ServingError
 from servinglib.server.config import read_model_server_config
 from servinglib.server.server_core import ServerCore
-from servinglib.sources._fs_events import FsEventTrigger  # the same trigger the FS source uses
+from servinglib.sources.fs_event_trigger import FsEventTrigger
 
 _log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from servinglib.errors import (
     ServingError,
     UnavailableError,
 )
-from servinglib.sources._fs_events import FsEventTrigger
+from servinglib.sources.fs_event_trigger import FsEventTrigger
 from servinglib.sources.source import Source, StoragePath
 from servinglib.sources.version_policy import ServableVersionPolicy
 

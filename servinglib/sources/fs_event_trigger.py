@@ -1,4 +1,4 @@
-"""Filesystem event trigger (watchdog): wakes a poll when something changes on disk."""
+"""FsEventTrigger: wakes a poll when something changes on disk (watchdog)."""
 
 from __future__ import annotations
 
