@@ -32,6 +32,8 @@ REGRESS_METHOD = "tensorflow/serving/regress"
 Tensors = Mapping[str, npt.NDArray[Any]]
 """Tensor name → value; string tensors are object arrays of ``bytes``."""
 
+_OBJECT = np.dtype(object)
+
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "servinglib_request_deadline", default=None
 )
@@ -127,7 +129,7 @@ class TensorSpec:
     @property
     def is_string(self) -> bool:
         """True for string tensors (object arrays of bytes)."""
-        return self.dtype == np.dtype(object)
+        return self.dtype == _OBJECT
 
     def check(self, value: npt.NDArray[Any]) -> None:
         """Raises InvalidArgumentError if ``value`` does not fit this spec (dtype, rank, sizes)."""
@@ -152,7 +154,7 @@ class TensorSpec:
 
 
 def _dtype_name(dtype: np.dtype[Any]) -> str:
-    return "string" if dtype == np.dtype(object) else dtype.name
+    return "string" if dtype == _OBJECT else dtype.name
 
 
 def _shape_text(shape: tuple[int, ...]) -> str:

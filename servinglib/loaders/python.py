@@ -240,22 +240,21 @@ class PythonServable(Servable):
     def _outputs(
         self, name: str, outputs: object, output_filter: frozenset[str] | None
     ) -> dict[str, npt.NDArray[Any]]:
-        if not isinstance(outputs, Mapping):
+        if type(outputs) is not dict and not isinstance(outputs, Mapping):
             raise InternalError(
                 f"Signature '{name}' returned {type(outputs).__name__}, not a mapping of outputs"
             )
-        wanted = (
-            output_filter if output_filter is not None else self._signatures[name].outputs.keys()
-        )
-        missing = sorted(set(wanted) - outputs.keys())
-        if missing:
+        specs = self._signatures[name].outputs
+        wanted = output_filter if output_filter is not None else specs.keys()
+        if not outputs.keys() >= wanted:
+            missing = sorted(set(wanted) - outputs.keys())
             raise InternalError(f"Signature '{name}' did not return output '{missing[0]}'")
-        return {
-            key: _array(name, outputs[key], self._signatures[name].outputs[key]) for key in wanted
-        }
+        return {key: _array(name, outputs[key], specs[key]) for key in wanted}
 
 
 def _array(signature_name: str, value: object, spec: TensorSpec) -> npt.NDArray[Any]:
+    if type(value) is np.ndarray and value.dtype == spec.dtype:
+        return value  # the common case: already what the signature declares
     try:
         array = np.asarray(value, dtype=object if spec.is_string else None)
         return array if spec.is_string else array.astype(spec.dtype, copy=False)

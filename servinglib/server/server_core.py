@@ -55,6 +55,7 @@ from servinglib.sources.target import connect
 _log = logging.getLogger(__name__)
 
 _WAIT_SLICE_S = 0.05  # how often a wait for models also looks at the source's errors
+_REQUEST_CACHE_SIZE = 1024  # ServableRequests kept for the request path (cleared when full)
 
 
 def _default_initial_load_threads() -> int:
@@ -180,6 +181,8 @@ class ServerCore:
         self._reload_lock = threading.Lock()
         self._lock = threading.Lock()
         self._config = ModelServerConfig()  # guarded by: _reload_lock (writes)
+        # ServableRequests by (name, version): immutable values, so races only make one twice.
+        self._requests: dict[tuple[str, int | None], ServableRequest] = {}
         self._labels: Mapping[str, Mapping[str, int]] = {}  # replaced whole
         self._routes: dict[str, int] = {}  # guarded by: _reload_lock
         self._monitored: dict[str, ServableToMonitor] = {}  # guarded by: _reload_lock
@@ -355,9 +358,17 @@ class ServerCore:
                     f"(model {model_spec.name})"
                 )
             return ServableRequest.specific(model_spec.name, version)
-        if model_spec.version is not None:
-            return ServableRequest.specific(model_spec.name, model_spec.version)
-        return ServableRequest.latest(model_spec.name)
+        key = (model_spec.name, model_spec.version)
+        request = self._requests.get(key)
+        if request is None:  # made once per name and version: this runs for every request
+            if model_spec.version is not None:
+                request = ServableRequest.specific(model_spec.name, model_spec.version)
+            else:
+                request = ServableRequest.latest(model_spec.name)
+            if len(self._requests) >= _REQUEST_CACHE_SIZE:
+                self._requests.clear()
+            self._requests[key] = request
+        return request
 
     def model_metadata(self, model_spec: ModelSpec) -> ModelMetadata:
         """The platform and signatures of the version ``model_spec`` selects."""

@@ -76,6 +76,20 @@ def test_requests_are_counted_by_status_and_timed_in_microseconds() -> None:
     )
 
 
+def test_latency_buckets_are_cumulative_and_include_their_upper_bound() -> None:
+    """A latency equal to a bucket's bound counts in it ("le"); one past the last is only +Inf."""
+    metrics = ServerMetrics()
+    for latency_s in (50e-6, 51e-6, 70.0):
+        metrics.observe_request("m", "predict", "REST", StatusCode.OK, latency_s)
+    labels = {"model_name": "m", "API": "predict", "entrypoint": "REST"}
+    bucket = ":tensorflow:serving:request_latency_bucket"
+    assert value(metrics, bucket, **labels, le="50.0") == 1
+    assert value(metrics, bucket, **labels, le="100.0") == 2
+    assert value(metrics, bucket, **labels, le="6e+07") == 2
+    assert value(metrics, bucket, **labels, le="+Inf") == 3
+    assert value(metrics, ":tensorflow:serving:request_latency_count", **labels) == 3
+
+
 def test_two_servers_in_one_process_keep_their_own_metrics() -> None:
     """Each ServerMetrics has its own registry, so metrics of two servers never mix."""
     first, second = ServerMetrics(), ServerMetrics()
