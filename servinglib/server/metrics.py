@@ -294,19 +294,17 @@ class _RequestCollector:
             "The number of requests, by model and status.",
             labels=["model_name", "status"],
         )
-        for labels, count in sorted(counts.items()):
-            requests.add_metric(list(labels), count)
+        for (model_name, status), count in sorted(counts.items()):
+            requests.add_metric([model_name, status], count)
         yield requests
         latency = self._histogram(
             ":tensorflow:serving:request_latency",
             "Request latency in microseconds, by model, API and entrypoint (REST or GRPC).",
             labels=["model_name", "API", "entrypoint"],
         )
-        for labels, row in sorted(latencies.items()):
+        for key, row in sorted(latencies.items()):
             cumulative = list(itertools.accumulate(row[:-1]))
-            latency.add_metric(
-                list(labels), list(zip(self._bounds, cumulative, strict=True)), row[-1]
-            )
+            latency.add_metric(list(key), list(zip(self._bounds, cumulative, strict=True)), row[-1])
         yield latency
 
 
