@@ -81,6 +81,7 @@ START_TIMEOUT_S = 120.0  # the batching server imports TensorFlow
 
 MLP = "mlp"
 FLOOR_LABEL = "floor: bare ASGI handler"
+BOUND_LABEL = "bound: required steps, flat"
 
 
 BATCHING_PARAMETERS = """
@@ -202,6 +203,11 @@ def mlp_workloads() -> list[Workload]:
 
 def floor_workload() -> Workload:
     return Workload(FLOOR_LABEL, "", "/v1/models/floor:predict", predict_body(X), check_predict)
+
+
+def bound_workload() -> Workload:
+    path = f"/v1/models/{TRIVIAL_MODELS['inline']}:predict"
+    return Workload(BOUND_LABEL, "", path, predict_body(X), check_predict)
 
 
 def floor_response() -> bytes:
@@ -432,6 +438,17 @@ def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> lis
             running_http(pinned(floor, server_cpus), floor_port, tmp / "floor.log", "/")
         )
         served.append((floor_port, floor_workload(), False))
+        bound_port = free_port()
+        bound = [
+            sys.executable,
+            str(Path(__file__).resolve().parent / "_rest_bound.py"),
+            f"--port={bound_port}",
+            f"--config={tmp / 'models.config'}",
+        ]
+        stack.enter_context(
+            running_http(pinned(bound, server_cpus), bound_port, tmp / "bound.log", "/")
+        )
+        served.insert(0, (bound_port, bound_workload(), False))
         mlp = None if args.skip_mlp else write_mlp(tmp)
         if mlp is not None:
             mlp_port = free_port()
@@ -611,7 +628,7 @@ def report(cells: Sequence[Cell], args: argparse.Namespace) -> None:
     print("\n2. req/s and latency (wrk; the server's OK count beside it)")
     print_table(cells)
     by_key = {(c.label, c.concurrency): c for c in cells}
-    served = [c for c in cells if c.label != FLOOR_LABEL]
+    served = [c for c in cells if c.label != FLOOR_LABEL]  # the bound's ratio is printed too
     print("\n3. Ratios to the floor (req/s; p99), same run")
     for concurrency in args.concurrency:
         floor = by_key[(FLOOR_LABEL, concurrency)]
@@ -639,8 +656,14 @@ def report(cells: Sequence[Cell], args: argparse.Namespace) -> None:
         print(f"no floor targets: concurrency {concurrency} was not measured")
     else:
         floor = by_key[(FLOOR_LABEL, concurrency)]
+        bound = by_key.get((BOUND_LABEL, concurrency))
+        if bound is not None:
+            print(
+                f"{INDENT}the ceiling here: the bound (the required steps of an inline predict in "
+                f"one function) does {bound.rps / floor.rps:.2f} x the bare handler"
+            )
         for cell in served:
-            if cell.concurrency != concurrency:
+            if cell.concurrency != concurrency or cell.label == BOUND_LABEL:
                 continue
             want = INLINE_FLOOR_RATIO if cell.label.endswith("inline") else THREAD_FLOOR_RATIO
             ratio = cell.rps / floor.rps

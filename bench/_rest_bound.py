@@ -1,0 +1,115 @@
+"""The bound of bench/rest.py: every step an inline ``:predict`` must take, in one flat function.
+
+``python bench/_rest_bound.py --port=P --config=models.config`` serves, on the CLI's stack
+(``RestServer``: uvicorn + httptools + uvloop), an ASGI function that answers any GET with
+``{}`` (the readiness probe) and ``POST /v1/models/plus_one_inline:predict`` by doing, inline
+and with no layer in between, only what the REST front end has to do for that request:
+
+- read the body, and set a deadline 30 s out (``--rest_api_timeout_in_ms``'s default);
+- parse the JSON (orjson), check it is an object with ``instances``, and turn the instances into a
+  float32 array: numbers only, overflow checked (``np.errstate``), as TF Serving refuses ``"1"``
+  and ``1e300`` for a float tensor;
+- take a handle from the ServerCore (the version stays loaded while the call runs), resolve the
+  signature, call it through ``call_resolved`` (inputs checked against the signature, outputs
+  checked against it) under the request's deadline, and release the handle;
+- write the outputs with orjson, checking for a non-finite value (orjson writes ``null``);
+- send the response, and record the request in the Prometheus metrics (``observe_request``).
+
+Everything else the real app does (routing every endpoint, error mapping, labels, both protocols,
+each execution mode, the signature cache) is left out, and the path and model are fixed. Its
+req/s over the floor's is therefore a ceiling for what ``inline`` can reach on this machine: the
+part of the floor ratio that the request's own work, not servinglib's structure, costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import uvloop
+
+from servinglib.errors import InvalidArgumentError, StatusCode
+from servinglib.loaders.python import PythonPlatformConfig
+from servinglib.servable import call_resolved, deadline_scope, resolve_signature
+from servinglib.server import ModelSpec, ServerCore, ServerCoreOptions, read_model_server_config
+from servinglib.server.metrics import ServerMetrics
+from servinglib.server.rest import RestServer
+
+MODEL = "plus_one_inline"
+PATH = f"/v1/models/{MODEL}:predict"
+TIMEOUT_S = 30.0
+
+
+def serve(port: int, config: Path) -> None:
+    options = ServerCoreOptions(
+        platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)}
+    )
+    core = ServerCore(read_model_server_config(config), options)
+    metrics = ServerMetrics()
+    spec = ModelSpec(MODEL, None, None)
+    float32 = np.dtype(np.float32)
+    json_type = (b"content-type", b"application/json")
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:  # noqa: ANN401 - ASGI
+        if scope["type"] != "http":
+            return
+        started = time.perf_counter()
+        if scope["method"] == "GET":  # the readiness probe of bench/rest.py
+            await send({"type": "http.response.start", "status": 200, "headers": [json_type]})
+            await send({"type": "http.response.body", "body": b"{}"})
+            return
+        if scope["path"] != PATH:
+            raise InvalidArgumentError(f"the bound serves only {PATH}")
+        message = await receive()
+        deadline = time.monotonic() + TIMEOUT_S
+        document = orjson.loads(message["body"])
+        if type(document) is not dict or "instances" not in document:
+            raise InvalidArgumentError("expected an object with 'instances'")
+        numbers = np.asarray(document["instances"])
+        if numbers.dtype.kind not in "iuf":
+            raise InvalidArgumentError("'instances' are not numbers")
+        with np.errstate(over="raise"):
+            x = numbers.astype(float32)
+        handle = core.servable_handle(spec)
+        try:
+            servable = handle.servable
+            name, signature = resolve_signature(servable, None)
+            with deadline_scope(deadline):
+                outputs = call_resolved(servable, name, signature, {"x": x})
+        finally:
+            handle.release()
+        (y,) = outputs.values()
+        body = orjson.dumps({"predictions": y}, option=orjson.OPT_SERIALIZE_NUMPY)
+        if b"null" in body:
+            raise InvalidArgumentError("a non-finite output: the bound does not write those")
+        headers = [json_type, (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+        metrics.observe_request(
+            MODEL, "predict", "REST", StatusCode.OK, time.perf_counter() - started
+        )
+
+    server = RestServer(app, "127.0.0.1", port)
+
+    async def main() -> None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, server.stop)
+        await server.serve()
+
+    try:
+        uvloop.run(main())
+    finally:
+        core.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--config", type=Path, required=True)
+    arguments = parser.parse_args()
+    serve(arguments.port, arguments.config)
