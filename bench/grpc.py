@@ -427,6 +427,28 @@ def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> lis
                     functools.partial(wait_for_grpc, floor_ports[kind], log=tmp / f"{kind}.log"),
                 )
             )
+        bound_port = free_port()
+        bound_command = [
+            sys.executable,
+            str(Path(__file__).resolve().parent / "_grpc_bound.py"),
+            f"--port={bound_port}",
+            f"--config={config}",
+        ]
+        bound_log = tmp / "bound.log"
+        stack.enter_context(
+            running(
+                pinned(bound_command, server_cpus),
+                bound_log,
+                functools.partial(wait_for_grpc, bound_port, log=bound_log),
+            )
+        )
+        bound = Workload(
+            BOUND_LABEL,
+            "",
+            V2_PATH,
+            v2_request(TRIVIAL_MODELS["inline"]).SerializeToString(),
+            v2_check,
+        )
         print("\n1. One request of each kind through grpcio, checked (y = x + 1):")
         for workload in served:
             call_once(port, workload)
@@ -434,6 +456,8 @@ def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> lis
         for kind, floor_port in floor_ports.items():
             call_once(floor_port, floor)
             print(f"{INDENT}{FLOORS[kind]}: ok (V2 request)")
+        call_once(bound_port, bound)
+        print(f"{INDENT}{BOUND_LABEL}: ok")
         for concurrency in args.concurrency:
             for workload in served:
                 cells.append(
@@ -451,8 +475,11 @@ def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> lis
                 cells.append(
                     measure(FLOORS[kind], floor_port, floor, concurrency, args=args, tmp=tmp)
                 )
+            cells.append(measure(BOUND_LABEL, bound_port, bound, concurrency, args=args, tmp=tmp))
     return cells
 
+
+BOUND_LABEL = "bound: required steps, flat"
 
 FLOORS = {
     "uvloop": "floor: bare grpc.aio, uvloop",
@@ -498,8 +525,14 @@ def report(cells: Sequence[Cell], args: argparse.Namespace) -> None:
         return
     base = by_key[(floor, concurrency)].rps
     best = by_key[(fastest, concurrency)].rps
+    bound = by_key.get((BOUND_LABEL, concurrency))
+    if bound is not None:
+        print(
+            f"{INDENT}the ceiling here: the bound (the required steps of an inline V2 ModelInfer "
+            f"in one coroutine) does {bound.rps / base:.2f} x the bare grpc.aio servicer"
+        )
     for cell in cells:
-        if cell.concurrency != concurrency or cell.label.startswith("floor"):
+        if cell.concurrency != concurrency or cell.label.startswith(("floor", "bound")):
             continue
         ratio = cell.rps / base
         print_target(
