@@ -96,7 +96,16 @@ class DataPlane:
         except BaseException:
             handle.release()
             raise
-        if deadline is None and request_deadline() is None:
+        if spec.execution_mode is ExecutionMode.INLINE:  # no coroutine of its own: no hop to save
+            try:
+                if deadline is None:
+                    outputs = call_resolved(servable, name, spec, inputs, output_filter)
+                else:
+                    with deadline_scope(deadline):
+                        outputs = call_resolved(servable, name, spec, inputs, output_filter)
+            finally:
+                handle.release()
+        elif deadline is None and request_deadline() is None:
             # Nothing to set: skip entering a deadline scope (this path runs for every request).
             outputs = await self._run(
                 handle, servable, name, spec, inputs, output_filter=output_filter, deadline=None
@@ -125,13 +134,7 @@ class DataPlane:
         output_filter: Iterable[str] | None,
         deadline: float | None,
     ) -> dict[str, npt.NDArray[Any]]:
-        mode = spec.execution_mode
-        if mode is ExecutionMode.INLINE:
-            try:
-                return call_resolved(servable, name, spec, inputs, output_filter)
-            finally:
-                handle.release()
-        if mode is ExecutionMode.ASYNC:
+        if spec.execution_mode is ExecutionMode.ASYNC:
             try:
                 return await _bounded(
                     call_resolved_async(servable, name, spec, inputs, output_filter), deadline

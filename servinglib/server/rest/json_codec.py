@@ -3,8 +3,10 @@
 TF Serving reads and writes the bare tokens ``NaN``, ``Infinity`` and
 ``-Infinity``.  orjson rejects them on input and writes ``null`` for them,
 so a body orjson cannot parse is parsed again by the standard library
-only when it holds such a token, and a response is written by the standard
-library only when one of its float tensors holds a non-finite value.
+only when it holds such a token, and a response orjson wrote with a
+``null`` in it is written again by the standard library (a true null or
+the text "null" in a string takes that slower path too, and comes out the
+same).  No pass over the tensors looks for non-finite values beforehand.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import orjson
 
 from servinglib.errors import InvalidArgumentError
@@ -46,10 +49,27 @@ def _loads_with_non_finite(body: bytes, orjson_error: Exception) -> Any:  # noqa
 
 
 def dumps(value: Any) -> bytes:  # noqa: ANN401 - any JSON-able value
-    """``value`` as JSON bytes (numpy arrays of numbers and bools included)."""
-    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+    """``value`` as JSON bytes; NaN and ±Infinity as TF Serving's bare tokens.
+
+    Numpy arrays of numbers and bools are written directly by orjson.
+    """
+    body = orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+    if b"null" not in body:
+        return body
+    return dumps_non_finite(_plain(value))
 
 
 def dumps_non_finite(value: Any) -> bytes:  # noqa: ANN401 - JSON-able, numpy converted to lists
     """``value`` as JSON bytes with NaN and ±Infinity written as bare tokens (TF Serving's)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _plain(value: Any) -> Any:  # noqa: ANN401 - any JSON-able value
+    """``value`` with numpy arrays and scalars as Python lists and numbers (for the json module)."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, np.ndarray | np.generic):
+        return value.tolist()
+    return value

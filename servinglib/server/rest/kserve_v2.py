@@ -142,12 +142,9 @@ class KServeV2Api:
         if request_id is not None:
             response["id"] = request_id
         names = wanted if wanted is not None else list(result.outputs)
-        outputs, parts, non_finite = _encode_outputs(result.outputs, names, binary_outputs)
+        outputs, parts = _encode_outputs(result.outputs, names, binary_outputs)
         response["outputs"] = outputs
-        if non_finite:
-            encoded = json_codec.dumps_non_finite(response)
-        else:
-            encoded = json_codec.dumps(response)
+        encoded = json_codec.dumps(response)
         if not parts:
             return RestResponse(200, encoded)
         return RestResponse(
@@ -289,10 +286,9 @@ def _requested_outputs(
 
 def _encode_outputs(
     outputs: dict[str, npt.NDArray[Any]], names: list[str], binary: set[str] | bool
-) -> tuple[list[dict[str, Any]], list[bytes], bool]:
+) -> tuple[list[dict[str, Any]], list[bytes]]:
     encoded: list[dict[str, Any]] = []
     parts: list[bytes] = []
-    non_finite = False
     for name in dict.fromkeys(names):
         array = outputs[name]
         try:
@@ -307,12 +303,6 @@ def _encode_outputs(
         elif datatype == "BYTES":
             entry["data"] = strings_to_json(array.reshape(-1), as_b64=False)
         else:
-            entry["data"], flagged = numbers_to_json(array.reshape(-1))
-            non_finite = non_finite or flagged
+            entry["data"] = numbers_to_json(array.reshape(-1))
         encoded.append(entry)
-    if non_finite:
-        for entry in encoded:
-            data = entry.get("data")
-            if isinstance(data, np.ndarray):
-                entry["data"] = data.tolist()
-    return encoded, parts, non_finite
+    return encoded, parts

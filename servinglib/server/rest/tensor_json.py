@@ -192,8 +192,8 @@ def _string_to_json(item: object, as_b64: bool) -> object:
     return {"b64": base64.b64encode(data).decode("ascii")}
 
 
-def numbers_to_json(array: npt.NDArray[Any]) -> tuple[Any, bool]:
-    """A numeric tensor in a form :mod:`json_codec` writes, and whether it holds NaN or ±Inf.
+def numbers_to_json(array: npt.NDArray[Any]) -> Any:  # noqa: ANN401 - an array or a JSON value
+    """A numeric tensor in a form :func:`json_codec.dumps` writes (NaN and ±Inf included).
 
     C-contiguous arrays of types orjson writes natively are returned as they
     are (orjson serializes them without a Python loop); others as lists.
@@ -202,9 +202,8 @@ def numbers_to_json(array: npt.NDArray[Any]) -> tuple[Any, bool]:
     if kind == "V":  # bfloat16 (ml_dtypes): orjson does not know it
         array = array.astype(np.float32)
         kind = "f"
-    non_finite = kind == "f" and array.size > 0 and not bool(np.isfinite(array).all())
-    if non_finite or array.ndim == 0 or kind not in "biuf":
-        return array.tolist(), non_finite
+    if array.ndim == 0 or kind not in "biuf":
+        return array.tolist()
     if not array.flags.c_contiguous or array.dtype.byteorder == ">":
         array = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("="))
-    return array, False
+    return array

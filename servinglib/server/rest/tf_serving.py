@@ -10,7 +10,6 @@ signatures, ``{"b64": ...}`` for binary strings (outputs whose name ends in
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, final
 
@@ -37,6 +36,7 @@ from servinglib.server.rest.tensor_json import (
 from servinglib.server.server_core import ModelStatus, ServerCore
 
 _MISSING = object()
+_OBJECT = np.dtype(object)
 _BYTES_SUFFIX = "_bytes"
 
 
@@ -130,10 +130,7 @@ class TfServingApi:
             [[_label_json(label), 0.0 if score is None else score] for label, score in classes]
             for classes in result.classifications
         ]
-        non_finite = any(
-            not math.isfinite(score) for classes in results for _label, score in classes
-        )
-        return _json_response({"results": results}, non_finite=non_finite)
+        return _json_response({"results": results})
 
     async def regress(self, request: RestRequest) -> RestResponse:
         """``POST …:regress``: tf.Examples (``examples`` + ``context``) → one value each."""
@@ -146,8 +143,7 @@ class TfServingApi:
             examples,
             deadline=request.deadline,
         )
-        non_finite = not bool(np.isfinite(np.asarray(result.values, dtype=np.float64)).all())
-        return _json_response({"results": result.values}, non_finite=non_finite)
+        return _json_response({"results": result.values})
 
 
 def _status_json(status: ModelStatus) -> dict[str, Any]:
@@ -262,9 +258,9 @@ def _is_named(value: object) -> bool:
     return isinstance(value, dict) and not is_b64(value)
 
 
-def _output_json(name: str, array: npt.NDArray[Any]) -> tuple[Any, bool]:
-    if array.dtype == np.dtype(object):
-        return strings_to_json(array, as_b64=name.endswith(_BYTES_SUFFIX)), False
+def _output_json(name: str, array: npt.NDArray[Any]) -> Any:  # noqa: ANN401 - JSON-able
+    if array.dtype == _OBJECT:
+        return strings_to_json(array, as_b64=name.endswith(_BYTES_SUFFIX))
     if array.dtype.kind not in "biufV":  # V: bfloat16 (ml_dtypes)
         raise InvalidArgumentError(
             f"Output tensor '{name}' has dtype {array.dtype}, which JSON cannot carry"
@@ -281,8 +277,7 @@ def _row_predictions(outputs: Mapping[str, npt.NDArray[Any]]) -> Any:  # noqa: A
             )
     if len(outputs) == 1:  # the common case, without the bookkeeping of several outputs
         ((name, array),) = outputs.items()
-        value, non_finite = _output_json(name, array)
-        return _Json(value, non_finite)
+        return _output_json(name, array)
     sizes = {name: array.shape[0] for name, array in outputs.items()}
     batch = next(iter(sizes.values()))
     for name, size in sizes.items():
@@ -290,68 +285,18 @@ def _row_predictions(outputs: Mapping[str, npt.NDArray[Any]]) -> Any:  # noqa: A
             raise InvalidArgumentError(
                 f"Tensor name: {name} has inconsistent batch size: {size} expecting: {batch}"
             )
-    return _LazyJson.of(outputs).rows(batch)
+    values = [(name, _output_json(name, array)) for name, array in outputs.items()]
+    return [{name: value[index] for name, value in values} for index in range(batch)]
 
 
 def _columnar_outputs(outputs: Mapping[str, npt.NDArray[Any]]) -> Any:  # noqa: ANN401
-    if len(outputs) == 1:  # the common case, without the bookkeeping of several outputs
+    if len(outputs) == 1:  # the common case: the bare value
         ((name, array),) = outputs.items()
-        value, non_finite = _output_json(name, array)
-        return _Json(value, non_finite)
-    lazy = _LazyJson.of(outputs)
-    return lazy.single() if len(outputs) == 1 else lazy.named()
+        return _output_json(name, array)
+    return {name: _output_json(name, array) for name, array in outputs.items()}
 
 
-class _LazyJson:
-    """Outputs in their JSON form, and whether any holds NaN or ±Infinity."""
-
-    def __init__(self, values: dict[str, Any], non_finite: bool) -> None:
-        self.values = values
-        self.non_finite = non_finite
-
-    @classmethod
-    def of(cls, outputs: Mapping[str, npt.NDArray[Any]]) -> _LazyJson:
-        values: dict[str, Any] = {}
-        non_finite = False
-        for name, array in outputs.items():
-            values[name], flagged = _output_json(name, array)
-            non_finite = non_finite or flagged
-        if non_finite:  # the standard library writes the response: it needs plain lists
-            values = {
-                name: value.tolist() if isinstance(value, np.ndarray) else value
-                for name, value in values.items()
-            }
-        return cls(values, non_finite)
-
-    def single(self) -> _Json:
-        return _Json(next(iter(self.values.values())), self.non_finite)
-
-    def named(self) -> _Json:
-        return _Json(self.values, self.non_finite)
-
-    def rows(self, batch: int) -> _Json:
-        items = list(self.values.items())
-        return _Json(
-            [{name: value[index] for name, value in items} for index in range(batch)],
-            self.non_finite,
-        )
-
-
-class _Json:
-    """A JSON-able value and whether it must be written with NaN/Infinity tokens."""
-
-    def __init__(self, value: Any, non_finite: bool) -> None:  # noqa: ANN401
-        self.value = value
-        self.non_finite = non_finite
-
-
-def _json_response(body: dict[str, Any], *, non_finite: bool = False) -> RestResponse:
-    for key, value in body.items():
-        if isinstance(value, _Json):
-            non_finite = non_finite or value.non_finite
-            body[key] = value.value
-    if non_finite:
-        return RestResponse(200, json_codec.dumps_non_finite(body))
+def _json_response(body: dict[str, Any]) -> RestResponse:
     return RestResponse(200, json_codec.dumps(body))
 
 

@@ -144,6 +144,20 @@ def test_nested_and_flat_data_and_default_signature(client: Client) -> None:
         assert outputs == {"sum": [3.0, 7.0], "b_doubled": [10, 12]}
 
 
+def test_non_finite_outputs_are_bare_tokens_in_json_data(client: Client) -> None:
+    """NaN and ±Infinity in a JSON output's data are written as bare tokens, as TF Serving does."""
+    response = client.post(
+        "/v2/models/toy/infer",
+        content=(
+            b'{"id": "null", "inputs": [{"name": "x", "datatype": "FP32", "shape": [3], '
+            b'"data": [NaN, Infinity, 1.5]}], "parameters": {"signature_name": "inline"}}'
+        ),
+    )
+    assert response.status_code == 200, response.text
+    assert b'"id":"null"' in response.content
+    assert b'"data":[NaN,Infinity,3.0]' in response.content
+
+
 def test_metadata_config_ready_and_health(client: Client) -> None:
     """Model metadata, Triton config, model and server readiness, and server metadata."""
     metadata = client.get("/v2/models/py_half_plus_two").json()

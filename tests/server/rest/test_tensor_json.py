@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from servinglib.errors import InvalidArgumentError
+from servinglib.server.rest import json_codec
 from servinglib.server.rest.tensor_json import numbers_to_json, to_array
 
 F32 = np.dtype(np.float32)
@@ -51,19 +52,30 @@ def test_float64_values_stay_as_they_are() -> None:
 
 
 @pytest.mark.parametrize(
-    ("array", "non_finite"),
+    ("array", "expected"),
     [
-        (np.array([1.0, 2.0], np.float32), False),
-        (np.array([3e38, 3e38], np.float32), False),  # finite values whose sum overflows
-        (np.array([1.0, np.nan], np.float32), True),
-        (np.array([-np.inf], np.float64), True),
-        (np.array([], np.float32), False),
-        (np.array([1, 2], np.int32), False),
+        (np.array([1.0, 2.0], np.float32), b"[1.0,2.0]"),
+        (np.array([3e38, 3e38], np.float32), b"[3e+38,3e+38]"),  # their sum would overflow
+        (np.array([1.0, np.nan], np.float32), b"[1.0,NaN]"),
+        (np.array([[-np.inf], [np.inf]], np.float64), b"[[-Infinity],[Infinity]]"),
+        (np.array([], np.float32), b"[]"),
+        (np.array([1, 2], np.int32), b"[1,2]"),
+        (np.array(np.nan, np.float32), b"NaN"),
     ],
 )
-def test_non_finite_values_are_flagged(array: np.ndarray, non_finite: bool) -> None:
-    """NaN and infinities are flagged (and listed); large finite values are not."""
-    value, flagged = numbers_to_json(array)
-    assert flagged is non_finite
-    if non_finite:
-        assert isinstance(value, list)
+def test_numbers_are_written_with_non_finite_tokens(array: np.ndarray, expected: bytes) -> None:
+    """What numbers_to_json returns json_codec writes exactly, NaN and ±Infinity as bare tokens."""
+    assert json_codec.dumps(numbers_to_json(array)) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"a": None, "b": np.array([1.5], np.float32)}, b'{"a":null,"b":[1.5]}'),
+        ({"text": "null", "y": [float("inf")]}, b'{"text":"null","y":[Infinity]}'),
+        ([np.float32(np.nan), np.int64(3), (1, 2)], b"[NaN,3,[1,2]]"),
+    ],
+)
+def test_nulls_and_the_text_null_survive_the_rewrite(value: object, expected: bytes) -> None:
+    """A body with a true null or the text "null" is rewritten by the standard library, intact."""
+    assert json_codec.dumps(value) == expected

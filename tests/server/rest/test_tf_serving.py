@@ -119,6 +119,18 @@ def test_nan_and_infinity_round_trip_as_bare_tokens(client: Client) -> None:
     assert response.content == b'{"predictions":[NaN,Infinity,-Infinity,3.0]}'
 
 
+def test_non_finite_values_of_several_outputs_are_bare_tokens_in_rows(client: Client) -> None:
+    """Row responses of several outputs write a NaN of one output as a bare token too."""
+    response = client.post(
+        "/v1/models/toy:predict",
+        content=b'{"instances": [{"a": [NaN, 1.0], "b": 1}, {"a": [1.0, 2.0], "b": 2}]}',
+    )
+    assert response.status_code == 200
+    assert response.content == (
+        b'{"predictions":[{"sum":NaN,"b_doubled":2},{"sum":3.0,"b_doubled":4}]}'
+    )
+
+
 def test_scalar_output_needs_the_columnar_format(client: Client) -> None:
     """A scalar output is written in columnar responses and refused (400) in row responses."""
     columns = client.post(
@@ -152,6 +164,16 @@ def test_classify_and_regress_as_in_the_doc(client: Client) -> None:
         "/v1/models/toy:classify", json={"signature_name": "classify_labels", "examples": [{}]}
     )
     assert labels.json() == {"results": [[["cat", 0.25], ["dog", 0.75]]]}
+
+
+def test_regress_writes_a_nan_result_as_a_bare_token(client: Client) -> None:
+    """A regression result of NaN is written as TF Serving writes it: the bare token NaN."""
+    response = client.post(
+        "/v1/models/half_plus_two/versions/1:regress",
+        content=b'{"signature_name": "regress_x_to_y", "examples": [{"x": NaN}, {"x": 2.0}]}',
+    )
+    assert response.status_code == 200, response.text
+    assert response.content == b'{"results":[NaN,3.0]}'
 
 
 def test_classify_rejects_a_predict_signature(client: Client) -> None:
