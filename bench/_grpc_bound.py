@@ -21,7 +21,6 @@ this machine.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 import sys
@@ -29,34 +28,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from _servers import run_bound
+
 # bench/grpc.py, beside this file, would shadow grpcio: drop this directory from sys.path first.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import grpc  # noqa: E402
 import grpc.aio  # noqa: E402
-import numpy as np  # noqa: E402
-import uvloop  # noqa: E402
 
 from servinglib.errors import InvalidArgumentError, StatusCode  # noqa: E402
-from servinglib.loaders.python import PythonPlatformConfig  # noqa: E402
 from servinglib.protos import grpc_service_pb2  # noqa: E402
 from servinglib.servable import call_resolved, deadline_scope, resolve_signature  # noqa: E402
-from servinglib.server import (  # noqa: E402
-    ModelSpec,
-    ServerCore,
-    ServerCoreOptions,
-    read_model_server_config,
-)
+from servinglib.server import ModelSpec, ServerCore  # noqa: E402
 from servinglib.server.metrics import ServerMetrics  # noqa: E402
 
 MODEL = "plus_one_inline"
 
 
-def serve(port: int, config: Path) -> None:
-    options = ServerCoreOptions(
-        platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)}
-    )
-    core = ServerCore(read_model_server_config(config), options)
+async def serve(port: int, core: ServerCore) -> None:
     metrics = ServerMetrics()
     spec = ModelSpec(MODEL, None, None)
     float32 = np.dtype(np.float32)
@@ -105,24 +95,14 @@ def serve(port: int, config: Path) -> None:
         },
     )
 
-    async def main() -> None:
-        server = grpc.aio.server()
-        server.add_generic_rpc_handlers([handler])
-        server.add_insecure_port(f"127.0.0.1:{port}")
-        await server.start()
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(server.stop(0)))
-        await server.wait_for_termination()
-
-    try:
-        uvloop.run(main())
-    finally:
-        core.close()
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers([handler])
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(server.stop(0)))
+    await server.wait_for_termination()
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--config", type=Path, required=True)
-    arguments = parser.parse_args()
-    serve(arguments.port, arguments.config)
+    run_bound(__doc__, serve)

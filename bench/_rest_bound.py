@@ -23,21 +23,18 @@ part of the floor ratio that the request's own work, not servinglib's structure,
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
-import uvloop
+from _servers import run_bound
 
 from servinglib.errors import InvalidArgumentError, StatusCode
-from servinglib.loaders.python import PythonPlatformConfig
 from servinglib.servable import call_resolved, deadline_scope, resolve_signature
-from servinglib.server import ModelSpec, ServerCore, ServerCoreOptions, read_model_server_config
+from servinglib.server import ModelSpec, ServerCore
 from servinglib.server.metrics import ServerMetrics
 from servinglib.server.rest import RestServer
 
@@ -46,11 +43,7 @@ PATH = f"/v1/models/{MODEL}:predict"
 TIMEOUT_S = 30.0
 
 
-def serve(port: int, config: Path) -> None:
-    options = ServerCoreOptions(
-        platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)}
-    )
-    core = ServerCore(read_model_server_config(config), options)
+async def serve(port: int, core: ServerCore) -> None:
     metrics = ServerMetrics()
     spec = ModelSpec(MODEL, None, None)
     float32 = np.dtype(np.float32)
@@ -96,20 +89,9 @@ def serve(port: int, config: Path) -> None:
         )
 
     server = RestServer(app, "127.0.0.1", port)
-
-    async def main() -> None:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, server.stop)
-        await server.serve()
-
-    try:
-        uvloop.run(main())
-    finally:
-        core.close()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, server.stop)
+    await server.serve()
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--config", type=Path, required=True)
-    arguments = parser.parse_args()
-    serve(arguments.port, arguments.config)
+    run_bound(__doc__, serve)

@@ -1,19 +1,22 @@
 """What the server benchmarks share: the trivial servable, ports, pinning, the server process.
 
-Imported by bench/rest.py and bench/grpc.py (``python bench/NAME.py`` puts this directory on
-sys.path).
+Imported by bench/rest.py, bench/grpc.py and their bounds (``python bench/NAME.py`` puts this
+directory on sys.path).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import re
 import signal
 import socket
 import subprocess
+import sys
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,3 +108,34 @@ def request_counts(rest_port: int) -> dict[tuple[str, str], float]:
         key = (fields.get("model_name", ""), fields.get("status", ""))
         counts[key] = counts.get(key, 0.0) + float(value)
     return counts
+
+
+def bound_command(script: str, port: int, config: Path) -> list[str]:
+    """The command starting ``bench/<script>`` (a bound server) on ``port`` with ``config``."""
+    path = Path(__file__).resolve().parent / script
+    return [sys.executable, str(path), f"--port={port}", f"--config={config}"]
+
+
+def run_bound(doc: str, serve: Callable[[int, Any], Coroutine[Any, Any, None]]) -> None:
+    """The command line of a bound server (``--port``, ``--config``), on uvloop until SIGTERM.
+
+    ``serve(port, core)`` serves the ServerCore of the trivial models' config (python platform,
+    code execution allowed); the core is closed after it returns.
+    """
+    import uvloop
+
+    from servinglib.loaders.python import PythonPlatformConfig
+    from servinglib.server import ServerCore, ServerCoreOptions, read_model_server_config
+
+    parser = argparse.ArgumentParser(description=doc.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--config", type=Path, required=True)
+    arguments = parser.parse_args()
+    options = ServerCoreOptions(
+        platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)}
+    )
+    core = ServerCore(read_model_server_config(arguments.config), options)
+    try:
+        uvloop.run(serve(arguments.port, core))
+    finally:
+        core.close()

@@ -50,6 +50,7 @@ import numpy as np
 from _common import INDENT, percentile, print_environment, print_target
 from _servers import (
     TRIVIAL_MODELS,
+    bound_command,
     free_port,
     pinned,
     request_counts,
@@ -428,16 +429,10 @@ def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> lis
                 )
             )
         bound_port = free_port()
-        bound_command = [
-            sys.executable,
-            str(Path(__file__).resolve().parent / "_grpc_bound.py"),
-            f"--port={bound_port}",
-            f"--config={config}",
-        ]
         bound_log = tmp / "bound.log"
         stack.enter_context(
             running(
-                pinned(bound_command, server_cpus),
+                pinned(bound_command("_grpc_bound.py", bound_port, config), server_cpus),
                 bound_log,
                 functools.partial(wait_for_grpc, bound_port, log=bound_log),
             )

@@ -58,6 +58,7 @@ import numpy as np
 from _common import INDENT, print_environment, print_target
 from _servers import (
     TRIVIAL_MODELS,
+    bound_command,
     free_port,
     pinned,
     request_counts,
@@ -439,12 +440,7 @@ def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> lis
         )
         served.append((floor_port, floor_workload(), False))
         bound_port = free_port()
-        bound = [
-            sys.executable,
-            str(Path(__file__).resolve().parent / "_rest_bound.py"),
-            f"--port={bound_port}",
-            f"--config={tmp / 'models.config'}",
-        ]
+        bound = bound_command("_rest_bound.py", bound_port, tmp / "models.config")
         stack.enter_context(
             running_http(pinned(bound, server_cpus), bound_port, tmp / "bound.log", "/")
         )
