@@ -82,7 +82,7 @@ START_TIMEOUT_S = 120.0  # the batching server imports TensorFlow
 
 MLP = "mlp"
 FLOOR_LABEL = "floor: bare ASGI handler"
-BOUND_LABEL = "bound: required steps, flat"
+BOUND_LABELS = {mode: f"bound: required steps, flat, {mode}" for mode in TRIVIAL_MODELS}
 
 
 BATCHING_PARAMETERS = """
@@ -206,9 +206,13 @@ def floor_workload() -> Workload:
     return Workload(FLOOR_LABEL, "", "/v1/models/floor:predict", predict_body(X), check_predict)
 
 
-def bound_workload() -> Workload:
-    path = f"/v1/models/{TRIVIAL_MODELS['inline']}:predict"
-    return Workload(BOUND_LABEL, "", path, predict_body(X), check_predict)
+def bound_workloads() -> list[Workload]:
+    return [
+        Workload(
+            label, "", f"/v1/models/{TRIVIAL_MODELS[mode]}:predict", predict_body(X), check_predict
+        )
+        for mode, label in BOUND_LABELS.items()
+    ]
 
 
 def floor_response() -> bytes:
@@ -444,7 +448,7 @@ def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> lis
         stack.enter_context(
             running_http(pinned(bound, server_cpus), bound_port, tmp / "bound.log", "/")
         )
-        served.insert(0, (bound_port, bound_workload(), False))
+        served[:0] = [(bound_port, workload, False) for workload in bound_workloads()]
         mlp = None if args.skip_mlp else write_mlp(tmp)
         if mlp is not None:
             mlp_port = free_port()
@@ -652,14 +656,15 @@ def report(cells: Sequence[Cell], args: argparse.Namespace) -> None:
         print(f"no floor targets: concurrency {concurrency} was not measured")
     else:
         floor = by_key[(FLOOR_LABEL, concurrency)]
-        bound = by_key.get((BOUND_LABEL, concurrency))
-        if bound is not None:
-            print(
-                f"{INDENT}the ceiling here: the bound (the required steps of an inline predict in "
-                f"one function) does {bound.rps / floor.rps:.2f} x the bare handler"
-            )
+        for mode, label in BOUND_LABELS.items():
+            bound = by_key.get((label, concurrency))
+            if bound is not None:
+                print(
+                    f"{INDENT}the ceiling here for {mode}: the bound (the required steps of a "
+                    f"predict in one function) does {bound.rps / floor.rps:.2f} x the bare handler"
+                )
         for cell in served:
-            if cell.concurrency != concurrency or cell.label == BOUND_LABEL:
+            if cell.concurrency != concurrency or cell.label.startswith("bound"):
                 continue
             want = INLINE_FLOOR_RATIO if cell.label.endswith("inline") else THREAD_FLOOR_RATIO
             ratio = cell.rps / floor.rps
