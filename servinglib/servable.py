@@ -32,8 +32,6 @@ REGRESS_METHOD = "tensorflow/serving/regress"
 Tensors = Mapping[str, npt.NDArray[Any]]
 """Tensor name → value; string tensors are object arrays of ``bytes``."""
 
-_OBJECT = np.dtype(object)
-
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "servinglib_request_deadline", default=None
 )
@@ -129,7 +127,7 @@ class TensorSpec:
     @property
     def is_string(self) -> bool:
         """True for string tensors (object arrays of bytes)."""
-        return self.dtype == _OBJECT
+        return self.dtype.kind == "O"
 
     def check(self, value: npt.NDArray[Any]) -> None:
         """Raises InvalidArgumentError if ``value`` does not fit this spec (dtype, rank, sizes)."""
@@ -154,7 +152,7 @@ class TensorSpec:
 
 
 def _dtype_name(dtype: np.dtype[Any]) -> str:
-    return "string" if dtype == _OBJECT else dtype.name
+    return "string" if dtype.kind == "O" else dtype.name
 
 
 def _shape_text(shape: tuple[int, ...]) -> str:

@@ -56,12 +56,8 @@ def dumps(value: Any) -> bytes:  # noqa: ANN401 - any JSON-able value
     body = orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
     if b"null" not in body:
         return body
-    return dumps_non_finite(_plain(value))
-
-
-def dumps_non_finite(value: Any) -> bytes:  # noqa: ANN401 - JSON-able, numpy converted to lists
-    """``value`` as JSON bytes with NaN and ±Infinity written as bare tokens (TF Serving's)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    # The standard library writes NaN and ±Infinity as bare tokens (it needs plain lists).
+    return json.dumps(_plain(value), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def _plain(value: Any) -> Any:  # noqa: ANN401 - any JSON-able value

@@ -36,7 +36,6 @@ from servinglib.server.rest.tensor_json import (
 from servinglib.server.server_core import ModelStatus, ServerCore
 
 _MISSING = object()
-_OBJECT = np.dtype(object)
 _BYTES_SUFFIX = "_bytes"
 
 
@@ -259,7 +258,7 @@ def _is_named(value: object) -> bool:
 
 
 def _output_json(name: str, array: npt.NDArray[Any]) -> Any:  # noqa: ANN401 - JSON-able
-    if array.dtype == _OBJECT:
+    if array.dtype.kind == "O":  # strings
         return strings_to_json(array, as_b64=name.endswith(_BYTES_SUFFIX))
     if array.dtype.kind not in "biufV":  # V: bfloat16 (ml_dtypes)
         raise InvalidArgumentError(
