@@ -74,6 +74,11 @@ def v2_model_metadata(
     }
 
 
+def v2_config_data_type(datatype: str) -> str:
+    """Triton's model-config data type of a V2 ``datatype`` (``FP32`` → ``TYPE_FP32``)."""
+    return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
+
+
 def _v2_tensor(tensor: TensorSpec) -> dict[str, Any]:
     from servinglib.codecs.dtypes import numpy_to_v2_datatype
 

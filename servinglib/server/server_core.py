@@ -345,18 +345,26 @@ class ServerCore:
         with self._lock:
             self._in_flight[name] -= 1
 
+    def label_version(self, name: str, label: str) -> int:
+        """The version ``label`` of model ``name`` points at.
+
+        Raises InvalidArgumentError (TF Serving's code) when labels are not
+        allowed or the model has no such label.
+        """
+        if not self._options.allow_version_labels:
+            raise InvalidArgumentError(
+                "Model version labels are not allowed by this server (allow_version_labels)"
+            )
+        version = self._labels.get(name, {}).get(label)
+        if version is None:
+            raise InvalidArgumentError(
+                f"Unrecognized servable version label: {label} (model {name})"
+            )
+        return version
+
     def _request_for(self, model_spec: ModelSpec) -> ServableRequest:
         if model_spec.version_label is not None:
-            if not self._options.allow_version_labels:
-                raise InvalidArgumentError(
-                    "Model version labels are not allowed by this server (allow_version_labels)"
-                )
-            version = self._labels.get(model_spec.name, {}).get(model_spec.version_label)
-            if version is None:
-                raise InvalidArgumentError(
-                    f"Unrecognized servable version label: {model_spec.version_label} "
-                    f"(model {model_spec.name})"
-                )
+            version = self.label_version(model_spec.name, model_spec.version_label)
             return ServableRequest.specific(model_spec.name, version)
         key = (model_spec.name, model_spec.version)
         request = self._requests.get(key)

@@ -77,11 +77,6 @@ class Rpc(Generic[Request]):
     model_of: Callable[[Request], str] = attrs.field(default=lambda _request: "")
 
 
-def grpc_code(code: StatusCode) -> grpc.StatusCode:
-    """The grpc status code of ``code`` (same name and number)."""
-    return _GRPC_CODE[code]
-
-
 def method_handler(
     service: str, rpc: Rpc[Any], observer: RpcObserver | None
 ) -> grpc.RpcMethodHandler[Any, Any]:

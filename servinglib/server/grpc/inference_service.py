@@ -6,17 +6,15 @@ from typing import Any, Final, final
 
 import grpc.aio
 
-from servinglib.codecs.dtypes import numpy_to_v2_datatype
 from servinglib.core.servable_state import ManagerState
 from servinglib.errors import InvalidArgumentError, NotFoundError, UnimplementedError
 from servinglib.protos import grpc_service_pb2 as v2
-from servinglib.servable import DEFAULT_SIGNATURE, SignatureSpec, TensorSpec
 from servinglib.server.data_plane import DataPlane
 from servinglib.server.grpc._convert import cached_spec, deadline_of
 from servinglib.server.grpc._rpc import Rpc
 from servinglib.server.grpc._v2_tensors import decode_inputs, encode_outputs
 from servinglib.server.grpc.repository import ModelRepository
-from servinglib.server.metadata import v2_model_metadata
+from servinglib.server.metadata import v2_config_data_type, v2_model_metadata
 from servinglib.server.model_spec import ModelSpec
 
 SERVICE: Final = "inference.GRPCInferenceService"
@@ -179,20 +177,17 @@ class InferenceServicer:
     ) -> v2.ModelConfigResponse:
         """Triton's model configuration: name, platform and the default signature's tensors."""
         metadata = self._core.model_metadata(_spec(request.name, request.version))
+        fields = v2_model_metadata(
+            metadata.name, [metadata.version], metadata.platform, metadata.signatures
+        )
         response = v2.ModelConfigResponse()
         config = response.config
         config.name = metadata.name
         config.platform = config.backend = metadata.platform
-        signature = _default_signature(metadata.signatures)
-        if signature is not None:
-            for tensor in signature.inputs.values():
-                config.input.add(
-                    name=tensor.name, data_type=_config_type(tensor), dims=_dims(tensor)
-                )
-            for tensor in signature.outputs.values():
-                config.output.add(
-                    name=tensor.name, data_type=_config_type(tensor), dims=_dims(tensor)
-                )
+        for key, entries in (("inputs", config.input), ("outputs", config.output)):
+            for tensor in fields[key]:
+                data_type = v2.DataType.Value(v2_config_data_type(tensor["datatype"]))
+                entries.add(name=tensor["name"], data_type=data_type, dims=tensor["shape"])
         return response
 
     async def repository_index(
@@ -223,7 +218,7 @@ def _name(name: str) -> str:
 def _version(name: str, text: str) -> int | None:
     if not text:
         return None
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):  # "²".isdigit(), but int("²") fails
         raise InvalidArgumentError(f"Model {name}: version {text!r} is not a non-negative integer")
     return int(text)
 
@@ -240,19 +235,3 @@ def _signature_name(request: v2.ModelInferRequest) -> str | None:
     if parameter.WhichOneof("parameter_choice") != "string_param":
         raise InvalidArgumentError(f"The {SIGNATURE_PARAMETER} parameter must be a string")
     return parameter.string_param or None
-
-
-def _default_signature(signatures: Any) -> SignatureSpec | None:  # noqa: ANN401 - a Mapping
-    spec: SignatureSpec | None = signatures.get(DEFAULT_SIGNATURE)
-    if spec is None and len(signatures) == 1:
-        (spec,) = signatures.values()
-    return spec
-
-
-def _config_type(tensor: TensorSpec) -> int:
-    datatype = numpy_to_v2_datatype(tensor.dtype)
-    return v2.DataType.Value("TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}")
-
-
-def _dims(tensor: TensorSpec) -> list[int]:
-    return list(tensor.shape) if tensor.shape is not None else [-1]

@@ -8,7 +8,6 @@ from typing import Any, Final, final
 import grpc.aio
 
 from servinglib.core.servable_state import ManagerState
-from servinglib.errors import InvalidArgumentError
 from servinglib.protos import get_model_status_pb2, model_management_pb2
 from servinglib.server.config import ModelServerConfig
 from servinglib.server.grpc._convert import model_spec_of
@@ -65,7 +64,7 @@ class ModelServicer:
         spec = model_spec_of(request.model_spec, request.HasField("model_spec"))
         version = spec.version
         if spec.version_label is not None:
-            version = self._label_version(spec.name, spec.version_label)
+            version = self._core.label_version(spec.name, spec.version_label)
         status = self._core.model_status(spec.name, version)
         response = get_model_status_pb2.GetModelStatusResponse()
         for entry in status.versions:
@@ -76,15 +75,6 @@ class ModelServicer:
                 item.status.error_code = entry.error.code.value  # type: ignore[assignment]
                 item.status.error_message = entry.error.message
         return response
-
-    def _label_version(self, name: str, label: str) -> int:
-        model = self._core.config.model(name)
-        version = model.version_labels.get(label) if model is not None else None
-        if version is None:
-            raise InvalidArgumentError(
-                f"Unrecognized servable version label: {label} (model {name})"
-            )
-        return version
 
     async def handle_reload_config_request(
         self, request: model_management_pb2.ReloadConfigRequest, _context: Context

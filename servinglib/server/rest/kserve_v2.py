@@ -21,7 +21,7 @@ from servinglib.codecs import decode_raw, encode_raw, numpy_to_v2_datatype, v2_d
 from servinglib.core.servable_state import ManagerState
 from servinglib.errors import InvalidArgumentError, ServingError
 from servinglib.server.data_plane import DataPlane
-from servinglib.server.metadata import v2_model_metadata
+from servinglib.server.metadata import v2_config_data_type, v2_model_metadata
 from servinglib.server.repository_index import repository_index
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import RestRequest, RestResponse
@@ -156,10 +156,9 @@ class KServeV2Api:
 
 
 def _config_tensor(tensor: dict[str, Any]) -> dict[str, Any]:
-    datatype = tensor["datatype"]
     return {
         "name": tensor["name"],
-        "data_type": "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}",
+        "data_type": v2_config_data_type(tensor["datatype"]),
         "dims": tensor["shape"],
     }
 

@@ -108,6 +108,7 @@ def test_infer_bf16_and_bytes(client: triton.InferenceServerClient) -> None:
         (lambda r: r.inputs[0].contents.fp32_contents.append(1.0), "'x'"),
         (lambda r: setattr(r.inputs[0], "name", "w"), "'w'"),
         (lambda r: setattr(r, "model_version", "v1"), "v1"),
+        (lambda r: setattr(r, "model_version", "²"), "²"),  # a digit to isdigit(), not to int()
     ],
 )
 def test_infer_client_mistakes_are_invalid_argument(

@@ -104,7 +104,7 @@ def test_rejected_reload_keeps_the_old_config(reloadable: tuple[Served, Path]) -
             grpc.StatusCode.INVALID_ARGUMENT,
             grpc.StatusCode.FAILED_PRECONDITION,
         )
-        assert "a" in caught.value.details()
+        assert "model a" in caught.value.details()
         with pytest.raises(grpc.RpcError) as caught:
             reload(channel, "")
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
