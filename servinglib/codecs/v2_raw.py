@@ -8,6 +8,7 @@ without copying (the array views the buffer, read-only).
 
 from __future__ import annotations
 
+import math
 import struct
 from typing import Any
 
@@ -36,7 +37,7 @@ def decode_raw(
     if shape and min(shape) < 0:
         what = f"tensor '{name}'" if name else "tensor"
         raise InvalidArgumentError(f"Input {what} has a negative dimension in shape {list(shape)}")
-    count = _count(shape)
+    count = math.prod(shape)
     if datatype == "BYTES":
         return _decode_bytes(data, count, f"tensor '{name}'" if name else "tensor").reshape(shape)
     dtype = _LITTLE_ENDIAN.get(datatype)
@@ -64,13 +65,6 @@ def encode_raw(array: npt.NDArray[Any]) -> tuple[str, bytes]:
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
     return datatype, array.tobytes()  # row-major bytes, whatever the array's layout
-
-
-def _count(shape: tuple[int, ...]) -> int:
-    count = 1
-    for dim in shape:
-        count *= dim
-    return count
 
 
 def _decode_bytes(data: bytes | bytearray | memoryview, count: int, what: str) -> npt.NDArray[Any]:

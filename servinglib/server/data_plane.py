@@ -31,6 +31,8 @@ from servinglib.servable import (
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.server_core import ServerCore
 
+_NO_SCOPE = contextlib.nullcontext()  # reusable: it holds no state
+
 
 def _default_workers() -> int:
     return min(32, 4 * (os.cpu_count() or 1))
@@ -96,22 +98,15 @@ class DataPlane:
         except BaseException:
             handle.release()
             raise
-        if spec.execution_mode is ExecutionMode.INLINE:  # no coroutine of its own: no hop to save
-            try:
-                if deadline is None:
+        # Nothing to set for most requests: skip entering a deadline scope then.
+        unset = deadline is None and request_deadline() is None
+        with _NO_SCOPE if unset else deadline_scope(deadline):
+            if spec.execution_mode is ExecutionMode.INLINE:  # no coroutine of its own
+                try:
                     outputs = call_resolved(servable, name, spec, inputs, output_filter)
-                else:
-                    with deadline_scope(deadline):
-                        outputs = call_resolved(servable, name, spec, inputs, output_filter)
-            finally:
-                handle.release()
-        elif deadline is None and request_deadline() is None:
-            # Nothing to set: skip entering a deadline scope (this path runs for every request).
-            outputs = await self._run(
-                handle, servable, name, spec, inputs, output_filter=output_filter, deadline=None
-            )
-        else:
-            with deadline_scope(deadline):
+                finally:
+                    handle.release()
+            else:
                 outputs = await self._run(
                     handle,
                     servable,
@@ -144,9 +139,13 @@ class DataPlane:
         if deadline is not None and deadline <= time.monotonic():
             handle.release()
             raise _deadline_exceeded()
-        future = self._pool.submit(
-            handle.release, call_resolved, servable, name, spec, inputs, output_filter
-        )
+        try:
+            future = self._pool.submit(
+                handle.release, call_resolved, servable, name, spec, inputs, output_filter
+            )
+        except BaseException:  # not queued (the pool is closed): nobody else releases it
+            handle.release()
+            raise
         if deadline is None:
             return await future
         return await _bounded_future(future, deadline)
@@ -188,6 +187,8 @@ class _CallPool:
         ``on_done`` runs on the worker after the call, whether or not it ran.
         Requires: called on a running event loop's thread, before close().
         """
+        if self._closed:  # racy read: close() racing a submit is the caller's bug anyway
+            raise RuntimeError("the DataPlane is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[dict[str, npt.NDArray[Any]]] = loop.create_future()
         if not self._idle.acquire(blocking=False):

@@ -177,13 +177,20 @@ def test_other_types_work_without_ml_dtypes() -> None:
 
 
 @pytest.mark.parametrize(
-    "dtype", [np.dtype("<f4"), np.dtype(">f4"), np.dtype(ml_dtypes.bfloat16), np.dtype("S3")]
+    ("dtype", "expected"),
+    [
+        (np.dtype("<f4"), (tensor_pb2.DT_FLOAT, "FP32")),
+        (np.dtype(">f4"), (tensor_pb2.DT_FLOAT, "FP32")),
+        (np.dtype(ml_dtypes.bfloat16), (tensor_pb2.DT_BFLOAT16, "BF16")),
+        (np.dtype("S3"), (tensor_pb2.DT_STRING, "BYTES")),
+    ],
 )
-def test_answers_by_dtype_are_the_same_when_asked_again(dtype: np.dtype[Any]) -> None:
-    """The second answer for a dtype object (from the lookup kept after the first) is the first."""
-    first = (numpy_to_data_type(dtype), numpy_to_v2_datatype(dtype))
-
-    assert (numpy_to_data_type(dtype), numpy_to_v2_datatype(dtype)) == first
+def test_answers_by_dtype_are_right_when_asked_again(
+    dtype: np.dtype[Any], expected: tuple[int, str]
+) -> None:
+    """The first answer for a dtype object and the second (from the lookup kept) are both right."""
+    for _ in range(2):
+        assert (numpy_to_data_type(dtype), numpy_to_v2_datatype(dtype)) == expected
 
 
 def test_a_rejected_dtype_stays_rejected() -> None:

@@ -214,3 +214,12 @@ def _served(plane: DataPlane) -> bool:
     except UnavailableError:
         return False
     return True
+
+
+def test_a_closed_plane_refuses_calls(core: ServerCore) -> None:
+    """After close(), a call for the worker pool fails at once instead of waiting forever."""
+    plane = DataPlane(core)
+    asyncio.run(plane.infer(SPEC, None, X))  # a worker starts, then idles
+    plane.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        asyncio.run(asyncio.wait_for(plane.infer(SPEC, None, X), 30))

@@ -12,6 +12,7 @@ signature names: infer runs ``serving_default`` unless the request's
 
 from __future__ import annotations
 
+import math
 from typing import Any, final
 
 import numpy as np
@@ -250,9 +251,7 @@ def _json_data(
     data: object, dtype: np.dtype[Any], shape: tuple[int, ...], name: str
 ) -> npt.NDArray[Any]:
     array = to_array(data, dtype, f"Input '{name}'")
-    count = 1
-    for dim in shape:
-        count *= dim
+    count = math.prod(shape)
     if array.size != count:
         raise InvalidArgumentError(
             f"Input '{name}' has {array.size} elements in 'data', but shape {list(shape)} "

@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from servinglib.codecs import make_example
-from servinglib.errors import FailedPreconditionError, InvalidArgumentError
-from servinglib.servable import DEFAULT_SIGNATURE, SignatureSpec
+from servinglib.errors import InvalidArgumentError
+from servinglib.servable import SignatureSpec, find_signature
 from servinglib.server.classify_regress import classify, regress
 from servinglib.server.data_plane import DataPlane
 from servinglib.server.metadata import signature_def_map
@@ -106,7 +106,7 @@ class TfServingApi:
         if instances is _MISSING and inputs is _MISSING:
             raise InvalidArgumentError("Missing 'inputs' or 'instances' key")
         pinned, signatures = self._signatures.lookup(request.model_spec())
-        name, spec = _resolve(signatures, signature_name)
+        name, spec = find_signature(signatures, signature_name)
         row = instances is not _MISSING
         tensors = _from_instances(instances, spec) if row else _from_inputs(inputs, spec)
         result = await self._plane.infer(pinned, name, tensors, deadline=request.deadline)
@@ -166,19 +166,6 @@ def _signature_name(body: Mapping[str, Any]) -> str | None:
     if name is not None and not isinstance(name, str):
         raise InvalidArgumentError(f"'signature_name' must be a string, got {json_type(name)}")
     return name or None
-
-
-def _resolve(
-    signatures: Mapping[str, SignatureSpec], signature_name: str | None
-) -> tuple[str, SignatureSpec]:
-    name = signature_name or DEFAULT_SIGNATURE
-    spec = signatures.get(name)
-    if spec is None:
-        known = ", ".join(sorted(signatures)) or "none"
-        raise FailedPreconditionError(
-            f'Serving signature key "{name}" not found (signatures: {known}).'
-        )
-    return name, spec
 
 
 def _input_dtype(spec: SignatureSpec, name: str) -> np.dtype[Any]:

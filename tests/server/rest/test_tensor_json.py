@@ -47,8 +47,9 @@ def test_what_a_float_tensor_refuses(value: object, fragment: str) -> None:
 
 def test_float64_values_stay_as_they_are() -> None:
     """A float64 tensor takes numpy's own array without a copy."""
-    array = to_array([1.0, 2.0], np.dtype(np.float64), "x")
-    assert array.dtype == np.float64
+    given = np.array([1.0, 2.0])
+    assert to_array(given, np.dtype(np.float64), "x") is given
+    assert to_array([1.0, 2.0], np.dtype(np.float64), "x").dtype == np.float64
 
 
 @pytest.mark.parametrize(
