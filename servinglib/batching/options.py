@@ -146,9 +146,7 @@ def parse_batching_parameters(
         changes["max_execution_batch_size"] = message.max_execution_batch_size.value
     try:
         return attrs.evolve(base, **changes)
-    except (ValueError, TypeError) as error:
-        raise InvalidArgumentError(f"Invalid batching parameters in {source}: {error}") from None
-    except InvalidArgumentError as error:
+    except (ValueError, TypeError, InvalidArgumentError) as error:
         raise InvalidArgumentError(f"Invalid batching parameters in {source}: {error}") from None
 
 

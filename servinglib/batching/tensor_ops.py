@@ -13,8 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from servinglib.errors import FailedPreconditionError, InvalidArgumentError
-
-Tensors = Mapping[str, npt.NDArray[Any]]
+from servinglib.servable import Tensors
 
 
 def batch_key(tensors: Tensors) -> Hashable:
@@ -68,12 +67,11 @@ def merge(
         _check_mergeable(name, parts, pad_variable_length)
         if pad_variable_length:
             parts = _pad_to_largest(parts)
-        batch = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
-        total = batch.shape[0]
-        if padded_size is not None and padded_size > total > 0:
-            filler = np.repeat(batch[:1], padded_size - total, axis=0)
-            batch = np.concatenate([batch, filler], axis=0)
-        merged[name] = batch
+        total = sum(part.shape[0] for part in parts)
+        if padded_size is not None and padded_size > total > 0:  # one copy, padding included
+            first_row = next(part[:1] for part in parts if part.shape[0])
+            parts = [*parts, np.repeat(first_row, padded_size - total, axis=0)]
+        merged[name] = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
     return merged
 
 

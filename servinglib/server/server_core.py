@@ -55,7 +55,6 @@ from servinglib.sources.target import connect
 _log = logging.getLogger(__name__)
 
 _WAIT_SLICE_S = 0.05  # how often a wait for models also looks at the source's errors
-_REQUEST_CACHE_SIZE = 1024  # ServableRequests kept for the request path (cleared when full)
 
 
 def _default_initial_load_threads() -> int:
@@ -181,8 +180,6 @@ class ServerCore:
         self._reload_lock = threading.Lock()
         self._lock = threading.Lock()
         self._config = ModelServerConfig()  # guarded by: _reload_lock (writes)
-        # ServableRequests by (name, version): immutable values, so races only make one twice.
-        self._requests: dict[tuple[str, int | None], ServableRequest] = {}
         self._labels: Mapping[str, Mapping[str, int]] = {}  # replaced whole
         self._routes: dict[str, int] = {}  # guarded by: _reload_lock
         self._monitored: dict[str, ServableToMonitor] = {}  # guarded by: _reload_lock
@@ -196,6 +193,14 @@ class ServerCore:
         self._bus.subscribe(self._on_state)
         for listener in state_listeners:
             self._bus.subscribe(listener)
+        if (
+            self._options.enable_per_model_batching_parameters
+            and self._options.batching_parameters is None
+        ):
+            # Checked before any thread starts, so a bad combination leaves nothing running.
+            raise InvalidArgumentError(
+                "enable_per_model_batching_parameters needs batching_parameters (batching on)"
+            )
         self._manager = self._make_manager(clock)
         self._batching = self._make_batching()
         self._ports = self._connect_platforms()
@@ -242,10 +247,6 @@ class ServerCore:
     def _make_batching(self) -> ModelBatching | None:
         parameters = self._options.batching_parameters
         if parameters is None:
-            if self._options.enable_per_model_batching_parameters:
-                raise InvalidArgumentError(
-                    "enable_per_model_batching_parameters needs batching_parameters (batching on)"
-                )
             return None
         batching = ModelBatching(
             parameters, per_model=self._options.enable_per_model_batching_parameters
@@ -366,17 +367,9 @@ class ServerCore:
         if model_spec.version_label is not None:
             version = self.label_version(model_spec.name, model_spec.version_label)
             return ServableRequest.specific(model_spec.name, version)
-        key = (model_spec.name, model_spec.version)
-        request = self._requests.get(key)
-        if request is None:  # made once per name and version: this runs for every request
-            if model_spec.version is not None:
-                request = ServableRequest.specific(model_spec.name, model_spec.version)
-            else:
-                request = ServableRequest.latest(model_spec.name)
-            if len(self._requests) >= _REQUEST_CACHE_SIZE:
-                self._requests.clear()
-            self._requests[key] = request
-        return request
+        if model_spec.version is not None:
+            return ServableRequest.specific(model_spec.name, model_spec.version)
+        return ServableRequest.latest(model_spec.name)
 
     def model_metadata(self, model_spec: ModelSpec) -> ModelMetadata:
         """The platform and signatures of the version ``model_spec`` selects."""
@@ -484,8 +477,7 @@ class ServerCore:
         with self._reload_lock:
             if self._config.model(name) is None:
                 raise NotFoundError(f"Model {name} is not in the config")
-            others = [m for m in self._config.models if m.name != name]
-            self._reload_locked(ModelServerConfig(tuple(others)), initial=False)
+            self._reload_locked(self._config.without_model(name), initial=False)
 
     def close(self) -> None:
         """Stops polling and unloads every model; idempotent."""

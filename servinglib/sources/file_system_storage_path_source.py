@@ -156,9 +156,8 @@ class FileSystemStoragePathSource(Source[StoragePath]):
                 )
             kept = {s.servable_name for s in config.servables}
             removed = [s.servable_name for s in old.servables if s.servable_name not in kept]
-            unchanged = set(old.servables)
-            changed = [s for s in config.servables if s not in unchanged]
-            current = set(config.servables)
+            before = set(old.servables)
+            changed = [s for s in config.servables if s not in before]
             with self._lock:
                 self._config = config
                 for name in removed:
@@ -170,7 +169,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
                 self._poll_servables(changed, emit_unchanged=True)
         # Only what changed: a reload costs no stat() per unchanged servable.
         still_used = {s.base_path for s in config.servables}
-        gone = {s.base_path for s in old.servables if s not in current} - still_used
+        gone = {s.base_path for s in old.servables} - still_used
         self._sync_watches(
             add={os.path.abspath(s.base_path) for s in changed},
             remove={os.path.abspath(path) for path in gone},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -130,10 +131,12 @@ def test_a_bad_per_model_file_fails_only_that_model(tmp_path: Path) -> None:
 
 
 def test_per_model_batching_needs_batching_on() -> None:
-    """Per-model parameters without batching parameters is a configuration error."""
+    """Per-model parameters without batching parameters is a configuration error, no thread left."""
     options = attrs.evolve(TEST_SERVER_CORE_OPTIONS, enable_per_model_batching_parameters=True)
+    before = set(threading.enumerate())
     with pytest.raises(InvalidArgumentError, match="needs batching_parameters"):
         ServerCore(None, options)
+    assert set(threading.enumerate()) <= before
 
 
 @pytest.fixture(scope="module")
