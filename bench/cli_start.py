@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,17 +27,12 @@ import urllib.error
 import urllib.request
 
 from _common import INDENT, print_environment
+from _servers import free_port
 
 from servinglib.examples import HALF_PLUS_TWO
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
+START_TIMEOUT_S = 120.0
 
 
 def time_import() -> float:
@@ -77,16 +71,20 @@ def start_server(*flags: str) -> tuple[float, int]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    deadline = started + START_TIMEOUT_S
     try:
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready") as ready:
+                url = f"http://127.0.0.1:{port}/v2/health/ready"
+                with urllib.request.urlopen(url, timeout=1) as ready:
                     if ready.status == 200:
                         break
             except (urllib.error.URLError, ConnectionError):
                 pass
             if process.poll() is not None:
                 raise RuntimeError(f"the server exited with {process.returncode}")
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"the server was not ready within {START_TIMEOUT_S:g} s")
             time.sleep(0.01)
         elapsed = time.perf_counter() - started
         time.sleep(0.5)  # idle

@@ -260,27 +260,7 @@ def serve_floor(port: int) -> None:
 
     from servinglib.server.rest import RestServer
 
-    body = floor_response()
-    start = {
-        "type": "http.response.start",
-        "status": 200,
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ],
-    }
-    end = {"type": "http.response.body", "body": body}
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:  # noqa: ANN401 - ASGI
-        if scope["type"] != "http":
-            return
-        message = await receive()
-        while message.get("more_body"):
-            message = await receive()
-        await send(start)
-        await send(end)
-
-    server = RestServer(app, "127.0.0.1", port)
+    server = RestServer(_floor_app(), "127.0.0.1", port)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -552,6 +532,8 @@ def _floor_app() -> Callable[..., Any]:
     end = {"type": "http.response.body", "body": body}
 
     async def app(scope: Any, receive: Any, send: Any) -> None:  # noqa: ANN401 - ASGI
+        if scope["type"] != "http":
+            return
         message = await receive()
         while message.get("more_body"):
             message = await receive()

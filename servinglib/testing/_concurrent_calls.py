@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -163,8 +164,9 @@ def _run_together(
     ]
     for worker in workers:
         worker.start()
+    deadline = time.monotonic() + timeout_s  # one deadline for all: a deadlock costs timeout_s
     for worker in workers:
-        worker.join(timeout_s)
+        worker.join(max(0.0, deadline - time.monotonic()))
     if any(worker.is_alive() for worker in workers):
         return (
             f"{label} did not return within {timeout_s} s when called from {threads} threads at "

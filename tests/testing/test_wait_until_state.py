@@ -56,7 +56,11 @@ def test_returns_the_id_once_a_load_on_another_thread_finishes(
 ) -> None:
     """A specific version: returns its id when the load thread makes it AVAILABLE."""
     gate = threading.Event()
-    serve(manager, 3, FakeLoader(load_gate=gate))
+    loader = FakeLoader(load_gate=gate)
+    serve(manager, 3, loader)
+    assert loader.load_started.wait(TIMEOUT_S)
+    with pytest.raises(TimeoutError):  # still loading: the wait does not return early
+        wait_until_available(monitor, "m", 3, timeout_s=0.05)
     gate.set()
 
     assert wait_until_available(monitor, "m", 3, timeout_s=TIMEOUT_S) == ServableId("m", 3)
