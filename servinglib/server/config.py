@@ -332,32 +332,40 @@ def parse_model_server_config(
 
 
 def read_model_server_config(
-    path: str | os.PathLike[str], *, base_dir: str | os.PathLike[str] | None = None
+    path: str | os.PathLike[str],
+    *,
+    base_dir: str | os.PathLike[str] | None = None,
+    content: bytes | None = None,
 ) -> ModelServerConfig:
     """Reads a ``models.config`` file (TF Serving's text format; UTF-8).
 
     Relative base paths are joined to ``base_dir``, which defaults to the
     directory of the file: a config file next to its models works from any
-    working directory.  Raises NotFoundError for a missing file,
-    PermissionDeniedError for an unreadable one, UnavailableError for other
-    I/O errors, and otherwise as :func:`parse_model_server_config` does, with
-    the file's path in the message.
+    working directory.  ``content``: the file's bytes, when the caller has
+    read them already (the file is then not opened again).  Raises
+    NotFoundError for a missing file, PermissionDeniedError for an
+    unreadable one, UnavailableError for other I/O errors, and otherwise as
+    :func:`parse_model_server_config` does, with the file's path in the
+    message.
     """
     path = os.fspath(path)
+    if content is None:
+        try:
+            with open(path, "rb") as file:
+                content = file.read()
+        except FileNotFoundError:
+            raise NotFoundError(f"Model config file {path} not found") from None
+        except PermissionError as error:
+            raise PermissionDeniedError(f"Cannot read model config file {path}: {error}") from None
+        except IsADirectoryError:
+            raise InvalidArgumentError(f"Model config file {path} is a directory") from None
+        except OSError as error:
+            raise UnavailableError(f"Cannot read model config file {path}: {error}") from None
     try:
         # utf-8-sig: a byte-order mark some editors write is dropped, not a syntax error.
-        with open(path, encoding="utf-8-sig") as file:
-            text = file.read()
-    except FileNotFoundError:
-        raise NotFoundError(f"Model config file {path} not found") from None
-    except PermissionError as error:
-        raise PermissionDeniedError(f"Cannot read model config file {path}: {error}") from None
-    except IsADirectoryError:
-        raise InvalidArgumentError(f"Model config file {path} is a directory") from None
+        text = content.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise InvalidArgumentError(f"Model config file {path} is not UTF-8 text: {error}") from None
-    except OSError as error:
-        raise UnavailableError(f"Cannot read model config file {path}: {error}") from None
     if base_dir is None:
         base_dir = os.path.dirname(os.path.abspath(path))
     return _parse(text, base_dir=base_dir, source=f" {path}")

@@ -111,7 +111,8 @@ class ModelConfigFileWatcher:
                 return False
             self._last_digest = digest
             try:
-                config = read_model_server_config(self._path)
+                # The bytes just hashed, not a second read that could see another write.
+                config = read_model_server_config(self._path, content=content)
                 self._core.reload_config(config)
             except ServingError as error:
                 self._record(error, now)

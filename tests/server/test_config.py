@@ -410,6 +410,17 @@ def test_read_takes_an_explicit_base_dir(tmp_path: Path) -> None:
     assert config.models[0].base_path == "/opt/models/models/near"
 
 
+def test_read_parses_content_already_read_without_opening_the_file(tmp_path: Path) -> None:
+    """Given the bytes, read parses them: the file may have changed or gone since."""
+    path = tmp_path / "models.config"  # never written
+
+    config = read_model_server_config(path, content=RELATIVE.encode())
+
+    assert config.models[0].base_path == str(tmp_path / "models" / "near")
+    with pytest.raises(InvalidArgumentError, match=f"{path} is not UTF-8"):
+        read_model_server_config(path, content=b"\xff")
+
+
 def test_resolve_base_paths_on_a_python_config() -> None:
     """resolve_base_paths joins relative paths of a config built in Python."""
     config = ModelServerConfig((ModelConfig("a", "a"), ModelConfig("b", "/b")))
