@@ -144,9 +144,9 @@ def _signature_of(
     plane: DataPlane, model_spec: ModelSpec, signature_name: str | None
 ) -> tuple[ModelSpec, str, SignatureSpec]:
     """The version to run (pinned, so the checked signature is the one that runs), name, spec."""
-    metadata = plane.core.model_metadata(model_spec)
-    name, spec = find_signature(metadata.signatures, signature_name)
-    return ModelSpec.specific(model_spec.name, metadata.version), name, spec
+    pinned, signatures = plane.signatures(model_spec)
+    name, spec = find_signature(signatures, signature_name)
+    return pinned, name, spec
 
 
 def _check_classify_signature(spec: SignatureSpec) -> None:

@@ -9,7 +9,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, final
 
 import attrs
@@ -30,6 +30,7 @@ from servinglib.servable import (
 )
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.server_core import ServerCore
+from servinglib.server.signature_cache import SignatureCache
 
 _NO_SCOPE = contextlib.nullcontext()  # reusable: it holds no state
 
@@ -70,11 +71,23 @@ class DataPlane:
     def __init__(self, core: ServerCore, *, max_workers: int | None = None) -> None:
         self._core = core
         self._pool = _CallPool(max_workers or _default_workers(), "servinglib-call")
+        self._signatures = SignatureCache(core)
 
     @property
     def core(self) -> ServerCore:
         """The ServerCore requests go to."""
         return self._core
+
+    def signatures(self, model_spec: ModelSpec) -> tuple[ModelSpec, Mapping[str, SignatureSpec]]:
+        """The specific version ``model_spec`` selects now, and that version's signatures.
+
+        For codecs that need the signature before the call (TF Serving's JSON
+        is decoded by its dtypes; classify and regress check its method):
+        pass the returned spec to :meth:`infer` so the checked version is the
+        one that runs.  Answered from a cache that forgets at every version
+        state change.  Raises what :meth:`ServerCore.model_metadata` raises.
+        """
+        return self._signatures.lookup(model_spec)
 
     async def infer(
         self,
@@ -151,7 +164,8 @@ class DataPlane:
         return await _bounded_future(future, deadline)
 
     def close(self) -> None:
-        """Stops the worker pool after the calls running on it."""
+        """Stops the worker pool after the calls running on it, and following the core's events."""
+        self._signatures.close()
         self._pool.close()
 
 

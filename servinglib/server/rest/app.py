@@ -108,8 +108,7 @@ class RestApp:
         return self._plane
 
     def close(self) -> None:
-        """Stops following the core's events, and the DataPlane's pool if the app made it."""
-        self._tfs.close()
+        """Stops the DataPlane (its pool, its following of the core) if the app made it."""
         if self._owns_plane:
             self._plane.close()
 

@@ -24,7 +24,6 @@ from servinglib.server.data_plane import DataPlane
 from servinglib.server.metadata import signature_def_map
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import RestRequest, RestResponse
-from servinglib.server.rest.signature_cache import SignatureCache
 from servinglib.server.rest.tensor_json import (
     decode_b64,
     is_b64,
@@ -50,11 +49,6 @@ class TfServingApi:
     def __init__(self, core: ServerCore, plane: DataPlane) -> None:
         self._core = core
         self._plane = plane
-        self._signatures = SignatureCache(core)
-
-    def close(self) -> None:
-        """Stops following the core's state events."""
-        self._signatures.close()
 
     async def list_models(self, _request: RestRequest) -> RestResponse:
         """``GET /v1/models``: every configured model with its versions' status (not in TFS)."""
@@ -105,7 +99,7 @@ class TfServingApi:
             )
         if instances is _MISSING and inputs is _MISSING:
             raise InvalidArgumentError("Missing 'inputs' or 'instances' key")
-        pinned, signatures = self._signatures.lookup(request.model_spec())
+        pinned, signatures = self._plane.signatures(request.model_spec())
         name, spec = find_signature(signatures, signature_name)
         row = instances is not _MISSING
         tensors = _from_instances(instances, spec) if row else _from_inputs(inputs, spec)
