@@ -48,7 +48,6 @@ class InferenceResult:
     model_name: str
     version: int
     signature_name: str
-    signature: SignatureSpec
 
 
 @final
@@ -129,7 +128,7 @@ class DataPlane:
                     output_filter=output_filter,
                     deadline=deadline,
                 )
-        return InferenceResult(outputs, model_spec.name, handle.id.version, name, spec)
+        return InferenceResult(outputs, model_spec.name, handle.id.version, name)
 
     async def _run(
         self,
