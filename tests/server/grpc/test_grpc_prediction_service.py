@@ -6,7 +6,7 @@ import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
-from grpc_servers import Served
+from grpc_servers import serving
 from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
@@ -17,6 +17,7 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
+from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until
 
 CLASSIFY = "classify_x_to_y"
@@ -260,21 +261,20 @@ def test_multi_inference_rejects_mixed_models_and_methods(channel: grpc.Channel)
     ],
 )
 def test_predict_client_mistakes(
-    served: Served, channel: grpc.Channel, mutate: object, code: grpc.StatusCode, words: str
+    core: ServerCore, mutate: object, code: grpc.StatusCode, words: str
 ) -> None:
     """Client mistakes get INVALID_ARGUMENT / NOT_FOUND / FAILED_PRECONDITION naming the culprit."""
     request = predict_request("half_plus_two", x=np.array([1.0, 2.0], np.float32))
     mutate(request)  # type: ignore[operator]
-    before = len(served.records)
-    with pytest.raises(grpc.RpcError) as caught:
-        stub(channel).Predict(request, timeout=30)
-    assert caught.value.code() == code
-    assert words in caught.value.details()
-    # The record is written when the handler ends, which may be just after the client hears
-    # (so may the previous test's, hence the search for this RPC's).
-    wait_until(lambda: any(r.method == "Predict" for r in served.records[before:]))
-    mine = next(r for r in served.records[before:] if r.method == "Predict")
-    assert mine.code.name == code.name
+    # A server of its own: no other test's record can arrive late in its list.
+    with serving(core) as served, served.channel() as channel:
+        with pytest.raises(grpc.RpcError) as caught:
+            stub(channel).Predict(request, timeout=30)
+        assert caught.value.code() == code
+        assert words in caught.value.details()
+        # The record is written when the handler ends, which may be just after the client hears.
+        wait_until(lambda: len(served.records) == 1)
+    assert served.records[0].code.name == code.name
 
 
 def test_client_deadline_is_deadline_exceeded(channel: grpc.Channel) -> None:
@@ -290,12 +290,12 @@ def test_client_deadline_is_deadline_exceeded(channel: grpc.Channel) -> None:
     assert list(response.outputs["y"].float_val) == [2.0]
 
 
-def test_every_rpc_reports_one_record(served: Served, channel: grpc.Channel) -> None:
+def test_every_rpc_reports_one_record(core: ServerCore) -> None:
     """Each finished RPC yields one RpcRecord with model, API, entrypoint, code and latency."""
-    before = len(served.records)
-    stub(channel).Predict(predict_request("py", x=np.array([1.0], np.float32)), timeout=30)
-    wait_until(lambda: len(served.records) > before)
-    (record,) = served.records[before:]
+    with serving(core) as served, served.channel() as channel:  # records of this RPC only
+        stub(channel).Predict(predict_request("py", x=np.array([1.0], np.float32)), timeout=30)
+        wait_until(lambda: len(served.records) > 0)
+    (record,) = served.records
     assert (record.service, record.method, record.api) == (
         "tensorflow.serving.PredictionService",
         "Predict",
