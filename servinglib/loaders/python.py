@@ -123,7 +123,7 @@ def make_adapter(config: PythonPlatformConfig | None) -> SourceAdapter[StoragePa
             FailedPreconditionError(
                 "Model platform 'python' runs the code in each model directory, which is not "
                 "allowed: enable it with PythonPlatformConfig(allow_code_execution=True) "
-                "(servinglib-server: --allow_python_models)"
+                "(servinglib-server: --allow_python_code_execution)"
             )
         )
     return FunctionSourceAdapter(functools.partial(PythonLoader, config=config))

@@ -103,3 +103,23 @@ def test_demo_allows_python_code_only_for_the_bundled_models() -> None:
     assert demo.platform_configs["python"].allow_code_execution
     mixed = core_options(parse_flags(["--demo", "--model_base_path=/m"], environ={}))
     assert not mixed.platform_configs["python"].allow_code_execution
+
+
+def test_the_python_platforms_refusal_names_a_flag_the_cli_takes() -> None:
+    """The python platform's refusal quotes a flag that parses and allows python models."""
+    import re
+
+    from servinglib.core import ServableData, ServableId
+    from servinglib.loaders import PythonPlatformConfig
+    from servinglib.loaders.python import make_adapter
+
+    refused = make_adapter(PythonPlatformConfig()).adapt(
+        "m", [ServableData.of(ServableId("m", 1), "/m/1")]
+    )
+    error = refused[0].error
+    assert error is not None
+    flag = re.search(r"servinglib-server: (--\w+)", str(error))
+    assert flag is not None, str(error)
+    assert parse_flags(
+        ["--model_base_path=/m", flag.group(1)], environ={}
+    ).allow_python_code_execution
