@@ -4,6 +4,8 @@ The public API lives here; subpackages hold the details.  Importing
 servinglib imports neither TensorFlow nor the gRPC front ends.
 """
 
+import importlib.metadata as _metadata
+
 from servinglib.core import (
     AspiredVersionPolicy,
     AspiredVersionsManager,
@@ -62,6 +64,12 @@ from servinglib.sources import (
     UnarySourceAdapter,
     connect,
 )
+
+try:
+    __version__: str = _metadata.version("servinglib")
+    """The installed distribution's version (PEP 440)."""
+except _metadata.PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AspiredVersionPolicy",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import servinglib
+
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -20,7 +22,7 @@ def test_version_prints_the_versions() -> None:
     """--version prints servinglib's version and exits 0."""
     done = run("--version")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("servinglib-server: servinglib ")
+    assert done.stdout.startswith(f"servinglib-server: servinglib {servinglib.__version__}, ")
 
 
 def test_without_models_it_refuses_to_start() -> None:

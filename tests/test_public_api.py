@@ -166,3 +166,12 @@ def test_exceptions_are_not_final() -> None:
 def test_package_ships_py_typed() -> None:
     """servinglib ships the py.typed marker, so type checkers use its annotations."""
     assert (importlib.resources.files("servinglib") / "py.typed").is_file()
+
+
+def test_version_is_the_installed_distributions() -> None:
+    """servinglib.__version__ is the version the installed distribution's metadata records."""
+    import importlib.metadata
+
+    import servinglib
+
+    assert servinglib.__version__ == importlib.metadata.version("servinglib")

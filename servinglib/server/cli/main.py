@@ -75,13 +75,15 @@ def _one_line(error: BaseException) -> str:
 
 
 def _versions() -> str:
-    try:
-        ours = version("servinglib")
-    except PackageNotFoundError:
-        ours = "unknown"
-    parts = [f"servinglib {ours}"]
-    try:
-        parts.append(f"TensorFlow {version('tensorflow-cpu')}")
-    except PackageNotFoundError:
+    import servinglib
+
+    parts = [f"servinglib {servinglib.__version__}"]
+    for distribution in ("tensorflow-cpu", "tensorflow"):
+        try:
+            parts.append(f"TensorFlow {version(distribution)}")
+            break
+        except PackageNotFoundError:
+            continue
+    else:
         parts.append("TensorFlow not installed")
     return f"{PROGRAM}: " + ", ".join(parts)
