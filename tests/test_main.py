@@ -30,3 +30,13 @@ def test_without_models_it_refuses_to_start() -> None:
     done = run("--port=0")
     assert done.returncode == 2
     assert "No models to serve" in done.stderr
+
+
+def test_a_mistyped_flag_is_one_line_with_a_suggestion() -> None:
+    """A mistyped flag exits 2 with one line: the error, the closest flag, and --help."""
+    done = run("--model_base_pth=/models/m")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "servinglib-server: error: unknown flag --model_base_pth (did you mean "
+        "--model_base_path?); see servinglib-server --help"
+    ]

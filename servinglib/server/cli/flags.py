@@ -12,10 +12,11 @@ own heading in ``--help``.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from typing import final
+from typing import Any, NoReturn, final
 
 import attrs
 
@@ -67,11 +68,29 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
 def _port(text: str) -> int:
-    value = int(text)
+    value = _int(text)
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 0..65535, got {value}")
     return value
+
+
+# What each value type of _flag parses with: messages name the flag, never a function.
+_PARSERS: dict[Any, Any] = {int: _int, float: _float}
 
 
 @final
@@ -127,13 +146,54 @@ class ServerFlags:
     ignored: tuple[str, ...] = ()
 
 
-def make_parser() -> argparse.ArgumentParser:
-    """The argument parser (``--help`` text included)."""
-    parser = argparse.ArgumentParser(
+class _Parser(argparse.ArgumentParser):
+    """argparse raising FlagError (one line, no usage dump) instead of exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise FlagError(message.removeprefix("argument "))
+
+    def unknown(self, argument: str) -> str:
+        """The message for an argument no flag takes, naming the closest flag."""
+        if not argument.startswith("-"):
+            return f"unexpected argument {argument!r}: flags are --name=value"
+        typed = argument.split("=", 1)[0]
+        known = [flag for flag in self._option_string_actions if flag.startswith("--")]
+        closest = difflib.get_close_matches("--" + typed.lstrip("-"), known, n=1, cutoff=0.6)
+        hint = f" (did you mean {closest[0]}?)" if closest else ""
+        return f"unknown flag {typed}{hint}"
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Each flag with its default as TF Serving's help shows it: ``--port=8500``, ``--x=""``."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=44, width=100)
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if not action.option_strings or action.nargs == 0:
+            return super()._format_action_invocation(action)
+        return f"{action.option_strings[-1]}={_shown(action.default)}"
+
+
+def _shown(default: object) -> str:
+    if isinstance(default, bool):
+        return "true" if default else "false"
+    if isinstance(default, str):
+        return f'"{default}"'
+    if isinstance(default, float):
+        return f"{default:g}"
+    return str(default)
+
+
+def make_parser() -> _Parser:
+    """The argument parser (``--help`` text included); errors raise FlagError."""
+    parser = _Parser(
         prog=PROGRAM,
+        usage=f"{PROGRAM} [--flag=value ...]",
         description="Serve TensorFlow SavedModels and Python models over TF Serving's REST and "
         "gRPC APIs and KServe V2, with tensorflow_model_server's flags.",
         allow_abbrev=False,
+        formatter_class=_HelpFormatter,
     )
     _network_flags(parser.add_argument_group("network (TF Serving)"))
     _model_flags(parser.add_argument_group("models (TF Serving)"))
@@ -153,9 +213,11 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 _DEFAULTS = ServerFlags()
+# Flags whose ServerFlags default None ("no limit") is written 0 on the command line.
+_ZERO_IS_NONE = ("total_model_memory_limit_bytes", "max_requests_in_flight_per_model")
 
 
-def _flag(group: argparse._ArgumentGroup, name: str, kind: type, text: str) -> None:
+def _flag(group: argparse._ArgumentGroup, name: str, kind: Any, text: str) -> None:  # noqa: ANN401 - a type or a parse function
     """``--name`` with ServerFlags' default; booleans take ``--name``, ``--name=true|false``."""
     default = getattr(_DEFAULTS, name)
     if kind is bool:
@@ -163,13 +225,14 @@ def _flag(group: argparse._ArgumentGroup, name: str, kind: type, text: str) -> N
             f"--{name}", type=_bool, nargs="?", const=True, default=default, help=text
         )
     else:
-        group.add_argument(f"--{name}", type=kind, default=default, help=f"{text} ({default})")
+        default = 0 if default is None and name in _ZERO_IS_NONE else default
+        group.add_argument(f"--{name}", type=_PARSERS.get(kind, kind), default=default, help=text)
 
 
 def _network_flags(group: argparse._ArgumentGroup) -> None:
-    group.add_argument("--port", type=_port, default=8500, help="gRPC port; 0: no gRPC TCP port")
+    _flag(group, "port", _port, "gRPC port; 0: no gRPC TCP port")
     _flag(group, "grpc_socket_path", str, "also serve gRPC on this UNIX socket")
-    group.add_argument("--rest_api_port", type=_port, default=0, help="REST port; 0: no REST")
+    _flag(group, "rest_api_port", _port, "REST port; 0: no REST")
     _flag(group, "rest_api_timeout_in_ms", int, "REST request timeout, ms; past it: 504")
     _flag(group, "rest_api_enable_cors_support", bool, "answer CORS preflights, any origin")
     _flag(group, "grpc_channel_arguments", str, "gRPC server options: key=value,key=value")
@@ -216,15 +279,13 @@ def _own_flags(group: argparse._ArgumentGroup) -> None:
         default="availability",
         help="load a new version before unloading the old (availability) or after (resource)",
     )
-    group.add_argument(
-        "--total_model_memory_limit_bytes", type=int, default=None, help="RAM budget of all models"
-    )
+    _flag(group, "total_model_memory_limit_bytes", int, "RAM budget of all models; 0: none")
     _flag(group, "start_degraded", bool, "serve the models that loaded when others fail at start")
-    group.add_argument(
-        "--max_requests_in_flight_per_model",
-        type=int,
-        default=None,
-        help="beyond it: 503 / UNAVAILABLE at once",
+    _flag(
+        group,
+        "max_requests_in_flight_per_model",
+        int,
+        "beyond it: 503 / UNAVAILABLE at once; 0: no bound",
     )
     _flag(group, "enable_metrics", bool, "Prometheus at /monitoring/prometheus/metrics, /metrics")
     _flag(group, "drain_delay_seconds", float, "after SIGTERM: not ready, still serving, this long")
@@ -241,12 +302,18 @@ def parse_flags(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
     ``MODEL_NAME`` and ``MODEL_BASE_PATH`` (TF Serving's Docker image):
     without ``--model_base_path`` and ``--model_config_file``, the model
     ``$MODEL_NAME`` (default ``model``) is served from
-    ``$MODEL_BASE_PATH/$MODEL_NAME``.  Raises FlagError for values that
-    cannot be served; argparse exits (status 2) on malformed flags.
+    ``$MODEL_BASE_PATH/$MODEL_NAME``.  Raises FlagError, one line naming
+    the flag as typed, for an unknown flag (with the closest known one), a
+    malformed value, and values that cannot be served.
     """
     environ = os.environ if environ is None else environ
-    namespace = make_parser().parse_args(list(argv))
+    parser = make_parser()
+    namespace, unknown = parser.parse_known_args(list(argv))
+    if unknown:
+        raise FlagError(parser.unknown(unknown[0]))
     values = vars(namespace)
+    for name in _ZERO_IS_NONE:
+        values[name] = values[name] or None
     for name, reason in REJECTED.items():
         value = values.pop(f"rejected_{name}")
         if value is not None and value.strip().lower() not in {"false", "0", "no", ""}:

@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         flags = parse_flags(args)
     except FlagError as error:
-        print(f"{PROGRAM}: error: {error}", file=sys.stderr)
+        print(f"{PROGRAM}: error: {error}; see {PROGRAM} --help", file=sys.stderr)
         return 2
     logging.basicConfig(
         level=flags.log_level.upper(),

@@ -73,12 +73,72 @@ def test_flags_that_cannot_be_served_are_refused(args: list[str], message: str) 
         parse_flags(args, environ={})
 
 
-def test_malformed_values_exit_with_usage(capsys: pytest.CaptureFixture[str]) -> None:
-    """A value of the wrong type is argparse's usage error (exit status 2)."""
-    with pytest.raises(SystemExit) as caught:
-        parse_flags(["--model_base_path=/m", "--port=http"], environ={})
-    assert caught.value.code == 2
-    assert "--port" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--port=abc"], "--port: expected an integer, got 'abc'"),
+        (["--rest_api_port=70000"], "--rest_api_port: a port is 0..65535, got 70000"),
+        (["--file_system_poll_wait_seconds=soon"], "--file_system_poll_wait_seconds: expected a"),
+        (["--enable_batching=maybe"], "--enable_batching: expected true or false, got 'maybe'"),
+    ],
+)
+def test_malformed_values_name_the_flag_as_typed(args: list[str], message: str) -> None:
+    """A value of the wrong type is one FlagError line naming the flag as the user wrote it."""
+    with pytest.raises(FlagError) as caught:
+        parse_flags(["--model_base_path=/m", *args], environ={})
+    assert str(caught.value) == message or str(caught.value).startswith(message)
+    assert "invalid" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("typed", "closest"),
+    [
+        ("--model_base_pth=/m", "--model_base_path"),
+        ("--enable_batchin", "--enable_batching"),
+        ("--rest_port=8501", "--rest_api_port"),
+        ("-port=8500", "--port"),
+    ],
+)
+def test_a_mistyped_flag_names_the_closest_one(typed: str, closest: str) -> None:
+    """An unknown flag is refused in one line that names it and the closest known flag."""
+    with pytest.raises(FlagError) as caught:
+        parse_flags(["--model_base_path=/m", typed], environ={})
+    assert str(caught.value) == f"unknown flag {typed.split('=')[0]} (did you mean {closest}?)"
+
+
+def test_a_flag_like_no_other_gets_no_suggestion() -> None:
+    """An unknown flag close to none is refused without a guess."""
+    with pytest.raises(FlagError, match=r"^unknown flag --zzz$"):
+        parse_flags(["--model_base_path=/m", "--zzz=1"], environ={})
+
+
+def test_help_shows_defaults_as_tf_serving_does() -> None:
+    """--help writes each default as TF Serving's help does: --port=8500, --name="", bools."""
+    text = make_parser().format_help()
+    for shown in (
+        "--port=8500 ",
+        "--rest_api_port=0 ",
+        '--model_name="default" ',
+        '--model_base_path="" ',
+        "--enable_batching=false ",
+        "--enable_model_warmup=true ",
+        "--file_system_poll_wait_seconds=1 ",
+        "--max_requests_in_flight_per_model=0 ",
+    ):
+        assert shown in text, shown
+    assert "()" not in text
+    assert len(text.split("Serve TensorFlow")[0].splitlines()) <= 2  # a short usage line
+
+
+def test_zero_means_no_limit_where_the_default_is_none() -> None:
+    """--max_requests_in_flight_per_model=0 and the memory limit 0 mean no bound, as unset."""
+    flags = parse_flags(
+        ["--model_base_path=/m", "--max_requests_in_flight_per_model=0"], environ={}
+    )
+    assert flags.max_requests_in_flight_per_model is None
+    assert flags.total_model_memory_limit_bytes is None
+    flags = parse_flags(["--model_base_path=/m", "--max_requests_in_flight_per_model=4"], {})
+    assert flags.max_requests_in_flight_per_model == 4
 
 
 def test_help_lists_tf_flags_and_ours_but_not_the_knobs() -> None:
