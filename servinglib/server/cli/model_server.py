@@ -58,9 +58,12 @@ def serves_demo(flags: ServerFlags) -> bool:
 
 
 def model_config(flags: ServerFlags) -> ModelServerConfig:
-    """The models to serve: the bundled examples, the config file, or the one model of the flags."""
+    """The models to serve: the bundled examples, the config file, or the one model of the flags.
+
+    Relative paths of the flags are resolved against the working directory.
+    """
     if flags.model_config_file:
-        return read_model_server_config(flags.model_config_file)
+        return read_model_server_config(os.path.abspath(flags.model_config_file))
     if serves_demo(flags):
         return ModelServerConfig(
             [
@@ -68,7 +71,8 @@ def model_config(flags: ServerFlags) -> ModelServerConfig:
                 ModelConfig("python_half_plus_two", PYTHON_HALF_PLUS_TWO, "python"),
             ]
         )
-    return ModelServerConfig([ModelConfig(flags.model_name, flags.model_base_path, "tensorflow")])
+    model = ModelConfig(flags.model_name, flags.model_base_path, "tensorflow")
+    return ModelServerConfig([model.resolve_base_path(os.getcwd())])
 
 
 def core_options(flags: ServerFlags) -> ServerCoreOptions:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from servinglib.server.cli import FlagError, ServerFlags, parse_flags
@@ -103,7 +105,7 @@ def test_a_mistyped_flag_names_the_closest_one(typed: str, closest: str) -> None
     """An unknown flag is refused in one line that names it and the closest known flag."""
     with pytest.raises(FlagError) as caught:
         parse_flags(["--model_base_path=/m", typed], environ={})
-    assert str(caught.value) == f"unknown flag {typed.split('=')[0]} (did you mean {closest}?)"
+    assert str(caught.value) == f"unknown flag {typed.partition('=')[0]} (did you mean {closest}?)"
 
 
 def test_a_flag_like_no_other_gets_no_suggestion() -> None:
@@ -183,3 +185,22 @@ def test_the_python_platforms_refusal_names_a_flag_the_cli_takes() -> None:
     assert parse_flags(
         ["--model_base_path=/m", flag.group(1)], environ={}
     ).allow_python_code_execution
+
+
+def test_relative_paths_are_resolved_against_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative --model_base_path or --model_config_file means one under the working directory."""
+    from servinglib.server.cli.model_server import model_config
+
+    (tmp_path / "models" / "m").mkdir(parents=True)
+    (tmp_path / "models" / "models.config").write_text(
+        'model_config_list { config { name: "c" base_path: "m" model_platform: "python" } }'
+    )
+    monkeypatch.chdir(tmp_path)
+    served = model_config(parse_flags(["--model_base_path=models/m"], environ={}))
+    assert served.models[0].base_path == str(tmp_path / "models" / "m")
+    served = model_config(parse_flags(["--model_config_file=models/models.config"], environ={}))
+    assert served.models[0].base_path == str(tmp_path / "models" / "m")
+    uri = model_config(parse_flags(["--model_base_path=gs://bucket/m"], environ={}))
+    assert uri.models[0].base_path == "gs://bucket/m"
