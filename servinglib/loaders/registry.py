@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias, final
@@ -40,7 +41,10 @@ class Platform:
     ``config_message`` (``"module:MessageClass"``, a protobuf message) and
     ``config_from_message`` (a function, or ``"module:function"``, turning
     that message into the platform's config) let a ``--platform_config_file``
-    configure the platform.
+    configure the platform.  ``recognizes`` names files whose presence in a
+    version directory shows it holds this platform's model
+    (``saved_model.pb``, ``model.py``), so a server can tell a model
+    directory's platform without being told.
     Immutable, so thread-safe.
     """
 
@@ -50,6 +54,7 @@ class Platform:
     install_hint: str = ""
     config_message: str = ""
     config_from_message: Callable[[Any], Any] | str | None = None
+    recognizes: tuple[str, ...] = ()
 
 
 _BUILTIN = (
@@ -60,12 +65,14 @@ _BUILTIN = (
         install_hint="pip install 'servinglib[tensorflow]'",
         config_message="servinglib.protos.platform_options_pb2:TensorFlowPlatformOptions",
         config_from_message="servinglib.loaders.tensorflow.config:config_from_message",
+        recognizes=("saved_model.pb", "saved_model.pbtxt"),
     ),
     Platform(
         "python",
         "servinglib.loaders.python:make_adapter",
         config_message="servinglib.protos.platform_options_pb2:PythonPlatformOptions",
         config_from_message="servinglib.loaders.python:config_from_message",
+        recognizes=("model.py",),  # PythonPlatformConfig's default entry point
     ),
 )
 
@@ -99,6 +106,21 @@ class PlatformRegistry:
         with self._lock:
             self._load_entry_points_locked()
             return sorted(self._platforms)
+
+    def platforms_recognizing(self, version_dir: str) -> list[str]:
+        """The platforms whose ``recognizes`` files ``version_dir`` holds, sorted.
+
+        Looks only at the directory's own entries (no file is opened), so a
+        version still being written may be recognized before it is complete.
+        """
+        with self._lock:
+            self._load_entry_points_locked()
+            platforms = list(self._platforms.values())
+        try:
+            present = set(os.listdir(version_dir))
+        except OSError:
+            return []
+        return sorted(p.name for p in platforms if present.intersection(p.recognizes))
 
     def make_adapter(self, name: str, platform_config: Any = None) -> PlatformAdapter:  # noqa: ANN401 - each platform has its own config type
         """The adapter turning version directories of platform ``name`` into Loaders."""
@@ -191,6 +213,7 @@ def register_platform(
     install_hint: str = "",
     config_message: str = "",
     config_from_message: Callable[[Any], Any] | str | None = None,
+    recognizes: Sequence[str] = (),
     replace: bool = False,
 ) -> None:
     """Makes platform ``name`` available to config files and the CLI (the default registry).
@@ -199,9 +222,15 @@ def register_platform(
     e.g. a :class:`~servinglib.sources.UnarySourceAdapter` whose ``convert``
     builds your Loader for a version directory.  Pass ``"module:attribute"``
     to import the factory only when the platform is first used.
-    ``config_message`` / ``config_from_message``: see :class:`Platform`.
+    ``config_message`` / ``config_from_message`` / ``recognizes``: see :class:`Platform`.
     """
-    default_registry.register(
-        Platform(name, factory, tuple(requires), install_hint, config_message, config_from_message),
-        replace=replace,
+    platform = Platform(
+        name,
+        factory,
+        tuple(requires),
+        install_hint,
+        config_message,
+        config_from_message,
+        tuple(recognizes),
     )
+    default_registry.register(platform, replace=replace)

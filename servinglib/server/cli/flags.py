@@ -133,6 +133,7 @@ class ServerFlags:
     grpc_host: str = "0.0.0.0"
     demo: bool = False
     allow_python_code_execution: bool = False
+    model_platform: str = ""  # "": inferred from the versions under model_base_path
     aspired_version_policy: str = "availability"
     total_model_memory_limit_bytes: int | None = None
     start_degraded: bool = False
@@ -273,6 +274,7 @@ def _own_flags(group: argparse._ArgumentGroup) -> None:
     _flag(group, "grpc_host", str, "gRPC bind address")
     _flag(group, "demo", bool, "serve the bundled example models")
     _flag(group, "allow_python_code_execution", bool, "serve python models (runs their model.py)")
+    _flag(group, "model_platform", str, "--model_base_path's platform; empty: what it holds")
     group.add_argument(
         "--aspired_version_policy",
         choices=("availability", "resource"),
@@ -337,6 +339,11 @@ def _check(flags: ServerFlags) -> None:
         raise FlagError(
             "No models to serve: give --model_base_path (and --model_name), "
             "--model_config_file, or --demo for the bundled example models"
+        )
+    if flags.model_platform and not flags.model_base_path:
+        raise FlagError(
+            "--model_platform is the platform of --model_base_path; a --model_config_file "
+            "names each model's model_platform"
         )
     if flags.batching_parameters_file and not flags.enable_batching:
         raise FlagError("--batching_parameters_file needs --enable_batching")

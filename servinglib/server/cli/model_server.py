@@ -31,6 +31,7 @@ from servinglib.loaders.python import PythonPlatformConfig
 from servinglib.loaders.tensorflow.config import TensorFlowPlatformConfig
 from servinglib.loaders.warmup import WarmupOptions
 from servinglib.server.cli.flags import ServerFlags
+from servinglib.server.cli.model_platform import flag_model
 from servinglib.server.config import ModelConfig, ModelServerConfig, read_model_server_config
 from servinglib.server.config_file_watcher import ModelConfigFileWatcher
 from servinglib.server.data_plane import DataPlane
@@ -60,7 +61,8 @@ def serves_demo(flags: ServerFlags) -> bool:
 def model_config(flags: ServerFlags) -> ModelServerConfig:
     """The models to serve: the bundled examples, the config file, or the one model of the flags.
 
-    Relative paths of the flags are resolved against the working directory.
+    Relative paths of the flags are resolved against the working directory;
+    the platform of ``--model_base_path``'s model is inferred unless given.
     """
     if flags.model_config_file:
         return read_model_server_config(os.path.abspath(flags.model_config_file))
@@ -71,8 +73,7 @@ def model_config(flags: ServerFlags) -> ModelServerConfig:
                 ModelConfig("python_half_plus_two", PYTHON_HALF_PLUS_TWO, "python"),
             ]
         )
-    model = ModelConfig(flags.model_name, flags.model_base_path, "tensorflow")
-    return ModelServerConfig([model.resolve_base_path(os.getcwd())])
+    return ModelServerConfig([flag_model(flags)])
 
 
 def core_options(flags: ServerFlags) -> ServerCoreOptions:

@@ -55,7 +55,7 @@ def python_model(root: Path, name: str, factor: int) -> Path:
 class Server:
     """A servinglib-server process on free ports, and clients of it."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, cwd: Path | None = None) -> None:
         self.rest_port, self.grpc_port = free_port(), free_port()
         self.process = subprocess.Popen(
             [
@@ -71,6 +71,7 @@ class Server:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            cwd=cwd,
         )
         self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.rest_port}", timeout=10)
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
@@ -458,5 +459,26 @@ def test_flags_serve_a_savedmodel_over_rest_and_grpc() -> None:
         response = stub.Predict(request, timeout=10)
         assert list(response.outputs["y"].float_val) == [4.0]
         assert response.model_spec.version.value == 2
+    finally:
+        running.close()
+
+
+def test_a_python_model_serves_from_a_relative_base_path_alone(tmp_path: Path) -> None:
+    """--model_base_path (relative) of a model.py serves it as python, saying so in one line."""
+    python_model(tmp_path, "triple", 3)
+    running = Server(
+        "--model_name=triple",
+        "--model_base_path=triple",
+        "--allow_python_code_execution",
+        cwd=tmp_path,
+    )
+    try:
+        running.wait_ready()
+        assert running.predict("triple", [2.0]).json() == {"predictions": [6.0]}
+        running.process.send_signal(signal.SIGTERM)
+        assert running.process.wait(timeout=30) == 0
+        assert "Model triple: platform python (inferred from version 1's files)" in (
+            running.output()
+        )
     finally:
         running.close()
