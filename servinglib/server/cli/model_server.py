@@ -32,6 +32,7 @@ from servinglib.loaders.tensorflow.config import TensorFlowPlatformConfig
 from servinglib.loaders.warmup import WarmupOptions
 from servinglib.server.cli.flags import ServerFlags
 from servinglib.server.cli.model_platform import flag_model
+from servinglib.server.cli.ports import check_ports, grpc_channel_arguments
 from servinglib.server.config import ModelConfig, ModelServerConfig, read_model_server_config
 from servinglib.server.config_file_watcher import ModelConfigFileWatcher
 from servinglib.server.data_plane import DataPlane
@@ -148,12 +149,14 @@ def prometheus_config(flags: ServerFlags) -> PrometheusConfig:
 class ModelServer:
     """The server process: builds everything from the flags, serves until a signal.
 
-    Construction loads the models (raising their error if the start fails);
+    Construction checks the ports are free, then loads the models (raising
+    the error if the start fails);
     :meth:`run` serves until SIGTERM/SIGINT or :meth:`request_stop`.
     Thread safety: :meth:`request_stop` may be called from any thread.
     """
 
     def __init__(self, flags: ServerFlags) -> None:
+        check_ports(flags)
         self.flags = flags
         prometheus = prometheus_config(flags)
         self.metrics = ServerMetrics() if prometheus.enable else None
@@ -289,7 +292,7 @@ class ModelServer:
             host=flags.grpc_host,
             port=flags.port,
             unix_socket_path=flags.grpc_socket_path or None,
-            channel_arguments=flags.grpc_channel_arguments,
+            channel_arguments=grpc_channel_arguments(flags),
             ssl=SslConfig.read(flags.ssl_config_file) if flags.ssl_config_file else None,
             grace_period_s=flags.shutdown_grace_seconds,
             tensor_content_responses=flags.enable_serialization_as_tensor_content,

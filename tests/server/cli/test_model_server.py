@@ -211,31 +211,55 @@ def test_a_platform_config_file_configures_the_python_platform(models: Path) -> 
         running.close()
 
 
-def test_a_port_in_use_fails_the_start_with_one_line(models: Path) -> None:
-    """A REST port that is taken: exit status 1 and one line saying so."""
+def test_a_port_in_use_fails_the_start_before_any_model_loads(tmp_path: Path) -> None:
+    """A REST port that is taken: exit 1 at once, one line naming the port, no model loaded."""
+    slow_model(tmp_path, "sleepy", load_delay_s=120)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "servinglib",
-                f"--model_config_file={models}",
-                "--allow_python_code_execution",
-                f"--rest_api_port={port}",
-                "--rest_api_host=127.0.0.1",
-                "--port=0",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
+        done = start(
+            f"--model_config_file={config_of(tmp_path, 'sleepy')}",
+            f"--rest_api_port={port}",
+            "--rest_api_host=127.0.0.1",
         )
     assert done.returncode == 1
-    assert "servinglib-server: cannot" in done.stderr
-    assert "in use" in done.stderr.lower() or "address" in done.stderr.lower()
+    assert done.stderr.splitlines()[-1] == (
+        f"servinglib-server: cannot start: REST port {port} (--rest_api_port) on 127.0.0.1 is "
+        "in use"
+    )
+    assert "loading" not in done.stderr
+
+
+def test_a_second_server_on_the_grpc_port_fails_to_start(models: Path) -> None:
+    """Two servers on one gRPC port: the second exits 1 naming the port, the first serves on."""
+    first = Server(f"--model_config_file={models}", "--allow_python_code_execution")
+    try:
+        first.wait_ready()
+        second = Server(
+            f"--model_config_file={models}",
+            "--allow_python_code_execution",
+            f"--port={first.grpc_port}",
+        )
+        try:
+            assert second.process.wait(timeout=60) == 1
+            assert (
+                f"cannot start: gRPC port {first.grpc_port} (--port) on 127.0.0.1 is in use"
+                in second.output()
+            )
+        finally:
+            second.close()
+        assert first.health() == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        first.close()
+
+
+def test_the_grpc_port_is_not_shared(server: Server) -> None:
+    """The gRPC port is bound without SO_REUSEPORT, so no later socket can share it."""
+    with socket.socket() as intruder:
+        intruder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        with pytest.raises(OSError, match="in use"):
+            intruder.bind(("127.0.0.1", server.grpc_port))
 
 
 def test_a_bad_config_file_fails_the_start_with_one_line(tmp_path: Path) -> None:
