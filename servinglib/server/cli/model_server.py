@@ -30,6 +30,7 @@ from servinglib.examples import HALF_PLUS_TWO, PYTHON_HALF_PLUS_TWO
 from servinglib.loaders.python import PythonPlatformConfig
 from servinglib.loaders.tensorflow.config import TensorFlowPlatformConfig
 from servinglib.loaders.warmup import WarmupOptions
+from servinglib.server.cli.example_request import try_command
 from servinglib.server.cli.flags import ServerFlags
 from servinglib.server.cli.model_platform import flag_model
 from servinglib.server.cli.ports import check_ports, grpc_channel_arguments
@@ -340,19 +341,10 @@ class ModelServer:
                     self.metrics_path,
                 )
         _log.info("Serving models: %s", names)
-        if self.rest_port is not None and self.core.list_models():
-            first = self.core.list_models()[0]
-            host = (
-                "localhost"
-                if self.flags.rest_api_host in {"0.0.0.0", "::"}
-                else self.flags.rest_api_host
-            )
-            _log.info(
-                "Try: curl -d '{\"instances\": [1.0, 2.0, 5.0]}' http://%s:%d/v1/models/%s:predict",
-                host,
-                self.rest_port,
-                first,
-            )
+        if self.rest_port is not None:
+            command = try_command(self.core, self.flags.rest_api_host, self.rest_port)
+            if command is not None:
+                _log.info("Try: %s", command)
 
 
 _requests_log = logging.getLogger("servinglib.requests")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -504,5 +506,80 @@ def test_a_python_model_serves_from_a_relative_base_path_alone(tmp_path: Path) -
         assert "Model triple: platform python (inferred from version 1's files)" in (
             running.output()
         )
+    finally:
+        running.close()
+
+
+ROWS_OF_3_PY = """
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import TensorSpec
+
+class Model(PythonModel):
+    @signature(name="serving_default", inputs=[TensorSpec("features", "float32", [-1, 3])],
+               outputs=[TensorSpec("total", "float32", [-1])])
+    def predict(self, features):
+        return {"total": features.sum(axis=1)}
+"""
+
+
+def try_line(running: Server) -> str:
+    """The command of the server's start-up "Try:" line (reading its output up to it)."""
+    assert running.process.stdout is not None
+    for line in running.process.stdout:
+        if "Try: " in line:
+            return line.split("Try: ", 1)[1].strip()
+    raise AssertionError("the server printed no Try: line")
+
+
+def run_try_line(command: str) -> int:
+    """The HTTP status the command gets: run by curl when installed, else sent as curl sends it."""
+    args = shlex.split(command)
+    assert args[:2] == ["curl", "-d"], command
+    assert len(args) == 4, command
+    if shutil.which("curl") is not None:
+        done = subprocess.run(
+            [*args, "-s", "-o", os.devnull, "-w", "%{http_code}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        return int(done.stdout)
+    # curl -d sends the text as a form body.
+    headers = {"content-type": "application/x-www-form-urlencoded"}
+    return httpx.post(args[3], content=args[2], headers=headers, timeout=30).status_code
+
+
+@pytest.mark.parametrize(
+    "served",
+    [
+        pytest.param(
+            "demo",
+            marks=pytest.mark.skipif(
+                os.environ.get("SERVINGLIB_SKIP_TF") == "1", reason="TensorFlow not wanted"
+            ),
+        ),
+        "python_half_plus_two",
+        "rows_of_3",
+    ],
+)
+def test_the_try_line_really_succeeds(served: str, tmp_path: Path) -> None:
+    """The start-up Try: line, run as printed, gets 200 from the bundled models and a [?, 3] one."""
+    from servinglib.examples import PYTHON_HALF_PLUS_TWO
+
+    if served == "demo":
+        args = ["--demo"]
+    elif served == "python_half_plus_two":
+        args = [f"--model_base_path={PYTHON_HALF_PLUS_TWO}", "--allow_python_code_execution"]
+    else:
+        (tmp_path / "m" / "1").mkdir(parents=True)
+        (tmp_path / "m" / "1" / "model.py").write_text(textwrap.dedent(ROWS_OF_3_PY))
+        args = [f"--model_base_path={tmp_path / 'm'}", "--allow_python_code_execution"]
+    running = Server(*args)
+    try:
+        command = try_line(running)
+        assert run_try_line(command) == 200, command
+        if served == "rows_of_3":
+            assert '{"instances": [[1.0, 2.0, 3.0]]}' in command
     finally:
         running.close()
