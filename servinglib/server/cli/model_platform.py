@@ -64,7 +64,7 @@ def infer_model_platform(
             )
         return _default(f"{base_path} holds no version directory yet")
     for version in versions:
-        directory = os.path.join(base_path, str(version))
+        directory = os.path.join(base_path, version)
         platforms = registry.platforms_recognizing(directory)
         if len(platforms) == 1:
             return PlatformChoice(platforms[0], f"inferred from version {version}'s files")
@@ -82,17 +82,15 @@ def _default(why: str) -> PlatformChoice:
     )
 
 
-def _versions(base_path: str) -> list[int]:
-    """The numbered subdirectories of ``base_path``, highest first."""
+def _versions(base_path: str) -> list[str]:
+    """The names of the numbered subdirectories of ``base_path``, highest number first."""
     try:
         names = os.listdir(base_path)
     except OSError:
         return []
-    return sorted(
-        (
-            int(name)
-            for name in names
-            if name.isascii() and name.isdigit() and os.path.isdir(os.path.join(base_path, name))
-        ),
-        reverse=True,
-    )
+    numbered = [
+        name
+        for name in names
+        if name.isascii() and name.isdigit() and os.path.isdir(os.path.join(base_path, name))
+    ]
+    return sorted(numbered, key=int, reverse=True)

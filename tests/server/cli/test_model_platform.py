@@ -92,3 +92,11 @@ def test_the_flag_without_a_base_path_is_refused() -> None:
 
     with pytest.raises(FlagError, match="--model_platform"):
         parse_flags(["--model_config_file=/m.config", "--model_platform=python"], environ={})
+
+
+def test_a_version_named_with_leading_zeros_is_looked_into(tmp_path: Path) -> None:
+    """Version directory 007 is version 7, and its own files decide."""
+    shutil.copytree(Path(PYTHON_HALF_PLUS_TWO) / "1", tmp_path / "007")
+    (tmp_path / "3").mkdir()
+    choice = infer_model_platform(str(tmp_path))
+    assert (choice.platform, choice.reason) == ("python", "inferred from version 007's files")
