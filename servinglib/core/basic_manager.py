@@ -11,6 +11,11 @@ from typing import Any, final
 
 import attrs
 
+from servinglib.core.argument_types import (
+    check_loader_data,
+    check_servable_id,
+    not_a_servable_request,
+)
 from servinglib.core.clock import Clock, SystemClock, Timer
 from servinglib.core.event_bus import EventBus
 from servinglib.core.loader import Loader
@@ -140,6 +145,8 @@ class BasicManager(Manager):
     # -- request path -------------------------------------------------------
 
     def servable_handle(self, request: ServableRequest) -> ServableHandle[Any]:
+        if not isinstance(request, ServableRequest):
+            raise not_a_servable_request(request)
         handle = self._serving.acquire(request)
         if handle is None:
             raise self._lookup_error(request)
@@ -155,8 +162,10 @@ class BasicManager(Manager):
 
         A ``data`` holding an error is managed in state ERROR, with an END
         event carrying the error.  Raises AlreadyExistsError if the id is
-        already managed, FailedPreconditionError once closed.
+        already managed, FailedPreconditionError once closed, TypeError if
+        ``data`` is not a ServableData holding a Loader (or an error).
         """
+        check_loader_data(data, "manage_servable()")
         loader = data.data if data.ok else None
         harness = LoaderHarness(data.id, loader, self._options.load_retry, additional_state)
         with self._lock:
@@ -178,6 +187,7 @@ class BasicManager(Manager):
         Raises NotFoundError if it is not managed, FailedPreconditionError if
         it is loading, serving or unloading.
         """
+        check_servable_id(servable_id, "stop_managing_servable()")
         with self._lock:
             harness = self._harness_locked(servable_id)
             if harness.state not in _STOPPABLE:
@@ -200,6 +210,7 @@ class BasicManager(Manager):
         load's own error after retries.  With 0 load threads the load runs
         before this returns.
         """
+        check_servable_id(servable_id, "load_servable()")
         future: concurrent.futures.Future[None] = concurrent.futures.Future()
         try:
             with self._lock:
@@ -221,6 +232,7 @@ class BasicManager(Manager):
         END published.  The future's exception is NotFoundError or
         FailedPreconditionError (not READY).
         """
+        check_servable_id(servable_id, "unload_servable()")
         future: concurrent.futures.Future[None] = concurrent.futures.Future()
         try:
             with self._lock:
@@ -242,6 +254,7 @@ class BasicManager(Manager):
 
     def cancel_load_servable_retry(self, servable_id: ServableId) -> None:
         """Stops retrying a failing load; a retry waiting for its turn fails at once (CANCELLED)."""
+        check_servable_id(servable_id, "cancel_load_servable_retry()")
         with self._lock:
             harness = self._find_locked(servable_id)
             pending = self._retry_timers.pop(servable_id, None)

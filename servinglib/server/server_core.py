@@ -13,6 +13,7 @@ import attrs
 
 from servinglib.batching.options import BatchingParameters
 from servinglib.batching.scheduler import SharedBatchScheduler
+from servinglib.core.argument_types import wrong_type
 from servinglib.core.aspired_version_policy import AspiredVersionPolicy
 from servinglib.core.aspired_versions_manager import AspiredVersionsManager
 from servinglib.core.availability_preserving_policy import AvailabilityPreservingPolicy
@@ -175,6 +176,10 @@ class ServerCore:
         clock: Clock | None = None,
         state_listeners: Iterable[Callable[[ServableState], None]] = (),
     ) -> None:
+        if config is not None and not isinstance(config, ModelServerConfig):
+            raise wrong_type("ServerCore's config", "a ModelServerConfig or None", config)
+        if options is not None and not isinstance(options, ServerCoreOptions):
+            raise wrong_type("ServerCore's options", "a ServerCoreOptions or None", options)
         self._options = options if options is not None else ServerCoreOptions()
         self._registry = registry if registry is not None else default_registry
         self._reload_lock = threading.Lock()
@@ -322,7 +327,10 @@ class ServerCore:
         InvalidArgumentError for an unknown label (or labels not allowed), and
         UnavailableError at once when the model's requests in flight are at
         ``max_requests_in_flight_per_model``.  Release the handle soon.
+        TypeError if ``model_spec`` is not a ModelSpec.
         """
+        if not isinstance(model_spec, ModelSpec):
+            raise _not_a_model_spec("servable_handle()", model_spec)
         request = self._request_for(model_spec)
         limit = self._options.max_requests_in_flight_per_model
         if limit is None:
@@ -373,6 +381,8 @@ class ServerCore:
 
     def model_metadata(self, model_spec: ModelSpec) -> ModelMetadata:
         """The platform and signatures of the version ``model_spec`` selects."""
+        if not isinstance(model_spec, ModelSpec):
+            raise _not_a_model_spec("model_metadata()", model_spec)
         config = self._config.model(model_spec.name)
         with self.servable_handle(model_spec) as handle:
             servable = handle.servable
@@ -401,6 +411,8 @@ class ServerCore:
         an unknown version.  ``error`` is a model-level problem: its base path
         cannot be read, or it failed to start.
         """
+        if not isinstance(name, str):
+            raise wrong_type("model_status()'s name", "a model name (str)", name)
         states = self._monitor.get_version_states(name)
         if self._config.model(name) is None and not states:
             raise NotFoundError(f"Could not find any versions of model {name}")
@@ -464,16 +476,26 @@ class ServerCore:
         and the previous config keeps serving untouched.  New models that fail
         raise UnknownError naming them (they stay configured, in error).
         """
+        if not isinstance(config, ModelServerConfig):
+            raise wrong_type(
+                "reload_config()'s config", "a ModelServerConfig (a tuple of ModelConfig)", config
+            )
         self._reload(config, initial=False)
 
     def load_model(self, model: ModelConfig) -> None:
         """Adds (or replaces) one model in the config and waits for it, as reload_config does."""
+        if not isinstance(model, ModelConfig):
+            raise wrong_type(
+                "load_model()'s model", "a ModelConfig (e.g. ModelConfig.python(name, path))", model
+            )
         with self._reload_lock:
             others = [m for m in self._config.models if m.name != model.name]
             self._reload_locked(ModelServerConfig((*others, model)), initial=False)
 
     def unload_model(self, name: str) -> None:
         """Removes one model from the config (its versions unload); NotFoundError if absent."""
+        if not isinstance(name, str):
+            raise wrong_type("unload_model()'s name", "a model name (str)", name)
         with self._reload_lock:
             if self._config.model(name) is None:
                 raise NotFoundError(f"Model {name} is not in the config")
@@ -685,3 +707,12 @@ class ServerCore:
             errors = [s.health for s in newest_first if s.health is not None]
             return errors[0] if errors else UnknownError(f"No version of model {name} loaded")
         return None
+
+
+def _not_a_model_spec(where: str, value: object) -> TypeError:
+    return wrong_type(
+        f"ServerCore.{where}'s model_spec",
+        "a ModelSpec (ModelSpec.latest(name), .specific(name, version) or .labeled(name, label)); "
+        "a ServableRequest is what a manager's servable_handle() takes",
+        value,
+    )
