@@ -43,6 +43,7 @@ from servinglib.servable import Servable, SignatureSpec
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_batching import ModelBatching
 from servinglib.server.model_spec import ModelSpec
+from servinglib.server.state_log import ServableStateLog
 from servinglib.sources.file_system_storage_path_source import (
     FileSystemStoragePathSource,
     FileSystemStoragePathSourceConfig,
@@ -163,7 +164,10 @@ class ServerCore:
     :meth:`reload_config`); a failure raises (or, with ``start_degraded``,
     is recorded and the healthy models serve).  ``state_listeners`` are
     subscribed to the event bus before that first load, so they see it
-    (logging, metrics); they run on the publishing thread.
+    (metrics, say); they run on the publishing thread.  Loads, unloads and
+    failures are logged on the ``servinglib.server`` logger (INFO; failures
+    ERROR), retries on ``servinglib.core.loader_harness`` (WARNING); the
+    library adds no handler.
     Thread-safe; reloads serialize.
     """
 
@@ -196,6 +200,7 @@ class ServerCore:
         self._bus: EventBus[ServableState] = EventBus()
         self._monitor = ServableStateMonitor(self._bus, max_count_log_events=1000, clock=clock)
         self._bus.subscribe(self._on_state)
+        self._bus.subscribe(ServableStateLog().on_state)
         for listener in state_listeners:
             self._bus.subscribe(listener)
         if (

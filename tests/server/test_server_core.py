@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import textwrap
@@ -395,3 +396,35 @@ def test_drain_turns_readiness_off_but_keeps_serving(core: ServerCore) -> None:
     assert core.draining
     assert not core.ready()
     assert predict(core, ModelSpec.latest("a"), 1.0) == 2.0
+
+
+def test_an_embedded_core_logs_loads_unloads_and_failures(
+    models: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Loads, unloads, failures and retries are logged by servinglib's loggers, no handler added."""
+    add_version(models / "bad", 1, broken=True)
+    config = ModelServerConfig((python_model(models, "a"), python_model(models, "bad")))
+    with (
+        caplog.at_level("INFO", logger="servinglib"),
+        ServerCore(config, options(start_degraded=True)),
+    ):
+        pass
+    lines = [(r.name, r.levelname, r.getMessage()) for r in caplog.records]
+    assert ("servinglib.server", "INFO", "a v1 loading") in lines
+    assert ("servinglib.server", "INFO", "a v1 unloading") in lines
+    messages = [message for _, _, message in lines]
+    assert any(m.startswith("a v1 available in ") for m in messages)
+    assert any(m.startswith("a v1 unloaded in ") for m in messages)
+    failed = [m for name, level, m in lines if level == "ERROR" and m.startswith("bad v1 failed")]
+    assert len(failed) == 1
+    assert "this version is broken" in failed[0]
+    retry = [m for name, _, m in lines if name == "servinglib.core.loader_harness"]
+    assert len(retry) == 1
+    assert retry[0].endswith("no more retries (1 attempt, max_num_load_retries=0)")
+    assert messages.count("a v1 loading") == 1  # one line per change, not one per listener
+    servinglib_loggers = [
+        logging.getLogger(name)
+        for name in logging.root.manager.loggerDict
+        if name == "servinglib" or name.startswith("servinglib.")
+    ]
+    assert [lg.name for lg in servinglib_loggers if lg.handlers] == []
