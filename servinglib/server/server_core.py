@@ -192,7 +192,6 @@ class ServerCore:
         self._labels: Mapping[str, Mapping[str, int]] = {}  # replaced whole
         self._routes: dict[str, int] = {}  # guarded by: _reload_lock
         self._monitored: dict[str, ServableToMonitor] = {}  # guarded by: _reload_lock
-        self._settled: frozenset[str] = frozenset()  # models whose load was waited for
         self._failed: dict[str, ServingError] = {}  # guarded by: _lock
         self._in_flight: dict[str, int] = {}  # guarded by: _lock
         self._closed = False
@@ -439,20 +438,25 @@ class ServerCore:
             return dict(self._failed)
 
     def ready(self) -> bool:
-        """True when every model of the last settled config has an available version.
+        """True when every configured model has an AVAILABLE version: the one readiness answer.
 
-        Models that failed (recorded in :meth:`failed_models`) do not count; a
-        reload in progress does not make serving models unready.  False for
-        good once :meth:`drain` was called.
+        The front ends' readiness (REST ``/v2/health/ready``, gRPC
+        ``ServerReady`` and ``grpc.health.v1``) all ask this.  Not ready: a
+        configured model still loading (at start, or added by a reload), one
+        whose every version failed (:meth:`failed_models`, also with
+        ``start_degraded``), one whose directory holds no version yet, a core
+        with no model configured, and a core drained or closed.  Models
+        swapping versions stay ready under the availability-preserving policy.
         """
         if self._closed or self._draining:
+            return False
+        names = self._config.names
+        if not names:
             return False
         available = {
             servable_id.name for servable_id in self._manager.list_available_servable_ids()
         }
-        with self._lock:
-            failed = set(self._failed)
-        return all(name in available for name in self._settled - failed)
+        return all(name in available for name in names)
 
     def drain(self) -> None:
         """Reports not ready from now on (health checks fail), while requests are still served.
@@ -555,15 +559,12 @@ class ServerCore:
         with self._lock:
             for name in removed:
                 self._failed.pop(name, None)
-        # Removed models stop counting for readiness now, not when the wait ends.
-        self._settled = self._settled - set(removed)
         # States published before this reload (say, a re-added model's old END) do not count.
         before = {name: self._monitor.get_version_states(name) for name in new_names}
         self._source.update_config(self._source_config(config.models))
         failures = self._wait_for(before)
         with self._lock:
             self._failed.update(failures)
-        self._settled = frozenset(config.names)
         if not failures:
             return
         listed = "; ".join(f"{name}: {error.message}" for name, error in sorted(failures.items()))
