@@ -195,6 +195,8 @@ class ServerCore:
         self._failed: dict[str, ServingError] = {}  # guarded by: _lock
         self._in_flight: dict[str, int] = {}  # guarded by: _lock
         self._closed = False
+        self._closer: threading.Thread | None = None  # guarded by: _lock
+        self._close_error: BaseException | None = None  # set by the closer thread
         self._draining = False
         self._bus: EventBus[ServableState] = EventBus()
         self._monitor = ServableStateMonitor(self._bus, max_count_log_events=1000, clock=clock)
@@ -510,16 +512,50 @@ class ServerCore:
                 raise NotFoundError(f"Model {name} is not in the config")
             self._reload_locked(self._config.without_model(name), initial=False)
 
-    def close(self) -> None:
-        """Stops polling and unloads every model; idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._source.close()
-        self._manager.close()
-        if self._batching is not None:
-            self._batching.close()
-        self._monitor.close()
+    def close(self, timeout_s: float | None = None) -> bool:
+        """Stops polling and unloads every model; True once all is unloaded.  Idempotent.
+
+        Unloading a version waits until the handles to it still held are
+        released; each such version is logged after 5 s (handles held, how
+        long), then every 60 s.  With ``timeout_s``, returns False when that
+        passed first: the handles held are logged, and the unload goes on in
+        the background.  Calling it again waits again (for ``timeout_s``).
+        """
+        with self._lock:
+            closer = self._closer
+            if closer is None:
+                self._closed = True
+                closer = self._closer = threading.Thread(
+                    target=self._close_all, name="servinglib-close", daemon=True
+                )
+                closer.start()
+        closer.join(timeout_s)
+        if closer.is_alive():
+            held = self._manager.basic_manager.held_handles()
+            listed = ", ".join(
+                f"{servable_id} ({count} handle(s), {waited_s:.1f} s)"
+                for servable_id, (count, waited_s) in sorted(held.items())
+            )
+            _log.warning(
+                "ServerCore.close() returns after %g s; unloading goes on in the background, "
+                "waiting for handles still held: %s",
+                timeout_s,
+                listed or "none (an unload or a load is still running)",
+            )
+            return False
+        if self._close_error is not None:
+            raise self._close_error
+        return True
+
+    def _close_all(self) -> None:
+        try:
+            self._source.close()
+            self._manager.close()
+            if self._batching is not None:
+                self._batching.close()
+            self._monitor.close()
+        except BaseException as error:  # noqa: BLE001 - raised again by close() on the caller's thread
+            self._close_error = error
 
     def __enter__(self) -> ServerCore:
         return self

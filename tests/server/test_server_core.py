@@ -6,6 +6,7 @@ import logging
 import os
 import shutil
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -380,3 +381,49 @@ def test_an_embedded_core_logs_loads_unloads_and_failures(
         if name == "servinglib" or name.startswith("servinglib.")
     ]
     assert [lg.name for lg in servinglib_loggers if lg.handlers] == []
+
+
+def held_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "still held" in r.getMessage()]
+
+
+def test_leaving_with_a_handle_held_logs_it_until_released(
+    models: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing waits for a held handle, logging which servable and how long, again and again."""
+    monkeypatch.setattr("servinglib.core.basic_manager._HELD_FIRST_REPORT_S", 0.2)
+    monkeypatch.setattr("servinglib.core.basic_manager._HELD_REPORT_EVERY_S", 0.2)
+    core = ServerCore(ModelServerConfig((python_model(models, "a"),)), options())
+    handle = core.servable_handle(ModelSpec.latest("a"))
+
+    def release_after_two_reports() -> None:
+        wait_until(lambda: len(held_lines(caplog)) >= 2, timeout_s=30)
+        handle.release()
+
+    releaser = threading.Thread(target=release_after_two_reports)
+    with caplog.at_level("WARNING", logger="servinglib.core.basic_manager"):
+        releaser.start()
+        with core:
+            pass  # leaving the block closes the core while the handle is held
+    releaser.join(30)
+    lines = held_lines(caplog)
+    assert len(lines) >= 2
+    assert lines[0].startswith("Unloading servable {name: a version: 1} waits for 1 handle(s)")
+    assert core.model_status("a").versions[0].state is ManagerState.END
+
+
+def test_a_bounded_close_returns_while_a_handle_is_held(
+    models: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """close(timeout_s) returns False after the bound naming the held handle; unloading goes on."""
+    core = ServerCore(ModelServerConfig((python_model(models, "a"),)), options())
+    handle = core.servable_handle(ModelSpec.latest("a"))
+    with caplog.at_level("WARNING", logger="servinglib.server.server_core"):
+        assert core.close(timeout_s=0.2) is False
+    [line] = [r.getMessage() for r in caplog.records if r.name == "servinglib.server.server_core"]
+    assert "unloading goes on in the background" in line
+    assert "{name: a version: 1} (1 handle(s), " in line
+    assert not core.ready()
+    handle.release()
+    assert core.close(timeout_s=30) is True
+    assert core.model_status("a").versions[0].state is ManagerState.END
