@@ -34,13 +34,23 @@ def check_servable_id(servable_id: object, where: str) -> None:
         )
 
 
+def check_servable_data(data: object, where: str) -> None:
+    """Raises TypeError unless ``data`` is a ServableData."""
+    if not isinstance(data, ServableData):
+        raise _not_servable_data(data, where, "data")
+
+
 def check_loader_data(data: object, where: str) -> None:
     """Raises TypeError unless ``data`` is a ServableData holding a Loader (or an error)."""
     if not isinstance(data, ServableData):
-        raise wrong_type(
-            f"Each version given to {where}",
-            "a ServableData (ServableData.of(ServableId(name, version), loader))",
-            data,
-        )
+        raise _not_servable_data(data, where, "loader")
     if data.ok and not isinstance(data.data, Loader):
         raise wrong_type(f"The data of servable {data.id} given to {where}", "a Loader", data.data)
+
+
+def _not_servable_data(data: object, where: str, holding: str) -> TypeError:
+    return wrong_type(
+        f"Each version given to {where}",
+        f"a ServableData (ServableData.of(ServableId(name, version), {holding}))",
+        data,
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -96,22 +95,13 @@ def test_call_signature_checks_servable_inputs_and_tensors() -> None:
         call_signature(_Identity(), None, {"x": x})  # type: ignore[arg-type]
 
 
-def test_server_core_entry_points_check_their_argument_types(tmp_path: Path) -> None:
-    """ServerCore's calls name ModelSpec, ModelConfig, ModelServerConfig or str as expected."""
-    from servinglib.server.server_core import ServerCore
+def test_source_adapters_and_routers_want_servable_data() -> None:
+    """A source adapter or router given a bare path instead of ServableData says so."""
+    from servinglib.sources.source_router import DynamicSourceRouter
+    from servinglib.testing import FakeStoragePathSourceAdapter
 
-    with ServerCore() as core:
-        with pytest.raises(TypeError, match=r"must be a ModelSpec .*not ServableRequest"):
-            core.servable_handle(ServableRequest.latest("m"))  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match=r"must be a ModelSpec .*not str"):
-            core.model_metadata("m")  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match=r"must be a ModelServerConfig .*not list"):
-            core.reload_config([])  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match=r"must be a ModelConfig .*not str"):
-            core.load_model(str(tmp_path))  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match=r"must be a model name \(str\), not ModelSpec"):
-            core.unload_model(ModelSpec.latest("m"))  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match=r"must be a model name \(str\), not ModelSpec"):
-            core.model_status(ModelSpec.latest("m"))  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"config must be a ModelServerConfig or None, not list"):
-        ServerCore([])  # type: ignore[arg-type]
+    for target in (FakeStoragePathSourceAdapter(), DynamicSourceRouter(1)):
+        with pytest.raises(
+            TypeError, match=r"set_aspired_versions\(\) must be a ServableData .*str"
+        ):
+            target.set_aspired_versions("m", ["/models/m/1"])  # type: ignore[list-item]

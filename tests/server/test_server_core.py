@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from servinglib.core.servable_request import ServableRequest
 from servinglib.core.servable_state import ManagerState
 from servinglib.errors import (
     FailedPreconditionError,
@@ -427,3 +428,22 @@ def test_a_bounded_close_returns_while_a_handle_is_held(
     handle.release()
     assert core.close(timeout_s=30) is True
     assert core.model_status("a").versions[0].state is ManagerState.END
+
+
+def test_server_core_entry_points_check_their_argument_types(tmp_path: Path) -> None:
+    """ServerCore's calls name ModelSpec, ModelConfig, ModelServerConfig or str as expected."""
+    with ServerCore() as core:
+        with pytest.raises(TypeError, match=r"must be a ModelSpec .*not ServableRequest"):
+            core.servable_handle(ServableRequest.latest("m"))  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"must be a ModelSpec .*not str"):
+            core.model_metadata("m")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"must be a ModelServerConfig .*not list"):
+            core.reload_config([])  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"must be a ModelConfig .*not str"):
+            core.load_model(str(tmp_path))  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"must be a model name \(str\), not ModelSpec"):
+            core.unload_model(ModelSpec.latest("m"))  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"must be a model name \(str\), not ModelSpec"):
+            core.model_status(ModelSpec.latest("m"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"config must be a ModelServerConfig or None, not list"):
+        ServerCore([])  # type: ignore[arg-type]
