@@ -21,6 +21,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from servinglib.core.argument_types import wrong_type
 from servinglib.errors import FailedPreconditionError, InternalError, InvalidArgumentError
 
 DEFAULT_SIGNATURE = "serving_default"
@@ -130,7 +131,16 @@ class TensorSpec:
         return self.dtype.kind == "O"
 
     def check(self, value: npt.NDArray[Any]) -> None:
-        """Raises InvalidArgumentError if ``value`` does not fit this spec (dtype, rank, sizes)."""
+        """Raises InvalidArgumentError if ``value`` does not fit this spec (dtype, rank, sizes).
+
+        A ``value`` that is not a numpy array (a list, say) is a TypeError.
+        """
+        if not isinstance(value, np.ndarray):
+            raise wrong_type(
+                f"Input tensor '{self.name}'",
+                f"a numpy.ndarray (np.asarray(value, dtype={self.dtype.name!r}) makes one)",
+                value,
+            )
         if value.dtype != self.dtype:
             raise InvalidArgumentError(
                 f"Input tensor '{self.name}' has dtype {_dtype_name(value.dtype)}, "
@@ -225,8 +235,13 @@ def resolve_signature(servable: Servable, signature_name: str | None) -> tuple[s
     """The signature a request names (empty/None: ``serving_default``), with its spec.
 
     Raises FailedPreconditionError (TF Serving's code) naming the key when
-    the servable has no such signature.
+    the servable has no such signature; TypeError when ``servable`` is not a
+    Servable (a handle instead of its ``servable``, say).
     """
+    if not isinstance(servable, Servable):
+        raise wrong_type(
+            "The servable called", "a Servable (handle.servable, not the handle)", servable
+        )
     return find_signature(servable.signatures, signature_name)
 
 
@@ -245,7 +260,12 @@ def find_signature(
 
 
 def check_inputs(spec: SignatureSpec, inputs: Tensors) -> None:
-    """Raises InvalidArgumentError naming the tensor if ``inputs`` do not fit ``spec``."""
+    """Raises InvalidArgumentError naming the tensor if ``inputs`` do not fit ``spec``.
+
+    Inputs that are not a mapping of names to numpy arrays are a TypeError.
+    """
+    if not isinstance(inputs, Mapping):
+        raise wrong_type("The inputs", "a mapping of tensor name to numpy.ndarray", inputs)
     if inputs.keys() == spec.inputs.keys():  # the common case: skip the set arithmetic
         for name, value in inputs.items():
             spec.inputs[name].check(value)

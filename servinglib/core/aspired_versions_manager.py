@@ -9,6 +9,7 @@ from typing import Any, final
 
 import attrs
 
+from servinglib.core.argument_types import check_loader_data
 from servinglib.core.aspired_version_policy import (
     Action,
     AspiredServableStateSnapshot,
@@ -121,10 +122,12 @@ class AspiredVersionsManager(Manager):
 
         Replaces any request for the name not applied yet.  Raises
         InvalidArgumentError if an item names another servable or a version
-        twice.  Thread safety: any thread; never blocks on loads.
+        twice, TypeError if an item is not a ServableData holding a Loader
+        (or an error).  Thread safety: any thread; never blocks on loads.
         """
         seen: set[int] = set()
         for item in versions:
+            check_loader_data(item, "set_aspired_versions()")
             if item.id.name != servable_name:
                 raise InvalidArgumentError(
                     f"Aspired versions of {servable_name} include servable {item.id}"

@@ -6,11 +6,17 @@ import concurrent.futures
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, final
 
 import attrs
 
+from servinglib.core.argument_types import (
+    check_loader_data,
+    check_servable_id,
+    not_a_servable_request,
+)
 from servinglib.core.clock import Clock, SystemClock, Timer
 from servinglib.core.event_bus import EventBus
 from servinglib.core.loader import Loader
@@ -23,7 +29,7 @@ from servinglib.core.loader_harness import (
 from servinglib.core.manager import Manager
 from servinglib.core.resource_tracker import ResourceTracker
 from servinglib.core.servable_data import ServableData
-from servinglib.core.servable_handle import ServableHandle
+from servinglib.core.servable_handle import ServableHandle, ServingEntry
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_request import ServableRequest
 from servinglib.core.servable_state import ManagerState, ServableState
@@ -54,6 +60,9 @@ _HOLDS_RESOURCES = frozenset(
     }
 )
 _STOPPABLE = frozenset({HarnessState.NEW, HarnessState.ERROR, HarnessState.DISABLED})
+# An unload waiting for handles still held says so after this long, then at this slow interval.
+_HELD_FIRST_REPORT_S = 5.0
+_HELD_REPORT_EVERY_S = 60.0
 
 
 @final
@@ -114,6 +123,8 @@ class BasicManager(Manager):
             ServableId, tuple[Timer, Callable[[], None]]
         ] = {}  # guarded by: _lock
         self._closed = False  # guarded by: _lock
+        # Versions unloading while handles to them are held: entry, monotonic start of the wait.
+        self._quiescing: dict[ServableId, tuple[ServingEntry, float]] = {}  # guarded by: _lock
         self._serving = ServingMap()
         # Loads executing (not waiting for resources) and unloads requested and
         # not finished: what may still free resources for a waiting load.
@@ -140,6 +151,8 @@ class BasicManager(Manager):
     # -- request path -------------------------------------------------------
 
     def servable_handle(self, request: ServableRequest) -> ServableHandle[Any]:
+        if not isinstance(request, ServableRequest):
+            raise not_a_servable_request(request)
         handle = self._serving.acquire(request)
         if handle is None:
             raise self._lookup_error(request)
@@ -155,8 +168,10 @@ class BasicManager(Manager):
 
         A ``data`` holding an error is managed in state ERROR, with an END
         event carrying the error.  Raises AlreadyExistsError if the id is
-        already managed, FailedPreconditionError once closed.
+        already managed, FailedPreconditionError once closed, TypeError if
+        ``data`` is not a ServableData holding a Loader (or an error).
         """
+        check_loader_data(data, "manage_servable()")
         loader = data.data if data.ok else None
         harness = LoaderHarness(data.id, loader, self._options.load_retry, additional_state)
         with self._lock:
@@ -178,6 +193,7 @@ class BasicManager(Manager):
         Raises NotFoundError if it is not managed, FailedPreconditionError if
         it is loading, serving or unloading.
         """
+        check_servable_id(servable_id, "stop_managing_servable()")
         with self._lock:
             harness = self._harness_locked(servable_id)
             if harness.state not in _STOPPABLE:
@@ -200,6 +216,7 @@ class BasicManager(Manager):
         load's own error after retries.  With 0 load threads the load runs
         before this returns.
         """
+        check_servable_id(servable_id, "load_servable()")
         future: concurrent.futures.Future[None] = concurrent.futures.Future()
         try:
             with self._lock:
@@ -221,6 +238,7 @@ class BasicManager(Manager):
         END published.  The future's exception is NotFoundError or
         FailedPreconditionError (not READY).
         """
+        check_servable_id(servable_id, "unload_servable()")
         future: concurrent.futures.Future[None] = concurrent.futures.Future()
         try:
             with self._lock:
@@ -242,6 +260,7 @@ class BasicManager(Manager):
 
     def cancel_load_servable_retry(self, servable_id: ServableId) -> None:
         """Stops retrying a failing load; a retry waiting for its turn fails at once (CANCELLED)."""
+        check_servable_id(servable_id, "cancel_load_servable_retry()")
         with self._lock:
             harness = self._find_locked(servable_id)
             pending = self._retry_timers.pop(servable_id, None)
@@ -269,6 +288,20 @@ class BasicManager(Manager):
             harness = self._find_locked(servable_id)
         return harness.error if harness is not None else None
 
+    def held_handles(self) -> dict[ServableId, tuple[int, float]]:
+        """Versions whose unload waits for handles: id → (handles held, seconds waited so far).
+
+        Thread safety: any thread.
+        """
+        now = time.monotonic()
+        with self._lock:
+            waiting = list(self._quiescing.values())
+        return {
+            entry.id: (entry.handle_count, now - since)
+            for entry, since in waiting
+            if entry.handle_count > 0
+        }
+
     def set_num_load_threads(self, num_threads: int) -> None:
         """Resizes the load pool (0: load on the requesting thread); loads running go on.
 
@@ -287,7 +320,9 @@ class BasicManager(Manager):
     def close(self) -> None:
         """Cancels load retries, waits for running loads, unloads everything; idempotent.
 
-        Handles still held delay close() until they are released.
+        Handles still held delay close() until they are released; each
+        version waiting for them is logged after 5 s, then every 60 s
+        (:meth:`held_handles` lists them).
         """
         with self._lock:
             if self._closed:
@@ -452,13 +487,33 @@ class BasicManager(Manager):
             self._publish(harness.id, ManagerState.UNLOADING)
             entry = self._serving.remove(harness.id)
             if entry is not None:
-                entry.close_and_wait()
+                self._wait_for_handles(entry)
             harness.done_quiescing()
             harness.unload()
             self._publish(harness.id, ManagerState.END)
             future.set_result(None)
         finally:
             self._load_or_unload_finished(unloads=1)
+
+    def _wait_for_handles(self, entry: ServingEntry) -> None:
+        """Waits until no handle to ``entry`` is held, saying so while handles are held."""
+        started = time.monotonic()
+        with self._lock:
+            self._quiescing[entry.id] = (entry, started)
+        try:
+            wait_s = _HELD_FIRST_REPORT_S
+            while not entry.close_and_wait(wait_s):
+                _log.warning(
+                    "Unloading servable %s waits for %d handle(s) still held, for %.0f s so "
+                    "far: release them (end the with-block of servable_handle) to let it finish",
+                    entry.id,
+                    entry.handle_count,
+                    time.monotonic() - started,
+                )
+                wait_s = _HELD_REPORT_EVERY_S
+        finally:
+            with self._lock:
+                del self._quiescing[entry.id]
 
     # -- serving map --------------------------------------------------------
 

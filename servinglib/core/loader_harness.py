@@ -75,6 +75,10 @@ _PERMANENT_CODES = frozenset(
 )
 
 
+def _attempts(count: int) -> str:
+    return "1 attempt" if count == 1 else f"{count} attempts"
+
+
 def retry_unless_permanent(error: ServingError) -> bool:
     """The default should-retry predicate: retry unless the error cannot heal.
 
@@ -194,16 +198,29 @@ class LoaderHarness:
             error = ServingError.wrap(exc, f"Loading servable {self.id} failed")
         else:
             return LoadOutcome.LOADED
-        _log.warning("load attempt %d of servable %s failed: %s", attempt, self.id, error)
+        retries = self.retry.max_num_load_retries
+        failed = error.message
+        if str(self.id) not in failed:  # a ServingError raised by the loader names no servable
+            failed = f"Loading servable {self.id} failed: {failed}"
         with self._lock:
-            if (
-                attempt <= self.retry.max_num_load_retries
-                and not self._retry_cancelled
-                and self.retry.should_retry(error)
-            ):
+            if attempt > retries:
+                why = f"no more retries ({_attempts(attempt)}, max_num_load_retries={retries})"
+            elif self._retry_cancelled:
+                why = "no more retries (cancelled: the version is no longer wanted)"
+            elif not self.retry.should_retry(error):
+                why = f"no more retries ({error.code.name} is not retried)"
+            else:
+                _log.warning(
+                    "%s; retry %d of %d in %g s",
+                    failed,
+                    attempt,
+                    retries,
+                    self.retry.load_retry_interval_s,
+                )
                 return LoadOutcome.RETRY
             self._fail_locked(error)
-            return LoadOutcome.FAILED
+        _log.warning("%s; %s", failed, why)
+        return LoadOutcome.FAILED
 
     def ready(self) -> None:
         """LOADING → READY, once the loaded servable is being served."""

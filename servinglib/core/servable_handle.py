@@ -105,11 +105,13 @@ class ServingEntry:
         """Handles taken and not yet released."""
         return self._count
 
-    def close_and_wait(self) -> None:
+    def close_and_wait(self, timeout_s: float | None = None) -> bool:
         """Refuses new handles, then waits until every handle taken is released.
 
+        True once none is held; False if ``timeout_s`` passed first (call
+        again to go on waiting).
         Requires: the entry is no longer in the published serving map.
         """
         with self._cond:
             self._closed = True
-            self._cond.wait_for(lambda: self._count == 0)
+            return self._cond.wait_for(lambda: self._count == 0, timeout_s)

@@ -7,13 +7,14 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Mapping
 from typing import final
 
 import attrs
 
 from servinglib.core.clock import Clock, SystemClock, Timer
 from servinglib.errors import InvalidArgumentError, ServingError
-from servinglib.server.config import read_model_server_config
+from servinglib.server.config import ModelServerConfig, read_model_server_config
 from servinglib.server.server_core import ServerCore
 from servinglib.sources.fs_event_trigger import FsEventTrigger
 
@@ -27,6 +28,8 @@ class ConfigFileStatus:
 
     ``error`` is None when the last version of the file read was applied;
     otherwise the server keeps serving the config applied before.
+    ``unavailable``: models of the applied config that did not become
+    available, with why (they stay configured and load once they can).
     ``applied_at_s`` / ``checked_at_s``: ``time.time()`` of the last apply / read.
     Immutable, so thread-safe.
     """
@@ -35,6 +38,7 @@ class ConfigFileStatus:
     error: ServingError | None
     applied_at_s: float | None
     checked_at_s: float | None
+    unavailable: Mapping[str, ServingError] = attrs.field(factory=dict)
 
 
 @final
@@ -47,9 +51,15 @@ class ModelConfigFileWatcher:
     Checks every ``poll_wait_seconds`` (TF Serving's
     ``--model_config_file_poll_wait_seconds``) and, with
     ``watch_filesystem_events``, the moment the file is written or renamed
-    into place.  A file that fails to read, parse or validate — half-written,
-    a syntax error, a platform change — is reported by :meth:`status` and the
-    log and changes nothing; the same content is not retried until it changes.
+    into place.  A file that cannot be read or parsed (empty, half-written)
+    is read again once its content has stayed the same for ``settle_s``, so
+    an edit in place (truncate, then write) reports nothing; only a file
+    still bad then is an error.  A file that fails to read, parse or
+    validate — a syntax error, a platform change — is reported by
+    :meth:`status` and the log and changes nothing; the same content is not
+    retried until it changes.  A config applied whose new models did not
+    become available is applied all the same: the log and
+    ``status().unavailable`` name those models and why.
     Thread-safe.
     """
 
@@ -60,20 +70,27 @@ class ModelConfigFileWatcher:
         poll_wait_seconds: float,
         *,
         watch_filesystem_events: bool = True,
+        settle_s: float = 0.5,
         clock: Clock | None = None,
     ) -> None:
         if poll_wait_seconds <= 0:
             raise InvalidArgumentError("poll_wait_seconds must be > 0 (0 means: do not watch)")
+        if settle_s < 0:
+            raise InvalidArgumentError(f"settle_s must be >= 0, got {settle_s}")
         self._core = core
         self._path = os.path.abspath(path)
         self._poll_wait_s = poll_wait_seconds
+        self._settle_s = settle_s
         self._clock = clock if clock is not None else SystemClock()
         self._check_lock = threading.Lock()  # serializes checks
         self._lock = threading.Lock()
         # The core is taken to serve the file as it is now (it was built from it).
         self._last_digest: bytes | None = _digest_of(self._path)  # guarded by: _check_lock
         self._status = ConfigFileStatus(self._path, None, None, None)  # replaced whole
+        # A bad content (digest; None: unreadable) first seen at this clock time, not yet reported.
+        self._unsettled: tuple[bytes | None, float] | None = None  # guarded by: _check_lock
         self._timer: Timer | None = None  # guarded by: _lock
+        self._settle_timer: Timer | None = None  # guarded by: _lock
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._events = FsEventTrigger(self._on_fs_event, include_modifications=True)
@@ -96,39 +113,94 @@ class ModelConfigFileWatcher:
         return self._status
 
     def check_once(self) -> bool:
-        """Reads the file now; reloads the core if its content changed.  True if applied."""
+        """Reads the file now; reloads the core if its content changed.  True if applied.
+
+        A file unreadable or unparsable for the first time is not reported
+        yet: a re-check is scheduled ``settle_s`` later.
+        """
         with self._check_lock:
             now = time.time()
             try:
                 with open(self._path, "rb") as file:
                     content = file.read()
             except OSError as exc:
-                self._record(InvalidArgumentError(f"Cannot read {self._path}: {exc}"), now)
+                if self._settled_locked(None):
+                    self._record(InvalidArgumentError(f"Cannot read {self._path}: {exc}"), now)
                 return False
             digest = hashlib.sha256(content).digest()
             if digest == self._last_digest:
+                self._unsettled = None
                 self._status = attrs.evolve(self._status, checked_at_s=now)
                 return False
-            self._last_digest = digest
             try:
                 # The bytes just hashed, not a second read that could see another write.
                 config = read_model_server_config(self._path, content=content)
-                self._core.reload_config(config)
             except ServingError as error:
+                if self._settled_locked(digest):
+                    self._last_digest = digest
+                    self._record(error, now)
+                return False
+            self._unsettled = None
+            self._last_digest = digest
+            return self._apply(config, now)
+
+    def _apply(self, config: ModelServerConfig, now: float) -> bool:
+        before = self._core.config
+        try:
+            self._core.reload_config(config)
+        except ServingError as error:
+            if self._core.config is before:  # rejected whole: the previous config serves
                 self._record(error, now)
                 return False
-            self._status = ConfigFileStatus(self._path, None, now, now)
-            _log.info("applied model config file %s", self._path)
+            # Applied; some new models did not become available (they stay configured).
+            failed = self._core.failed_models()
+            unavailable = {name: failed[name] for name in config.names if name in failed}
+            listed = ", ".join(f"{n} ({e.message})" for n, e in unavailable.items())
+            self._status = ConfigFileStatus(self._path, None, now, now, unavailable)
+            _log.warning(
+                "applied model config file %s; not available yet: %s",
+                self._path,
+                listed or error.message,
+            )
             return True
+        self._status = ConfigFileStatus(self._path, None, now, now)
+        _log.info("applied model config file %s", self._path)
+        return True
+
+    def _settled_locked(self, digest: bytes | None) -> bool:
+        """Whether a bad content has stayed the same for ``settle_s`` (else: look again then)."""
+        now = self._clock.now()
+        if self._unsettled is None or self._unsettled[0] != digest:
+            if self._settle_s == 0:
+                return True
+            self._unsettled = (digest, now)
+            remaining = self._settle_s
+            _log.debug(
+                "model config file %s is unreadable or unfinished; reading it again in %g s",
+                self._path,
+                remaining,
+            )
+        else:
+            remaining = self._unsettled[1] + self._settle_s - now
+            if remaining <= 0:
+                return True
+        with self._lock:
+            if self._settle_timer is not None:
+                self._settle_timer.cancel()
+            if not self._stop.is_set():
+                self._settle_timer = self._clock.call_later(remaining, self._wake.set)
+        return False
 
     def close(self) -> None:
         """Stops watching; idempotent."""
         self._stop.set()
         self._wake.set()
         with self._lock:
-            timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
+            timers = (self._timer, self._settle_timer)
+            self._timer = self._settle_timer = None
+        for timer in timers:
+            if timer is not None:
+                timer.cancel()
         self._thread.join()
         self._events.close()
 

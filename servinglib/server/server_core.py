@@ -13,6 +13,7 @@ import attrs
 
 from servinglib.batching.options import BatchingParameters
 from servinglib.batching.scheduler import SharedBatchScheduler
+from servinglib.core.argument_types import wrong_type
 from servinglib.core.aspired_version_policy import AspiredVersionPolicy
 from servinglib.core.aspired_versions_manager import AspiredVersionsManager
 from servinglib.core.availability_preserving_policy import AvailabilityPreservingPolicy
@@ -42,6 +43,7 @@ from servinglib.servable import Servable, SignatureSpec
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_batching import ModelBatching
 from servinglib.server.model_spec import ModelSpec
+from servinglib.server.state_log import ServableStateLog
 from servinglib.sources.file_system_storage_path_source import (
     FileSystemStoragePathSource,
     FileSystemStoragePathSourceConfig,
@@ -162,7 +164,10 @@ class ServerCore:
     :meth:`reload_config`); a failure raises (or, with ``start_degraded``,
     is recorded and the healthy models serve).  ``state_listeners`` are
     subscribed to the event bus before that first load, so they see it
-    (logging, metrics); they run on the publishing thread.
+    (metrics, say); they run on the publishing thread.  Loads, unloads and
+    failures are logged on the ``servinglib.server`` logger (INFO; failures
+    ERROR), retries on ``servinglib.core.loader_harness`` (WARNING); the
+    library adds no handler.
     Thread-safe; reloads serialize.
     """
 
@@ -175,6 +180,10 @@ class ServerCore:
         clock: Clock | None = None,
         state_listeners: Iterable[Callable[[ServableState], None]] = (),
     ) -> None:
+        if config is not None and not isinstance(config, ModelServerConfig):
+            raise wrong_type("ServerCore's config", "a ModelServerConfig or None", config)
+        if options is not None and not isinstance(options, ServerCoreOptions):
+            raise wrong_type("ServerCore's options", "a ServerCoreOptions or None", options)
         self._options = options if options is not None else ServerCoreOptions()
         self._registry = registry if registry is not None else default_registry
         self._reload_lock = threading.Lock()
@@ -183,14 +192,16 @@ class ServerCore:
         self._labels: Mapping[str, Mapping[str, int]] = {}  # replaced whole
         self._routes: dict[str, int] = {}  # guarded by: _reload_lock
         self._monitored: dict[str, ServableToMonitor] = {}  # guarded by: _reload_lock
-        self._settled: frozenset[str] = frozenset()  # models whose load was waited for
         self._failed: dict[str, ServingError] = {}  # guarded by: _lock
         self._in_flight: dict[str, int] = {}  # guarded by: _lock
         self._closed = False
+        self._closer: threading.Thread | None = None  # guarded by: _lock
+        self._close_error: BaseException | None = None  # set by the closer thread
         self._draining = False
         self._bus: EventBus[ServableState] = EventBus()
         self._monitor = ServableStateMonitor(self._bus, max_count_log_events=1000, clock=clock)
         self._bus.subscribe(self._on_state)
+        self._bus.subscribe(ServableStateLog().on_state)
         for listener in state_listeners:
             self._bus.subscribe(listener)
         if (
@@ -322,7 +333,10 @@ class ServerCore:
         InvalidArgumentError for an unknown label (or labels not allowed), and
         UnavailableError at once when the model's requests in flight are at
         ``max_requests_in_flight_per_model``.  Release the handle soon.
+        TypeError if ``model_spec`` is not a ModelSpec.
         """
+        if not isinstance(model_spec, ModelSpec):
+            raise _not_a_model_spec("servable_handle()", model_spec)
         request = self._request_for(model_spec)
         limit = self._options.max_requests_in_flight_per_model
         if limit is None:
@@ -373,6 +387,8 @@ class ServerCore:
 
     def model_metadata(self, model_spec: ModelSpec) -> ModelMetadata:
         """The platform and signatures of the version ``model_spec`` selects."""
+        if not isinstance(model_spec, ModelSpec):
+            raise _not_a_model_spec("model_metadata()", model_spec)
         config = self._config.model(model_spec.name)
         with self.servable_handle(model_spec) as handle:
             servable = handle.servable
@@ -401,6 +417,8 @@ class ServerCore:
         an unknown version.  ``error`` is a model-level problem: its base path
         cannot be read, or it failed to start.
         """
+        if not isinstance(name, str):
+            raise wrong_type("model_status()'s name", "a model name (str)", name)
         states = self._monitor.get_version_states(name)
         if self._config.model(name) is None and not states:
             raise NotFoundError(f"Could not find any versions of model {name}")
@@ -422,20 +440,25 @@ class ServerCore:
             return dict(self._failed)
 
     def ready(self) -> bool:
-        """True when every model of the last settled config has an available version.
+        """True when every configured model has an AVAILABLE version: the one readiness answer.
 
-        Models that failed (recorded in :meth:`failed_models`) do not count; a
-        reload in progress does not make serving models unready.  False for
-        good once :meth:`drain` was called.
+        The front ends' readiness (REST ``/v2/health/ready``, gRPC
+        ``ServerReady`` and ``grpc.health.v1``) all ask this.  Not ready: a
+        configured model still loading (at start, or added by a reload), one
+        whose every version failed (:meth:`failed_models`, also with
+        ``start_degraded``), one whose directory holds no version yet, a core
+        with no model configured, and a core drained or closed.  Models
+        swapping versions stay ready under the availability-preserving policy.
         """
         if self._closed or self._draining:
+            return False
+        names = self._config.names
+        if not names:
             return False
         available = {
             servable_id.name for servable_id in self._manager.list_available_servable_ids()
         }
-        with self._lock:
-            failed = set(self._failed)
-        return all(name in available for name in self._settled - failed)
+        return all(name in available for name in names)
 
     def drain(self) -> None:
         """Reports not ready from now on (health checks fail), while requests are still served.
@@ -464,31 +487,75 @@ class ServerCore:
         and the previous config keeps serving untouched.  New models that fail
         raise UnknownError naming them (they stay configured, in error).
         """
+        if not isinstance(config, ModelServerConfig):
+            raise wrong_type(
+                "reload_config()'s config", "a ModelServerConfig (a tuple of ModelConfig)", config
+            )
         self._reload(config, initial=False)
 
     def load_model(self, model: ModelConfig) -> None:
         """Adds (or replaces) one model in the config and waits for it, as reload_config does."""
+        if not isinstance(model, ModelConfig):
+            raise wrong_type(
+                "load_model()'s model", "a ModelConfig (e.g. ModelConfig.python(name, path))", model
+            )
         with self._reload_lock:
             others = [m for m in self._config.models if m.name != model.name]
             self._reload_locked(ModelServerConfig((*others, model)), initial=False)
 
     def unload_model(self, name: str) -> None:
         """Removes one model from the config (its versions unload); NotFoundError if absent."""
+        if not isinstance(name, str):
+            raise wrong_type("unload_model()'s name", "a model name (str)", name)
         with self._reload_lock:
             if self._config.model(name) is None:
                 raise NotFoundError(f"Model {name} is not in the config")
             self._reload_locked(self._config.without_model(name), initial=False)
 
-    def close(self) -> None:
-        """Stops polling and unloads every model; idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._source.close()
-        self._manager.close()
-        if self._batching is not None:
-            self._batching.close()
-        self._monitor.close()
+    def close(self, timeout_s: float | None = None) -> bool:
+        """Stops polling and unloads every model; True once all is unloaded.  Idempotent.
+
+        Unloading a version waits until the handles to it still held are
+        released; each such version is logged after 5 s (handles held, how
+        long), then every 60 s.  With ``timeout_s``, returns False when that
+        passed first: the handles held are logged, and the unload goes on in
+        the background.  Calling it again waits again (for ``timeout_s``).
+        """
+        with self._lock:
+            closer = self._closer
+            if closer is None:
+                self._closed = True
+                closer = self._closer = threading.Thread(
+                    target=self._close_all, name="servinglib-close", daemon=True
+                )
+                closer.start()
+        closer.join(timeout_s)
+        if closer.is_alive():
+            held = self._manager.basic_manager.held_handles()
+            listed = ", ".join(
+                f"{servable_id} ({count} handle(s), {waited_s:.1f} s)"
+                for servable_id, (count, waited_s) in sorted(held.items())
+            )
+            _log.warning(
+                "ServerCore.close() returns after %g s; unloading goes on in the background, "
+                "waiting for handles still held: %s",
+                timeout_s,
+                listed or "none (an unload or a load is still running)",
+            )
+            return False
+        if self._close_error is not None:
+            raise self._close_error
+        return True
+
+    def _close_all(self) -> None:
+        try:
+            self._source.close()
+            self._manager.close()
+            if self._batching is not None:
+                self._batching.close()
+            self._monitor.close()
+        except BaseException as error:  # noqa: BLE001 - raised again by close() on the caller's thread
+            self._close_error = error
 
     def __enter__(self) -> ServerCore:
         return self
@@ -528,15 +595,12 @@ class ServerCore:
         with self._lock:
             for name in removed:
                 self._failed.pop(name, None)
-        # Removed models stop counting for readiness now, not when the wait ends.
-        self._settled = self._settled - set(removed)
         # States published before this reload (say, a re-added model's old END) do not count.
         before = {name: self._monitor.get_version_states(name) for name in new_names}
         self._source.update_config(self._source_config(config.models))
         failures = self._wait_for(before)
         with self._lock:
             self._failed.update(failures)
-        self._settled = frozenset(config.names)
         if not failures:
             return
         listed = "; ".join(f"{name}: {error.message}" for name, error in sorted(failures.items()))
@@ -685,3 +749,12 @@ class ServerCore:
             errors = [s.health for s in newest_first if s.health is not None]
             return errors[0] if errors else UnknownError(f"No version of model {name} loaded")
         return None
+
+
+def _not_a_model_spec(where: str, value: object) -> TypeError:
+    return wrong_type(
+        f"ServerCore.{where}'s model_spec",
+        "a ModelSpec (ModelSpec.latest(name), .specific(name, version) or .labeled(name, label)); "
+        "a ServableRequest is what a manager's servable_handle() takes",
+        value,
+    )

@@ -6,6 +6,7 @@ import abc
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar, final
 
+from servinglib.core.argument_types import check_servable_data
 from servinglib.core.servable_data import ServableData
 from servinglib.errors import ServingError
 from servinglib.sources.source import Source
@@ -26,6 +27,8 @@ class SourceAdapter(TargetBase[In], Source[Out], Generic[In, Out]):
     def set_aspired_versions(
         self, servable_name: str, versions: Sequence[ServableData[In]]
     ) -> None:
+        for item in versions:
+            check_servable_data(item, f"{type(self).__name__}.set_aspired_versions()")
         self.emit_aspired_versions(servable_name, self.adapt(servable_name, versions))
 
     @abc.abstractmethod

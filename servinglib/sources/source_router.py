@@ -7,6 +7,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Generic, TypeVar, final
 
+from servinglib.core.argument_types import check_servable_data
 from servinglib.core.servable_data import ServableData
 from servinglib.errors import InvalidArgumentError
 from servinglib.sources.source import Source
@@ -34,6 +35,8 @@ class SourceRouter(TargetBase[T], Generic[T]):
         return self._ports
 
     def set_aspired_versions(self, servable_name: str, versions: Sequence[ServableData[T]]) -> None:
+        for item in versions:
+            check_servable_data(item, f"{type(self).__name__}.set_aspired_versions()")
         self._ports[self.route(servable_name)].emit_aspired_versions(servable_name, versions)
 
     @abc.abstractmethod

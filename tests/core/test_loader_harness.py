@@ -493,3 +493,46 @@ def test_retry_options_defaults_and_validation() -> None:
         LoadRetryOptions(max_num_load_retries=-1)
     with pytest.raises(ValueError, match="load_retry_interval_s"):
         LoadRetryOptions(load_retry_interval_s=-0.5)
+
+
+def test_each_failed_attempt_logs_the_retry_schedule(caplog: pytest.LogCaptureFixture) -> None:
+    """Every failed attempt says which retry comes and when; the last says no more retries."""
+    loader = ScriptedLoader([UnavailableError("disk busy")] * 3)
+    harness = loading_harness(
+        loader, LoadRetryOptions(max_num_load_retries=2, load_retry_interval_s=60)
+    )
+    with caplog.at_level("WARNING", logger="servinglib.core.loader_harness"):
+        attempt_until_settled(harness)
+    failed = f"Loading servable {ID} failed: disk busy"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{failed}; retry 1 of 2 in 60 s",
+        f"{failed}; retry 2 of 2 in 60 s",
+        f"{failed}; no more retries (3 attempts, max_num_load_retries=2)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("retry", "errors", "last_line"),
+    [
+        (
+            LoadRetryOptions(0),
+            [UnavailableError("x")],
+            "no more retries (1 attempt, max_num_load_retries=0)",
+        ),
+        (LoadRetryOptions(5), [DataLossError("x")], "no more retries (DATA_LOSS is not retried)"),
+    ],
+    ids=["no-retries", "permanent"],
+)
+def test_a_load_that_is_not_retried_says_why(
+    caplog: pytest.LogCaptureFixture,
+    retry: LoadRetryOptions,
+    errors: list[ServingError],
+    last_line: str,
+) -> None:
+    """A load failing without retries logs one line saying why none come."""
+    harness = loading_harness(ScriptedLoader(errors), retry)
+    with caplog.at_level("WARNING", logger="servinglib.core.loader_harness"):
+        assert attempt_until_settled(harness) == [LoadOutcome.FAILED]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"Loading servable {ID} failed: x; {last_line}"
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import textwrap
 from collections.abc import Iterator
@@ -129,3 +130,68 @@ def test_unchanged_content_is_not_reloaded(served: tuple[ServerCore, Path]) -> N
         write_atomically(config_file, config_text("a", "b"))
         assert w.check_once() is True
         assert core.list_models() == ["a", "b"]
+
+
+def test_an_applied_config_names_the_models_not_available_yet(
+    served: tuple[ServerCore, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A config applied with a model whose directory is missing says applied, naming it and why."""
+    core, config_file = served
+    with (
+        caplog.at_level("INFO", logger="servinglib.server.config_file_watcher"),
+        ModelConfigFileWatcher(core, str(config_file), 3600, watch_filesystem_events=False) as w,
+    ):
+        write_atomically(config_file, config_text("a", "late"))
+        assert w.check_once() is True
+        status = w.status()
+        assert status.error is None
+        assert list(status.unavailable) == ["late"]
+        assert core.list_models() == ["a", "late"]
+    records = [r for r in caplog.records if r.name == "servinglib.server.config_file_watcher"]
+    assert [r.levelname for r in records] == ["WARNING"]
+    message = records[0].getMessage()
+    assert message.startswith(f"applied model config file {config_file}; not available yet: ")
+    assert f"late (Could not find base path {config_file.parent / 'late'}" in message
+
+
+def test_an_edit_in_place_logs_no_false_error(
+    served: tuple[ServerCore, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Truncating the file, then writing it (an in-place edit), applies it with no error logged."""
+    core, config_file = served
+    with (
+        caplog.at_level("DEBUG", logger="servinglib.server.config_file_watcher"),
+        ModelConfigFileWatcher(core, str(config_file), 3600, settle_s=5.0) as watcher,
+        open(config_file, "r+b") as file,
+    ):
+        file.truncate(0)
+        file.flush()
+        os.fsync(file.fileno())
+        # The watcher saw the empty file (it says so at DEBUG, or, wrongly, as an error).
+        wait_until(lambda: any("unfinished" in r.getMessage() for r in caplog.records))
+        file.write(config_text("a", "b").encode())
+        file.flush()
+        wait_until(lambda: core.list_models() == ["a", "b"])
+        assert watcher.status().error is None
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def test_a_file_still_bad_after_settling_is_reported(served: tuple[ServerCore, Path]) -> None:
+    """An unparsable file is reported only once it stayed the same for the settle window."""
+    core, config_file = served
+    clock = FakeClock()
+    with ModelConfigFileWatcher(
+        core, str(config_file), 3600, watch_filesystem_events=False, settle_s=2.0, clock=clock
+    ) as watcher:
+        config_file.write_text("")
+        assert watcher.check_once() is False
+        assert watcher.status().error is None
+        clock.advance(1.0)
+        assert watcher.check_once() is False
+        assert watcher.status().error is None
+        clock.advance(1.0)
+        wait_until(lambda: watcher.status().error is not None)
+        error = watcher.status().error
+        assert error is not None
+        assert "sets no model_config_list" in error.message
+        assert core.list_models() == ["a"]

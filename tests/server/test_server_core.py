@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import textwrap
@@ -12,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from servinglib.core.servable_request import ServableRequest
 from servinglib.core.servable_state import ManagerState
 from servinglib.errors import (
     FailedPreconditionError,
@@ -222,7 +224,7 @@ def test_broken_model_with_start_degraded_serves_the_others(models: Path) -> Non
         status = core.model_status("bad")
         assert status.error is not None
         assert "broken" in status.error.message
-        assert core.ready()  # failed models do not hold readiness back
+        assert not core.ready()  # a configured model has no available version
 
 
 def test_missing_base_path_fails_fast(tmp_path: Path) -> None:
@@ -341,53 +343,6 @@ def test_a_model_failed_at_start_recovers_when_its_files_appear(tmp_path: Path) 
         assert core.model_status("late").error is None
 
 
-SLOW_MODEL_PY = """
-import time
-from pathlib import Path
-from servinglib.loaders import PythonModel, signature
-from servinglib.servable import TensorSpec
-
-class Model(PythonModel):
-    def load(self, path):
-        gate = Path(path).parent / "GO"
-        deadline = time.monotonic() + 20
-        while not gate.exists() and time.monotonic() < deadline:
-            time.sleep(0.005)
-
-    @signature(
-        inputs=[TensorSpec("x", "float32", [-1])], outputs=[TensorSpec("y", "float32", [-1])]
-    )
-    def predict(self, x):
-        return {"y": x}
-"""
-
-
-def test_ready_stays_true_while_a_reload_waits(core: ServerCore, models: Path) -> None:
-    """While a reload removing b waits for a slow new model, the serving models stay ready."""
-    (models / "slow" / "1").mkdir(parents=True)
-    (models / "slow" / "1" / "model.py").write_text(textwrap.dedent(SLOW_MODEL_PY))
-    errors: list[BaseException] = []
-
-    def reload() -> None:
-        try:
-            core.reload_config(
-                ModelServerConfig((python_model(models, "a"), python_model(models, "slow")))
-            )
-        except BaseException as error:  # noqa: BLE001 - reported by the assertion below
-            errors.append(error)
-
-    thread = threading.Thread(target=reload)
-    thread.start()
-    wait_until(lambda: core.list_models() == ["a", "slow"])
-    wait_until(lambda: core.model_status("b").versions[0].state is ManagerState.END)
-    readiness = {core.ready() for _ in range(200)}
-    (models / "slow" / "GO").write_text("")
-    thread.join(30)
-    assert errors == []
-    assert readiness == {True}
-    assert core.ready()
-
-
 def test_drain_turns_readiness_off_but_keeps_serving(core: ServerCore) -> None:
     """After drain(), ready() is False for good while requests are still answered."""
     assert core.ready()
@@ -395,3 +350,100 @@ def test_drain_turns_readiness_off_but_keeps_serving(core: ServerCore) -> None:
     assert core.draining
     assert not core.ready()
     assert predict(core, ModelSpec.latest("a"), 1.0) == 2.0
+
+
+def test_an_embedded_core_logs_loads_unloads_and_failures(
+    models: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Loads, unloads, failures and retries are logged by servinglib's loggers, no handler added."""
+    add_version(models / "bad", 1, broken=True)
+    config = ModelServerConfig((python_model(models, "a"), python_model(models, "bad")))
+    with (
+        caplog.at_level("INFO", logger="servinglib"),
+        ServerCore(config, options(start_degraded=True)),
+    ):
+        pass
+    lines = [(r.name, r.levelname, r.getMessage()) for r in caplog.records]
+    assert ("servinglib.server", "INFO", "a v1 loading") in lines
+    assert ("servinglib.server", "INFO", "a v1 unloading") in lines
+    messages = [message for _, _, message in lines]
+    assert any(m.startswith("a v1 available in ") for m in messages)
+    assert any(m.startswith("a v1 unloaded in ") for m in messages)
+    failed = [m for name, level, m in lines if level == "ERROR" and m.startswith("bad v1 failed")]
+    assert len(failed) == 1
+    assert "this version is broken" in failed[0]
+    retry = [m for name, _, m in lines if name == "servinglib.core.loader_harness"]
+    assert len(retry) == 1
+    assert retry[0].endswith("no more retries (1 attempt, max_num_load_retries=0)")
+    assert messages.count("a v1 loading") == 1  # one line per change, not one per listener
+    servinglib_loggers = [
+        logging.getLogger(name)
+        for name in logging.root.manager.loggerDict
+        if name == "servinglib" or name.startswith("servinglib.")
+    ]
+    assert [lg.name for lg in servinglib_loggers if lg.handlers] == []
+
+
+def held_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "still held" in r.getMessage()]
+
+
+def test_leaving_with_a_handle_held_logs_it_until_released(
+    models: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing waits for a held handle, logging which servable and how long, again and again."""
+    monkeypatch.setattr("servinglib.core.basic_manager._HELD_FIRST_REPORT_S", 0.2)
+    monkeypatch.setattr("servinglib.core.basic_manager._HELD_REPORT_EVERY_S", 0.2)
+    core = ServerCore(ModelServerConfig((python_model(models, "a"),)), options())
+    handle = core.servable_handle(ModelSpec.latest("a"))
+
+    def release_after_two_reports() -> None:
+        wait_until(lambda: len(held_lines(caplog)) >= 2, timeout_s=30)
+        handle.release()
+
+    releaser = threading.Thread(target=release_after_two_reports)
+    with caplog.at_level("WARNING", logger="servinglib.core.basic_manager"):
+        releaser.start()
+        with core:
+            pass  # leaving the block closes the core while the handle is held
+    releaser.join(30)
+    lines = held_lines(caplog)
+    assert len(lines) >= 2
+    assert lines[0].startswith("Unloading servable {name: a version: 1} waits for 1 handle(s)")
+    assert core.model_status("a").versions[0].state is ManagerState.END
+
+
+def test_a_bounded_close_returns_while_a_handle_is_held(
+    models: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """close(timeout_s) returns False after the bound naming the held handle; unloading goes on."""
+    core = ServerCore(ModelServerConfig((python_model(models, "a"),)), options())
+    handle = core.servable_handle(ModelSpec.latest("a"))
+    with caplog.at_level("WARNING", logger="servinglib.server.server_core"):
+        assert core.close(timeout_s=0.2) is False
+    [line] = [r.getMessage() for r in caplog.records if r.name == "servinglib.server.server_core"]
+    assert "unloading goes on in the background" in line
+    assert "{name: a version: 1} (1 handle(s), " in line
+    assert not core.ready()
+    handle.release()
+    assert core.close(timeout_s=30) is True
+    assert core.model_status("a").versions[0].state is ManagerState.END
+
+
+def test_server_core_entry_points_check_their_argument_types(tmp_path: Path) -> None:
+    """ServerCore's calls name ModelSpec, ModelConfig, ModelServerConfig or str as expected."""
+    with ServerCore() as core:
+        with pytest.raises(TypeError, match=r"must be a ModelSpec .*not ServableRequest"):
+            core.servable_handle(ServableRequest.latest("m"))  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"must be a ModelSpec .*not str"):
+            core.model_metadata("m")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"must be a ModelServerConfig .*not list"):
+            core.reload_config([])  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"must be a ModelConfig .*not str"):
+            core.load_model(str(tmp_path))  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"must be a model name \(str\), not ModelSpec"):
+            core.unload_model(ModelSpec.latest("m"))  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"must be a model name \(str\), not ModelSpec"):
+            core.model_status(ModelSpec.latest("m"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"config must be a ModelServerConfig or None, not list"):
+        ServerCore([])  # type: ignore[arg-type]

@@ -16,7 +16,6 @@ import asyncio
 import logging
 import os
 import signal
-import time
 from collections.abc import Callable
 from typing import Any, final
 
@@ -25,7 +24,7 @@ import attrs
 from servinglib.batching.options import BatchingParameters, read_batching_parameters
 from servinglib.core.availability_preserving_policy import AvailabilityPreservingPolicy
 from servinglib.core.resource_preserving_policy import ResourcePreservingPolicy
-from servinglib.core.servable_state import ManagerState, ServableState
+from servinglib.core.servable_state import ServableState
 from servinglib.examples import HALF_PLUS_TWO, PYTHON_HALF_PLUS_TWO
 from servinglib.loaders.python import PythonPlatformConfig
 from servinglib.loaders.tensorflow.config import TensorFlowPlatformConfig
@@ -163,7 +162,7 @@ class ModelServer:
         self.metrics = ServerMetrics() if prometheus.enable else None
         self.metrics_path = prometheus.path
         self.freezer = HeapFreezer() if flags.freeze_heap else None
-        listeners: list[Callable[[ServableState], None]] = [_StateLog().on_state]
+        listeners: list[Callable[[ServableState], None]] = []  # ServerCore logs states itself
         if self.freezer is not None:
             listeners.append(self.freezer.on_state)
         if self.metrics is not None:
@@ -382,32 +381,6 @@ def _fan_out(observers: list[Callable[[Any], None]]) -> Callable[[Any], None] | 
             observer(record)
 
     return observe
-
-
-@final
-class _StateLog:
-    """One log line per version state change, with how long loads and unloads took."""
-
-    def __init__(self) -> None:
-        self._since: dict[tuple[str, int], float] = {}
-
-    def on_state(self, event: ServableState) -> None:
-        key = (event.id.name, event.id.version)
-        now = time.monotonic()
-        state = event.manager_state
-        name = f"{event.id.name} v{event.id.version}"
-        if state in {ManagerState.LOADING, ManagerState.UNLOADING}:
-            self._since[key] = now
-            _log.info("%s %s", name, "loading" if state is ManagerState.LOADING else "unloading")
-            return
-        started = self._since.pop(key, None)
-        took = f" in {now - started:.2f} s" if started is not None else ""
-        if state is ManagerState.AVAILABLE:
-            _log.info("%s available%s", name, took)
-        elif state is ManagerState.END and event.health is not None:
-            _log.error("%s failed%s: %s", name, took, event.health)
-        elif state is ManagerState.END:
-            _log.info("%s unloaded%s", name, took)
 
 
 def _run(coroutine: Any) -> int:  # noqa: ANN401 - a coroutine returning the exit status

@@ -174,7 +174,8 @@ def test_sigterm_turns_readiness_off_drains_and_exits_0(server: Server) -> None:
     assert server.predict("triple", [1.0]).json() == {"predictions": [3.0]}  # still serving
     assert server.process.wait(timeout=30) == 0
     out = server.output()
-    assert "triple v1 available in" in out
+    assert out.count("triple v1 available in") == 1  # ServerCore's line, logged once
+    assert out.count("triple v1 unloaded in") == 1
     assert "SIGTERM received" in out
 
 
