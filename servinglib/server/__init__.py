@@ -12,6 +12,10 @@ from servinglib.server.data_plane import DataPlane as DataPlane
 from servinglib.server.data_plane import InferenceResult as InferenceResult
 from servinglib.server.metadata import signature_def_map as signature_def_map
 from servinglib.server.metadata import v2_model_metadata as v2_model_metadata
+from servinglib.server.model_management import ModelManagement as ModelManagement
+from servinglib.server.model_management import (
+    ModelManagementOptions as ModelManagementOptions,
+)
 from servinglib.server.model_spec import ModelSpec as ModelSpec
 from servinglib.server.server_core import ModelMetadata as ModelMetadata
 from servinglib.server.server_core import ModelStatus as ModelStatus
@@ -25,6 +29,8 @@ __all__ = [
     "InferenceResult",
     "ModelConfig",
     "ModelConfigFileWatcher",
+    "ModelManagement",
+    "ModelManagementOptions",
     "ModelMetadata",
     "ModelServerConfig",
     "ModelSpec",

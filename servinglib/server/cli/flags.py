@@ -134,6 +134,9 @@ class ServerFlags:
     demo: bool = False
     allow_python_code_execution: bool = False
     model_platform: str = ""  # "": inferred from the versions under model_base_path
+    allow_remote_model_management: bool = False
+    model_management_roots: str = ""
+    allow_remote_python_models: bool = False
     aspired_version_policy: str = "availability"
     total_model_memory_limit_bytes: int | None = None
     start_degraded: bool = False
@@ -275,6 +278,26 @@ def _own_flags(group: argparse._ArgumentGroup) -> None:
     _flag(group, "demo", bool, "serve the bundled example models")
     _flag(group, "allow_python_code_execution", bool, "serve python models (runs their model.py)")
     _flag(group, "model_platform", str, "--model_base_path's platform; empty: what it holds")
+    _flag(
+        group,
+        "allow_remote_model_management",
+        bool,
+        "let gRPC clients load, unload and reload models (RepositoryModelLoad/Unload, "
+        "HandleReloadConfigRequest); off: PERMISSION_DENIED",
+    )
+    _flag(
+        group,
+        "model_management_roots",
+        str,
+        "comma-separated directories remote loads may name; default: those holding the "
+        "configured models",
+    )
+    _flag(
+        group,
+        "allow_remote_python_models",
+        bool,
+        "let remote loads name new paths of python models (runs their code)",
+    )
     group.add_argument(
         "--aspired_version_policy",
         choices=("availability", "resource"),
@@ -349,6 +372,13 @@ def _check(flags: ServerFlags) -> None:
         raise FlagError("--batching_parameters_file needs --enable_batching")
     if flags.enable_per_model_batching_parameters and not flags.enable_batching:
         raise FlagError("--enable_per_model_batching_parameters needs --enable_batching")
+    if (flags.model_management_roots or flags.allow_remote_python_models) and not (
+        flags.allow_remote_model_management
+    ):
+        raise FlagError(
+            "--model_management_roots and --allow_remote_python_models need "
+            "--allow_remote_model_management"
+        )
     if flags.port and flags.port == flags.rest_api_port:
         raise FlagError(f"--port and --rest_api_port must differ (both are {flags.port})")
     if flags.rest_api_timeout_in_ms <= 0:

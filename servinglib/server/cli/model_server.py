@@ -43,6 +43,7 @@ from servinglib.server.metrics import (
     ServerMetrics,
     read_monitoring_config,
 )
+from servinglib.server.model_management import ModelManagement, ModelManagementOptions
 from servinglib.server.platform_config_file import read_platform_config_file
 from servinglib.server.server_core import ServerCore, ServerCoreOptions
 
@@ -100,6 +101,15 @@ def core_options(flags: ServerFlags) -> ServerCoreOptions:
         max_requests_in_flight_per_model=flags.max_requests_in_flight_per_model,
         batching_parameters=batching_parameters(flags),
         enable_per_model_batching_parameters=flags.enable_per_model_batching_parameters,
+    )
+
+
+def management_options(flags: ServerFlags) -> ModelManagementOptions:
+    """Whether and where remote calls may load, unload and reload models."""
+    return ModelManagementOptions(
+        enabled=flags.allow_remote_model_management,
+        allowed_roots=flags.model_management_roots or None,
+        allow_python_models=flags.allow_remote_python_models,
     )
 
 
@@ -172,6 +182,7 @@ class ModelServer:
         if self.metrics is not None:
             self.metrics.attach(self.core, states=False)
         self.plane = DataPlane(self.core)
+        self.management = ModelManagement(self.core, management_options(flags))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._signals = 0
@@ -298,7 +309,7 @@ class ModelServer:
             tensor_content_responses=flags.enable_serialization_as_tensor_content,
             rpc_observer=observer,
         )
-        server, port = create_server(self.plane, options)
+        server, port = create_server(self.plane, options, management=self.management)
         self.grpc_port = port if flags.port else None
         return server
 

@@ -15,6 +15,7 @@ from servinglib.server.grpc._rpc import Rpc
 from servinglib.server.grpc._v2_tensors import decode_inputs, encode_outputs
 from servinglib.server.grpc.repository import ModelRepository
 from servinglib.server.metadata import v2_config_data_type, v2_model_metadata
+from servinglib.server.model_management import ModelManagement
 from servinglib.server.model_spec import ModelSpec
 
 SERVICE: Final = "inference.GRPCInferenceService"
@@ -33,14 +34,17 @@ class InferenceServicer:
     ModelInfer takes typed or raw input contents and answers with raw output
     contents, as Triton does.  The signature is
     ``serving_default`` unless the request parameter ``signature_name`` names
-    another.  Repository RPCs go to a :class:`ModelRepository`.
+    another.  Repository RPCs go to a :class:`ModelRepository`, whose loads
+    and unloads ``management`` allows or refuses.
     Thread-safe: its state is the repository's, which is thread-safe.
     """
 
-    def __init__(self, plane: DataPlane, *, server_version: str = "") -> None:
+    def __init__(
+        self, plane: DataPlane, management: ModelManagement, *, server_version: str = ""
+    ) -> None:
         self._plane = plane
         self._core = plane.core
-        self._repository = ModelRepository(plane.core)
+        self._repository = ModelRepository(plane.core, management)
         self._server_version = server_version
 
     def rpcs(self) -> list[Rpc[Any]]:

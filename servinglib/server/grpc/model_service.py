@@ -12,6 +12,7 @@ from servinglib.protos import get_model_status_pb2, model_management_pb2
 from servinglib.server.config import ModelServerConfig
 from servinglib.server.grpc._convert import model_spec_of
 from servinglib.server.grpc._rpc import Rpc
+from servinglib.server.model_management import ModelManagement
 from servinglib.server.server_core import ServerCore
 
 SERVICE: Final = "tensorflow.serving.ModelService"
@@ -31,13 +32,16 @@ _STATE: Final[dict[ManagerState, int]] = {
 class ModelServicer:
     """TF Serving's ModelService over a ServerCore.
 
-    A reload runs on a worker thread (it waits for new models to load), so
-    the event loop keeps serving meanwhile.
+    A reload goes through ``management`` (PERMISSION_DENIED unless remote
+    management is on; paths confined to its roots) and runs on a worker
+    thread (it waits for new models to load), so the event loop keeps
+    serving meanwhile.
     Thread-safe: it holds no mutable state.
     """
 
-    def __init__(self, core: ServerCore) -> None:
+    def __init__(self, core: ServerCore, management: ModelManagement) -> None:
         self._core = core
+        self._management = management
 
     def rpcs(self) -> list[Rpc[Any]]:
         """The service's RPCs, for registration under :data:`SERVICE`."""
@@ -83,10 +87,12 @@ class ModelServicer:
 
         As TF Serving: an OK response carries an OK ``status``; a failure is
         the RPC's status (code and message), and the previous config keeps
-        serving when the new one is rejected.
+        serving when the new one is rejected.  Unlike TF Serving, refused
+        (PERMISSION_DENIED) unless remote model management is on.
         """
+        self._management.check_enabled("Reloading the model config")
         config = ModelServerConfig.from_proto(request.config)
-        await asyncio.to_thread(self._core.reload_config, config)
+        await asyncio.to_thread(self._management.reload_config, config)
         response = model_management_pb2.ReloadConfigResponse()
         response.status.SetInParent()
         return response

@@ -10,6 +10,7 @@ from typing import Final, final
 from servinglib.errors import InvalidArgumentError, NotFoundError, UnimplementedError
 from servinglib.protos import grpc_service_pb2 as v2
 from servinglib.server.config import ModelConfig
+from servinglib.server.model_management import ModelManagement
 from servinglib.server.repository_index import repository_index
 from servinglib.server.server_core import ServerCore
 
@@ -25,13 +26,15 @@ class ModelRepository:
     served before (unloaded ones stay known, so they can be loaded again).
     Loading an unknown model needs the ``config`` parameter, a JSON object
     ``{"base_path": "/models/m", "platform": "tensorflow"}`` (servinglib's
-    keys; Triton's config.pbtxt has no base path).  Loads and unloads run
-    on a worker thread and wait, as ServerCore's do.
+    keys; Triton's config.pbtxt has no base path).  Loads and unloads go
+    through ``management`` (refused unless remote management is on, and
+    confined to its roots), on a worker thread, and wait as ServerCore's do.
     Thread-safe.
     """
 
-    def __init__(self, core: ServerCore) -> None:
+    def __init__(self, core: ServerCore, management: ModelManagement) -> None:
         self._core = core
+        self._management = management
         self._lock = threading.Lock()
         self._known: dict[str, ModelConfig] = {}  # guarded by: _lock
         self._remember_config()
@@ -55,8 +58,9 @@ class ModelRepository:
 
     async def load(self, request: v2.RepositoryModelLoadRequest) -> v2.RepositoryModelLoadResponse:
         """Adds (or reloads) the model and waits until it serves or fails."""
+        self._management.check_enabled(f"Loading model {request.model_name}")
         model = self._config_for(request)
-        await asyncio.to_thread(self._core.load_model, model)
+        await asyncio.to_thread(self._management.load_model, model)
         with self._lock:
             self._known[model.name] = model
         return v2.RepositoryModelLoadResponse()
@@ -65,9 +69,10 @@ class ModelRepository:
         self, request: v2.RepositoryModelUnloadRequest
     ) -> v2.RepositoryModelUnloadResponse:
         """Removes the model from the config; its versions unload.  NOT_FOUND if not loaded."""
+        self._management.check_enabled(f"Unloading model {request.model_name}")
         name = _model_name(request.model_name)
         self._remember_config()
-        await asyncio.to_thread(self._core.unload_model, name)
+        await asyncio.to_thread(self._management.unload_model, name)
         return v2.RepositoryModelUnloadResponse()
 
     def _config_for(self, request: v2.RepositoryModelLoadRequest) -> ModelConfig:

@@ -16,6 +16,7 @@ from servinglib.server.data_plane import DataPlane
 from servinglib.server.grpc import health, inference_service, model_service, prediction_service
 from servinglib.server.grpc._rpc import Rpc, RpcObserver, method_handler, stream_handler
 from servinglib.server.grpc.options import GrpcServerOptions, SslConfig
+from servinglib.server.model_management import ModelManagement
 from servinglib.server.server_core import ServerCore
 
 
@@ -81,14 +82,20 @@ class GrpcServer:
 
 
 def create_server(
-    plane_or_core: DataPlane | ServerCore, options: GrpcServerOptions | None = None
+    plane_or_core: DataPlane | ServerCore,
+    options: GrpcServerOptions | None = None,
+    *,
+    management: ModelManagement | None = None,
 ) -> tuple[GrpcServer, int]:
     """A gRPC server with TF Serving's PredictionService and ModelService, KServe V2's
     GRPCInferenceService and grpc.health.v1.Health, bound but not started; and its port.
 
     Given a ServerCore, the server makes (and on stop closes) its own
-    DataPlane.  Servicers are registered under the wire service names with
-    our own messages, so the official clients work unchanged.
+    DataPlane.  ``management`` decides whether RepositoryModelLoad / Unload
+    and HandleReloadConfigRequest may change what is served; default: a
+    ModelManagement with remote management off (they answer
+    PERMISSION_DENIED).  Servicers are registered under the wire service
+    names with our own messages, so the official clients work unchanged.
     Requires: called from a coroutine on the event loop that will run the
     server (grpc.aio binds to it).  Raises UnavailableError when the address
     cannot be bound.
@@ -98,13 +105,15 @@ def create_server(
         plane, owns_plane = plane_or_core, False
     else:
         plane, owns_plane = DataPlane(plane_or_core), True
+    if management is None:
+        management = ModelManagement(plane.core)
     services = {
         prediction_service.SERVICE: prediction_service.PredictionServicer(
             plane, tensor_content=options.tensor_content_responses
         ).rpcs(),
-        model_service.SERVICE: model_service.ModelServicer(plane.core).rpcs(),
+        model_service.SERVICE: model_service.ModelServicer(plane.core, management).rpcs(),
         inference_service.SERVICE: inference_service.InferenceServicer(
-            plane, server_version=_version()
+            plane, management, server_version=_version()
         ).rpcs(),
     }
     health_servicer = health.HealthServicer(

@@ -19,6 +19,7 @@ from servinglib.examples import HALF_PLUS_TWO, PYTHON_HALF_PLUS_TWO
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.data_plane import DataPlane
 from servinglib.server.grpc import GrpcServer, GrpcServerOptions, RpcRecord, create_server
+from servinglib.server.model_management import ModelManagement, ModelManagementOptions
 from servinglib.server.server_core import ServerCore
 from servinglib.sources.version_policy import ServableVersionPolicy
 
@@ -130,14 +131,23 @@ class Served:
 
 
 @contextlib.contextmanager
-def serving(target: ServerCore | DataPlane, **options: Any) -> Iterator[Served]:
-    """Serves ``target`` on 127.0.0.1, any free port, until the block ends."""
+def serving(
+    target: ServerCore | DataPlane,
+    management: ModelManagementOptions | None = None,
+    **options: Any,
+) -> Iterator[Served]:
+    """Serves ``target`` on 127.0.0.1, any free port, until the block ends.
+
+    ``management``: what remote model management may do (default: nothing).
+    """
     records: list[RpcRecord] = []
     loop = LoopThread()
     chosen = GrpcServerOptions(host="127.0.0.1", port=0, rpc_observer=records.append, **options)
+    core = target.core if isinstance(target, DataPlane) else target
 
     async def start() -> GrpcServer:
-        server, port = create_server(target, chosen)
+        plane = ModelManagement(core, management)
+        server, port = create_server(target, chosen, management=plane)
         assert port == server.port > 0
         await server.start()
         return server

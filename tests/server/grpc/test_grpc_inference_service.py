@@ -14,6 +14,7 @@ from tritonclient.utils import InferenceServerException
 
 from servinglib.protos import grpc_service_pb2
 from servinglib.server.config import ModelServerConfig
+from servinglib.server.model_management import ModelManagementOptions
 from servinglib.server.server_core import ServerCore
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
@@ -163,7 +164,8 @@ def test_health_metadata_and_config(client: triton.InferenceServerClient) -> Non
 def repository(tmp_path: Path) -> Iterator[tuple[triton.InferenceServerClient, Path]]:
     """A client of a server over a core of its own (model "a"), and the models' root."""
     config = ModelServerConfig([write_python_model(tmp_path, "a")])
-    with ServerCore(config, TEST_SERVER_CORE_OPTIONS) as core, serving(core) as served:
+    management = ModelManagementOptions(enabled=True, allow_python_models=True)
+    with ServerCore(config, TEST_SERVER_CORE_OPTIONS) as core, serving(core, management) as served:
         client = triton.InferenceServerClient(served.address)
         yield client, tmp_path
         client.close()

@@ -15,6 +15,7 @@ from tensorflow_serving.apis import (
 )
 
 from servinglib.server.config import ModelServerConfig
+from servinglib.server.model_management import ModelManagementOptions
 from servinglib.server.server_core import ServerCore
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
@@ -58,7 +59,8 @@ def test_get_model_status_errors(
 def reloadable(tmp_path: Path) -> Iterator[tuple[Served, Path]]:
     """A server over a core of its own (one Python model, "a"), and the models' root."""
     config = ModelServerConfig([write_python_model(tmp_path, "a")])
-    with ServerCore(config, TEST_SERVER_CORE_OPTIONS) as core, serving(core) as served:
+    enabled = ModelManagementOptions(enabled=True, allow_python_models=True)
+    with ServerCore(config, TEST_SERVER_CORE_OPTIONS) as core, serving(core, enabled) as served:
         yield served, tmp_path
 
 

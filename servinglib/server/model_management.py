@@ -1,0 +1,183 @@
+"""ModelManagement: whether and where clients on the network may load, unload and reload models.
+
+Every front end's management call (KServe V2's RepositoryModelLoad and
+RepositoryModelUnload, TF Serving's HandleReloadConfigRequest, and a REST
+repository API when there is one) goes through one :class:`ModelManagement`,
+which applies its :class:`ModelManagementOptions` and then calls ServerCore.
+Embedding code calling ServerCore itself is not confined: it is trusted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Final, final
+
+import attrs
+
+from servinglib.errors import InvalidArgumentError, PermissionDeniedError
+from servinglib.server.config import ModelConfig, ModelServerConfig
+from servinglib.server.server_core import ServerCore
+
+ENABLE_FLAG: Final = "--allow_remote_model_management"
+"""The ``servinglib-server`` flag that turns remote model management on."""
+ROOTS_FLAG: Final = "--model_management_roots"
+"""The flag naming the directories remote calls may load models from."""
+PYTHON_FLAG: Final = "--allow_remote_python_models"
+"""The flag letting remote calls load python-platform models from paths they name."""
+PYTHON_PLATFORM: Final = "python"
+
+
+def _roots(value: Iterable[str] | str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = value.split(",")
+    return tuple(root.strip() for root in value if root.strip())
+
+
+@final
+@attrs.frozen
+class ModelManagementOptions:
+    """What remote model management may do.
+
+    - ``enabled``: load, unload and reload models over the network (off by
+      default: those calls answer PERMISSION_DENIED naming the flag).
+    - ``allowed_roots``: the directories (and below) whose models remote
+      calls may load, as a sequence or comma-separated text; None: the
+      directories holding the models configured when the server started
+      (``/models`` for ``/models/resnet``).  Base paths are resolved
+      (symbolic links, ``..``) before the check.
+    - ``allow_python_models``: let remote calls load ``python``-platform
+      models from paths they name; without it a remote call may only name
+      a python model's path that the server's own config already serves
+      python models from (the python platform must allow code execution
+      either way).
+
+    Immutable, so thread-safe.
+    """
+
+    enabled: bool = False
+    allowed_roots: tuple[str, ...] | None = attrs.field(default=None, converter=_roots)
+    allow_python_models: bool = False
+
+
+@final
+class ModelManagement:
+    """The management plane the front ends call: checks a call against the options, then runs it.
+
+    A base path a client names must lie under an allowed root once
+    resolved, unless it is one the server's own config serves (the config
+    at start, or now).  A refused path is PERMISSION_DENIED with one message
+    whether it exists or not, decided before anything but the path's
+    resolution touches the file system.  Relative base paths are resolved
+    against the core's ``model_config_list_root_dir`` as ServerCore does.
+    The calls block until ServerCore's do (run them off the event loop).
+    Thread-safe: its state is fixed at construction; ServerCore serializes
+    the changes.
+    """
+
+    def __init__(self, core: ServerCore, options: ModelManagementOptions | None = None) -> None:
+        self._core = core
+        self._options = options if options is not None else ModelManagementOptions()
+        started = [self._resolved(model) for model in core.config.models]
+        self._configured = frozenset(_real(m.base_path) for m in started)
+        self._configured_python = frozenset(
+            _real(m.base_path) for m in started if m.model_platform == PYTHON_PLATFORM
+        )
+        roots = self._options.allowed_roots
+        if roots is None:
+            roots = tuple(os.path.dirname(_real(m.base_path)) for m in started)
+        self._roots = tuple(dict.fromkeys(_real(root) for root in roots))
+
+    @property
+    def options(self) -> ModelManagementOptions:
+        """The options this plane applies."""
+        return self._options
+
+    @property
+    def allowed_roots(self) -> tuple[str, ...]:
+        """The resolved directories remote calls may load models from."""
+        return self._roots
+
+    def check_enabled(self, action: str) -> None:
+        """PermissionDeniedError naming the flag unless remote management is on.
+
+        ``action`` says what was refused, e.g. "Loading model m".
+        """
+        if not self._options.enabled:
+            raise PermissionDeniedError(
+                f"{action} over the network is not allowed: remote model management is off; "
+                f"start the server with {ENABLE_FLAG} (ModelManagementOptions(enabled=True) "
+                "when embedding) to allow it"
+            )
+
+    def load_model(self, model: ModelConfig) -> None:
+        """Adds (or replaces) ``model`` after the checks; as ServerCore.load_model."""
+        self.check_enabled(f"Loading model {model.name}")
+        self._core.load_model(self._checked(model))
+
+    def unload_model(self, name: str) -> None:
+        """Removes model ``name`` if remote management is on; as ServerCore.unload_model."""
+        self.check_enabled(f"Unloading model {name}")
+        self._core.unload_model(name)
+
+    def reload_config(self, config: ModelServerConfig) -> None:
+        """Makes ``config`` the served config after checking each of its models' paths.
+
+        As ServerCore.reload_config; a config with no model leaves the server
+        serving nothing, and not ready.
+        """
+        self.check_enabled("Reloading the model config")
+        checked = [self._checked(model) for model in config.models]
+        self._core.reload_config(ModelServerConfig(checked))
+
+    def _checked(self, model: ModelConfig) -> ModelConfig:
+        resolved = self._resolved(model)
+        real = _real(resolved.base_path)
+        served = {
+            _real(m.base_path): m.model_platform for m in self._resolved_all(self._core.config)
+        }
+        if real not in served and real not in self._configured and not self._under_roots(real):
+            raise PermissionDeniedError(
+                f"Model {model.name}: base path {model.base_path!r} is outside the directories "
+                f"remote calls may load models from ({ROOTS_FLAG})"
+            )
+        if (
+            resolved.model_platform == PYTHON_PLATFORM
+            and not self._options.allow_python_models
+            and real not in self._configured_python
+            and served.get(real) != PYTHON_PLATFORM
+        ):
+            raise PermissionDeniedError(
+                f"Model {model.name}: remote calls may not load python models (they run code) "
+                f"from a path the server's config does not serve them from; start the server "
+                f"with {PYTHON_FLAG} to allow it"
+            )
+        return resolved
+
+    def _under_roots(self, real: str) -> bool:
+        return any(
+            os.path.commonpath((root, real)) == root for root in self._roots if "://" not in root
+        )
+
+    def _resolved_all(self, config: ModelServerConfig) -> list[ModelConfig]:
+        return [self._resolved(model) for model in config.models]
+
+    def _resolved(self, model: ModelConfig) -> ModelConfig:
+        if not model.base_path_is_relative:
+            return model
+        root = self._core.options.model_config_list_root_dir
+        if root is None:
+            raise InvalidArgumentError(
+                f"Model {model.name} has a relative base_path {model.base_path!r}: use an "
+                "absolute path"
+            )
+        return model.resolve_base_path(root)
+
+
+def _real(path: str) -> str:
+    """``path`` with symbolic links and ``..`` resolved (a URI is kept as it is)."""
+    if "://" in path:
+        return path
+    return os.path.realpath(path)

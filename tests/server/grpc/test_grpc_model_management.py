@@ -1,0 +1,184 @@
+"""Remote model management through the official clients: off by default, confined when on."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+import tritonclient.grpc as triton
+from google.protobuf import text_format
+from grpc_servers import Served, serving, write_python_model
+from tensorflow_serving.apis import model_management_pb2, model_service_pb2_grpc
+from tritonclient.utils import InferenceServerException
+
+from servinglib.examples import HALF_PLUS_TWO
+from servinglib.server.config import ModelConfig, ModelServerConfig
+from servinglib.server.model_management import ModelManagementOptions
+from servinglib.server.server_core import ServerCore
+from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
+
+ENABLED = ModelManagementOptions(enabled=True)
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> Path:
+    """``models/a`` (the served python model), ``models/tf`` (a SavedModel), ``outside/x``."""
+    write_python_model(tmp_path / "models", "a")
+    shutil.copytree(HALF_PLUS_TWO, tmp_path / "models" / "tf")
+    write_python_model(tmp_path / "outside", "x")
+    return tmp_path
+
+
+@pytest.fixture
+def core(layout: Path) -> Iterator[ServerCore]:
+    """A core serving python model ``a`` from ``models/a``."""
+    config = ModelServerConfig([ModelConfig.python("a", layout / "models" / "a")])
+    with ServerCore(config, TEST_SERVER_CORE_OPTIONS) as core:
+        yield core
+
+
+def triton_client(served: Served) -> triton.InferenceServerClient:
+    """A tritonclient.grpc client of ``served``."""
+    return triton.InferenceServerClient(served.address)
+
+
+def triton_load(served: Served, name: str, base_path: str | Path, platform: str) -> None:
+    """RepositoryModelLoad of ``name`` from ``base_path``, through tritonclient."""
+    client = triton_client(served)
+    try:
+        config = f'{{"base_path": "{base_path}", "platform": "{platform}"}}'
+        client.load_model(name, config=config, client_timeout=60)
+    finally:
+        client.close()
+
+
+def triton_error(
+    served: Served, name: str, base_path: str | Path, platform: str
+) -> tuple[str, str]:
+    """The status and message of a RepositoryModelLoad expected to fail."""
+    with pytest.raises(InferenceServerException) as caught:
+        triton_load(served, name, base_path, platform)
+    return str(caught.value.status()), str(caught.value.message())
+
+
+def reload(served: Served, *models: ModelConfig) -> None:
+    """HandleReloadConfigRequest with ``models``, through tensorflow-serving-api's stub."""
+    request = model_management_pb2.ReloadConfigRequest()
+    text = ModelServerConfig(models).to_text() if models else "model_config_list {}"
+    text_format.Parse(text, request.config)
+    with served.channel() as channel:
+        stub = model_service_pb2_grpc.ModelServiceStub(channel)
+        stub.HandleReloadConfigRequest(request, timeout=60)
+
+
+def reload_error(served: Served, *models: ModelConfig) -> grpc.RpcError:
+    """The error of a HandleReloadConfigRequest expected to fail."""
+    with pytest.raises(grpc.RpcError) as caught:
+        reload(served, *models)
+    return caught.value
+
+
+def test_management_is_refused_by_default(core: ServerCore, layout: Path) -> None:
+    """Without the flag, load, unload and reload answer PERMISSION_DENIED naming it; a serves."""
+    with serving(core) as served:
+        client = triton_client(served)
+        for call in (lambda: client.load_model("a"), lambda: client.unload_model("a")):
+            with pytest.raises(InferenceServerException) as caught:
+                call()
+            assert caught.value.status() == "StatusCode.PERMISSION_DENIED"
+            assert "--allow_remote_model_management" in str(caught.value.message())
+        client.close()
+        error = reload_error(served)
+        assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "--allow_remote_model_management" in (error.details() or "")
+    assert core.list_models() == ["a"]
+    assert core.ready()
+
+
+def test_management_is_allowed_with_the_flag(core: ServerCore, layout: Path) -> None:
+    """With it, a SavedModel under the models' directory loads, unloads, and a reload applies."""
+    with serving(core, ENABLED) as served:
+        triton_load(served, "tf", layout / "models" / "tf", "tensorflow")
+        client = triton_client(served)
+        assert client.is_model_ready("tf")
+        client.unload_model("tf")
+        assert not client.is_model_ready("tf")
+        client.close()
+        reload(
+            served, core.config.model("a"), ModelConfig.tensorflow("tf", layout / "models" / "tf")
+        )  # type: ignore[arg-type]
+    assert core.list_models() == ["a", "tf"]
+
+
+def test_paths_outside_the_roots_are_refused_alike(core: ServerCore, layout: Path) -> None:
+    """An existing and a missing path outside the roots get one code and one message."""
+    existing, missing = layout / "outside" / "x", layout / "outside" / "nope"
+    with serving(core, ENABLED) as served:
+        answers = {
+            path: triton_error(served, "x", path, "tensorflow") for path in (existing, missing)
+        }
+        reloads = {
+            path: reload_error(served, ModelConfig.tensorflow("x", path))
+            for path in (existing, missing)
+        }
+    assert {code for code, _ in answers.values()} == {"StatusCode.PERMISSION_DENIED"}
+    assert len({message.replace(str(path), "P") for path, (_, message) in answers.items()}) == 1
+    assert {error.code() for error in reloads.values()} == {grpc.StatusCode.PERMISSION_DENIED}
+    assert len({(e.details() or "").replace(str(p), "P") for p, e in reloads.items()}) == 1
+    assert core.list_models() == ["a"]
+
+
+def test_dot_dot_and_symlink_escapes_are_refused(core: ServerCore, layout: Path) -> None:
+    """A path leaving the roots through ``..`` or a symbolic link is refused once resolved."""
+    os.symlink(layout / "outside", layout / "models" / "link")
+    escapes = [f"{layout}/models/../outside/x", f"{layout}/models/link/x"]
+    with serving(core, ENABLED) as served:
+        for path in escapes:
+            code, message = triton_error(served, "x", path, "tensorflow")
+            assert code == "StatusCode.PERMISSION_DENIED"
+            assert "--model_management_roots" in message
+    assert core.list_models() == ["a"]
+
+
+def test_roots_can_be_set(core: ServerCore, layout: Path) -> None:
+    """With allowed_roots naming ``outside``, its model loads and ``models/tf`` is refused."""
+    options = ModelManagementOptions(
+        enabled=True, allowed_roots=str(layout / "outside"), allow_python_models=True
+    )
+    with serving(core, options) as served:
+        triton_load(served, "x", layout / "outside" / "x", "python")
+        code, _ = triton_error(served, "tf", layout / "models" / "tf", "tensorflow")
+    assert code == "StatusCode.PERMISSION_DENIED"
+    assert core.list_models() == ["a", "x"]
+
+
+def test_python_models_from_new_paths_need_the_second_flag(core: ServerCore, layout: Path) -> None:
+    """A python model at a path the config does not serve is refused unless allowed; a's is not."""
+    new = layout / "models" / "b"
+    write_python_model(layout / "models", "b")
+    with serving(core, ENABLED) as served:
+        code, message = triton_error(served, "b", new, "python")
+        assert code == "StatusCode.PERMISSION_DENIED"
+        assert "--allow_remote_python_models" in message
+        error = reload_error(served, core.config.model("a"), ModelConfig.python("b", new))  # type: ignore[arg-type]
+        assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+        triton_load(served, "a", layout / "models" / "a", "python")  # the config's own path
+    assert core.list_models() == ["a"]
+    with serving(core, ModelManagementOptions(enabled=True, allow_python_models=True)) as served:
+        triton_load(served, "b", new, "python")
+    assert core.list_models() == ["a", "b"]
+
+
+def test_an_empty_reload_leaves_the_server_not_ready(core: ServerCore) -> None:
+    """A reload to no model unloads everything, and ServerReady answers false after it."""
+    with serving(core, ENABLED) as served:
+        client = triton_client(served)
+        assert client.is_server_ready()
+        reload(served)
+        assert core.list_models() == []
+        assert not client.is_server_ready()
+        client.close()
