@@ -17,6 +17,22 @@ MAX_MESSAGE_BYTES: Final = 2**31 - 1
 
 ChannelArgument = tuple[str, int | str]
 
+DEFAULT_CHANNEL_ARGUMENTS: Final[tuple[ChannelArgument, ...]] = (
+    # RPCs one connection may run at once (gRPC: unbounded); more wait in the client's queue.
+    ("grpc.max_concurrent_streams", 128),
+    # With RPCs in flight, ping the client after 2 min of silence and cut it 20 s later if it
+    # does not answer (gRPC: 2 h), so a vanished client's calls are cancelled.
+    ("grpc.keepalive_time_ms", 120_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+    # Keepalive enforcement: a client may ping once a minute while no data flows (gRPC: every
+    # 5 min, which cuts clients keeping connections alive through proxies), and not at all on a
+    # connection without RPCs; the second ping breaking these rules closes the connection.
+    ("grpc.http2.min_ping_interval_without_data_ms", 60_000),
+    ("grpc.keepalive_permit_without_calls", 0),
+    ("grpc.http2.max_ping_strikes", 2),
+)
+"""The server options servinglib sets besides message sizes; ``channel_arguments`` override them."""
+
 
 def parse_channel_arguments(text: str) -> tuple[ChannelArgument, ...]:
     """Parses TF Serving's ``--grpc_channel_arguments``: ``"key=value,key=value"``.
@@ -130,9 +146,10 @@ class GrpcServerOptions:
       ``--grpc_socket_path``).
     - ``max_receive_message_bytes`` / ``max_send_message_bytes``: message
       size limits, up to and by default 2 GiB - 1 as TF Serving.
-    - ``channel_arguments``: extra grpc server options, as pairs or in
+    - ``channel_arguments``: grpc server options, as pairs or in
       ``--grpc_channel_arguments`` text (``"key=value,key=value"``); they
-      override the size limits when they name the same option.
+      override the size limits and :data:`DEFAULT_CHANNEL_ARGUMENTS` when
+      they name the same option (and a later pair overrides an earlier one).
     - ``ssl``: serve TLS (see :class:`SslConfig`); None: plaintext.
     - ``grace_period_s``: how long a stop lets RPCs in flight finish.
     - ``max_concurrent_rpcs``: grpc's bound on RPCs in flight; past it new
@@ -173,10 +190,16 @@ class GrpcServerOptions:
     health_poll_interval_s: float = attrs.field(default=1.0, validator=attrs.validators.gt(0))
     rpc_observer: RpcObserver | None = attrs.field(default=None, eq=False)
 
-    def grpc_options(self) -> list[tuple[str, int | str]]:
-        """The options passed to ``grpc.aio.server``: size limits, then channel arguments."""
-        return [
-            ("grpc.max_receive_message_length", self.max_receive_message_bytes),
-            ("grpc.max_send_message_length", self.max_send_message_bytes),
-            *self.channel_arguments,
-        ]
+    def grpc_options(self) -> list[ChannelArgument]:
+        """The options passed to ``grpc.aio.server``, each key once: ours, then the user's.
+
+        gRPC takes the first of duplicate keys, so the user's channel
+        arguments replace ours instead of following them.
+        """
+        options: dict[str, int | str] = {
+            "grpc.max_receive_message_length": self.max_receive_message_bytes,
+            "grpc.max_send_message_length": self.max_send_message_bytes,
+            **dict(DEFAULT_CHANNEL_ARGUMENTS),
+        }
+        options.update(self.channel_arguments)
+        return list(options.items())

@@ -8,11 +8,13 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_servers import serving
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from servinglib.errors import InvalidArgumentError, NotFoundError
 from servinglib.server.grpc import GrpcServerOptions, SslConfig, parse_channel_arguments
+from servinglib.server.grpc.options import DEFAULT_CHANNEL_ARGUMENTS
 from servinglib.server.server_core import ServerCore
 
 
@@ -54,6 +56,55 @@ def test_max_receive_message_size_is_enforced(core: ServerCore) -> None:
         with pytest.raises(grpc.RpcError) as caught:
             predict(channel, 1000)
         assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_channel_arguments_replace_ours() -> None:
+    """Each option is passed once: the user's value where they name it, ours elsewhere."""
+    options = GrpcServerOptions(
+        max_receive_message_bytes=1000,
+        channel_arguments="grpc.max_receive_message_length=5,grpc.max_concurrent_streams=7",
+    ).grpc_options()
+    keys = [key for key, _ in options]
+    assert len(keys) == len(set(keys))
+    values = dict(options)
+    assert values["grpc.max_receive_message_length"] == 5
+    assert values["grpc.max_concurrent_streams"] == 7
+    assert values["grpc.max_send_message_length"] == 2**31 - 1
+    for key, value in DEFAULT_CHANNEL_ARGUMENTS:
+        if key != "grpc.max_concurrent_streams":
+            assert values[key] == value
+
+
+def test_channel_argument_caps_the_message_size(core: ServerCore) -> None:
+    """max_receive_message_length=4 MiB as a channel argument refuses a 5 MiB request."""
+    limit = "grpc.max_receive_message_length=4194304"
+    unlimited = [("grpc.max_receive_message_length", -1)]  # the client takes any answer
+    with (
+        serving(core, channel_arguments=limit) as served,
+        grpc.insecure_channel(served.address, options=unlimited) as channel,
+    ):
+        predict(channel, 1 << 18)  # 1 MiB
+        with pytest.raises(grpc.RpcError) as caught:
+            predict(channel, 5 << 18)  # 5 MiB
+        assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_channel_argument_caps_streams_per_connection(core: ServerCore) -> None:
+    """With max_concurrent_streams=1 an open Watch stream holds back a second RPC on its channel."""
+    request = health_pb2.HealthCheckRequest()
+    streams = "grpc.max_concurrent_streams=1"
+    with serving(core, channel_arguments=streams) as served, served.channel() as channel:
+        watch = health_pb2_grpc.HealthStub(channel).Watch(request, timeout=60)
+        next(watch)  # the stream is open on the server
+        with pytest.raises(grpc.RpcError) as caught:
+            health_pb2_grpc.HealthStub(channel).Check(request, timeout=2)
+        assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        # A local subchannel pool gives the second channel a connection of its own.
+        own = [("grpc.use_local_subchannel_pool", 1)]
+        with grpc.insecure_channel(served.address, options=own) as other:
+            health_pb2_grpc.HealthStub(other).Check(request, timeout=30)
+        watch.cancel()
+        health_pb2_grpc.HealthStub(channel).Check(request, timeout=30)
 
 
 def test_ssl_config_text_format(tmp_path: Path) -> None:
