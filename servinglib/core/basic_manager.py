@@ -518,18 +518,29 @@ class BasicManager(Manager):
     # -- serving map --------------------------------------------------------
 
     def _lookup_error(self, request: ServableRequest) -> ServingError:
+        """NOT_FOUND for what is unknown or failed to load (naming its error), else UNAVAILABLE.
+
+        A failed version will not serve unless it is loaded again, so a client
+        must not retry it as it would a version still loading (TF Serving
+        answers NOT_FOUND for both).
+        """
         with self._lock:
-            states = {v: h.state for v, h in self._harnesses.get(request.name, {}).items()}
+            harnesses = dict(self._harnesses.get(request.name, {}))
+        states = {v: h.state for v, h in harnesses.items()}
         if request.version is not None:
             state = states.get(request.version)
             if state is None:
                 return NotFoundError(f"Servable not found for request: {request}")
+            if state is HarnessState.ERROR:
+                return _failed(harnesses[request.version])
             return UnavailableError(
                 f"Servable {{name: {request.name} version: {request.version}}} is not available "
                 f"(it is {state})"
             )
         if not states:
             return NotFoundError(f"Servable not found for request: {request}")
+        if all(state is HarnessState.ERROR for state in states.values()):
+            return _failed(harnesses[max(harnesses)])
         listed = ", ".join(f"{version}: {state}" for version, state in sorted(states.items()))
         return UnavailableError(
             f"No version of servable {request.name} is available yet for request {request} "
@@ -644,3 +655,7 @@ def _pool(num_threads: int, prefix: str) -> concurrent.futures.ThreadPoolExecuto
     if num_threads == 0:
         return None
     return concurrent.futures.ThreadPoolExecutor(num_threads, thread_name_prefix=prefix)
+
+
+def _failed(harness: LoaderHarness) -> NotFoundError:
+    return NotFoundError(f"Servable {harness.id} failed to load: {harness.error}")

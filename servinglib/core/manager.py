@@ -22,8 +22,9 @@ class Manager(abc.ABC):
         """A handle to the version ``request`` selects among available ones.
 
         Raises NotFoundError for a name (or specific version) the manager does
-        not know, UnavailableError for a known version not serving (yet or any
-        more); each message names the servable.
+        not know or whose load failed (naming the load's error),
+        UnavailableError for a known version not serving (yet or any more);
+        each message names the servable.
         """
 
     @abc.abstractmethod

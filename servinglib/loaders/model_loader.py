@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from servinglib.core.loader import Loader
 from servinglib.core.resources import ResourceAllocation
-from servinglib.errors import FailedPreconditionError
+from servinglib.errors import FailedPreconditionError, PermissionDeniedError
 from servinglib.loaders.warmup import WarmupOptions, run_warmup
 from servinglib.servable import Servable
 
@@ -28,7 +28,9 @@ class ModelLoader(Loader):
     set (:meth:`wrap_servable_with`: the server's batching), then replays
     the directory's warmup requests through it before it returns, so a
     version is AVAILABLE only warmed up; a failed warmup unloads the
-    servable and fails the load.  unload() closes the served servable
+    servable and fails the load; a directory the server may not list or
+    enter fails it with PERMISSION_DENIED before the platform looks inside
+    (which would see no files).  unload() closes the served servable
     (:meth:`Servable.close`) before :meth:`_unload_servable`.  The resource
     estimate is the directory's size x 1.2 as RAM bytes, computed once.
     Thread safety: as :class:`Loader` requires.
@@ -59,6 +61,7 @@ class ModelLoader(Loader):
             return self._estimate
 
     def load(self) -> None:
+        _check_readable(self.path)
         loaded = self._load_servable()
         served = loaded
         try:
@@ -93,6 +96,19 @@ class ModelLoader(Loader):
 
     def _unload_servable(self, servable: Servable) -> None:
         """Releases what :meth:`_load_servable` acquired.  Default: nothing."""
+
+
+def _check_readable(path: str) -> None:
+    try:
+        os.listdir(path)  # needs read permission
+        os.stat(os.path.join(path, os.curdir))  # needs search permission
+    except PermissionError as error:
+        raise PermissionDeniedError(
+            f"Cannot read model directory {path}: {error.strerror} (the server runs as uid "
+            f"{os.geteuid()})"
+        ) from None
+    except OSError:  # missing, not a directory: the platform's load says what it lacks
+        return
 
 
 def _directory_size(path: str) -> int:

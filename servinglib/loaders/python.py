@@ -26,6 +26,7 @@ from servinglib.errors import (
     InternalError,
     InvalidArgumentError,
     NotFoundError,
+    PermissionDeniedError,
     ServingError,
 )
 from servinglib.loaders.model_loader import ModelLoader
@@ -149,6 +150,10 @@ class PythonLoader(ModelLoader):
         entry = os.path.join(self.path, self._config.entry_point)
         if not os.path.isfile(entry):
             raise NotFoundError(f"No {self._config.entry_point} in model directory {self.path}")
+        if not os.access(entry, os.R_OK):
+            raise PermissionDeniedError(
+                f"Cannot read {entry}: permission denied (the server runs as uid {os.geteuid()})"
+            )
         module_spec = importlib.util.spec_from_file_location(self._module_name, entry)
         if module_spec is None or module_spec.loader is None:
             raise InvalidArgumentError(f"Cannot import {entry}")

@@ -485,7 +485,9 @@ class ServerCore:
         path without a root, labels not allowed or pointing at unavailable
         versions — is rejected whole (INVALID_ARGUMENT / FAILED_PRECONDITION)
         and the previous config keeps serving untouched.  New models that fail
-        raise UnknownError naming them (they stay configured, in error).
+        raise an error naming them (they stay configured, in error): of their
+        errors' code when they share one (NotFoundError for a missing base
+        path), else UnknownError.
         """
         if not isinstance(config, ModelServerConfig):
             raise wrong_type(
@@ -608,6 +610,9 @@ class ServerCore:
         if initial and self._options.start_degraded:
             _log.error("%s; serving the others (start_degraded)", message)
             return
+        codes = {error.code for error in failures.values()}
+        if len(codes) == 1:
+            raise ServingError.from_code(codes.pop(), message)
         raise UnknownError(message)
 
     def _apply_tables(self, changed: list[ModelConfig], removed: list[str]) -> None:

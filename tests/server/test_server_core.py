@@ -230,7 +230,7 @@ def test_broken_model_with_start_degraded_serves_the_others(models: Path) -> Non
 def test_missing_base_path_fails_fast(tmp_path: Path) -> None:
     """A model whose base path does not exist fails at once with NOT_FOUND naming the path."""
     config = ModelServerConfig((python_model(tmp_path, "nowhere"),))
-    with pytest.raises(UnknownError, match="nowhere: Could not find base path"):
+    with pytest.raises(NotFoundError, match="nowhere: Could not find base path"):
         ServerCore(config, options())
 
 

@@ -19,6 +19,7 @@ from servinglib.errors import (
     DataLossError,
     InvalidArgumentError,
     NotFoundError,
+    PermissionDeniedError,
     UnavailableError,
 )
 from servinglib.loaders.tensorflow._runtime import tensorflow
@@ -105,6 +106,8 @@ def _read_saved_model(path: str) -> Any:  # noqa: ANN401 - a SavedModel proto
     except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as exc:
         found = binary if os.path.exists(binary) else text
         raise DataLossError(f"{found} is corrupt: it is not a SavedModel proto ({exc})") from exc
+    except PermissionError as exc:
+        raise PermissionDeniedError(f"Cannot read the SavedModel in {path}: {exc}") from exc
     except OSError as exc:  # e.g. storage briefly unreachable: worth a retry
         raise UnavailableError(f"Cannot read the SavedModel in {path}: {exc}") from exc
     # Maybe still being copied in (publish by renaming to avoid it): worth a retry.

@@ -210,6 +210,11 @@ def _inputs(value: object, binary: memoryview) -> dict[str, npt.NDArray[Any]]:
         shape = _shape(item.get("shape"), name)
         size = _binary_size(_parameters(item.get("parameters"), f"input '{name}'"), name)
         if size is not None:
+            if "data" in item:
+                raise InvalidArgumentError(
+                    f"Input '{name}' has both 'data' and binary data (binary_data_size): send "
+                    "it one way"
+                )
             if offset + size > len(binary):
                 raise InvalidArgumentError(
                     f"Input '{name}' claims {size} bytes of binary data, but only "
