@@ -87,7 +87,13 @@ class ModelManagement:
         )
         roots = self._options.allowed_roots
         if roots is None:
-            roots = tuple(os.path.dirname(_real(m.base_path)) for m in started)
+            local = (m.base_path for m in started if not _is_uri(m.base_path))
+            roots = tuple(os.path.dirname(_real(path)) for path in local)
+        uris = [root for root in roots if _is_uri(root)]
+        if uris:
+            raise InvalidArgumentError(
+                f"Allowed model roots are local directories, not URIs such as {uris[0]!r}"
+            )
         self._roots = tuple(dict.fromkeys(_real(root) for root in roots))
 
     @property
@@ -157,9 +163,9 @@ class ModelManagement:
         return resolved
 
     def _under_roots(self, real: str) -> bool:
-        return any(
-            os.path.commonpath((root, real)) == root for root in self._roots if "://" not in root
-        )
+        if _is_uri(real):  # the roots are local directories
+            return False
+        return any(os.path.commonpath((root, real)) == root for root in self._roots)
 
     def _resolved_all(self, config: ModelServerConfig) -> list[ModelConfig]:
         return [self._resolved(model) for model in config.models]
@@ -176,8 +182,10 @@ class ModelManagement:
         return model.resolve_base_path(root)
 
 
+def _is_uri(path: str) -> bool:
+    return "://" in path
+
+
 def _real(path: str) -> str:
     """``path`` with symbolic links and ``..`` resolved (a URI is kept as it is)."""
-    if "://" in path:
-        return path
-    return os.path.realpath(path)
+    return path if _is_uri(path) else os.path.realpath(path)

@@ -182,3 +182,11 @@ def test_an_empty_reload_leaves_the_server_not_ready(core: ServerCore) -> None:
         assert core.list_models() == []
         assert not client.is_server_ready()
         client.close()
+
+
+def test_a_missing_path_under_the_roots_is_not_found(core: ServerCore, layout: Path) -> None:
+    """Under the roots, a path that does not exist is NOT_FOUND naming it (not UNKNOWN)."""
+    with serving(core, ENABLED) as served:
+        code, message = triton_error(served, "m", layout / "models" / "m", "tensorflow")
+    assert code == "StatusCode.NOT_FOUND"
+    assert "Could not find base path" in message
