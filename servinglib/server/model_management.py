@@ -141,9 +141,8 @@ class ModelManagement:
     def _checked(self, model: ModelConfig) -> ModelConfig:
         resolved = self._resolved(model)
         real = _real(resolved.base_path)
-        served = {
-            _real(m.base_path): m.model_platform for m in self._resolved_all(self._core.config)
-        }
+        current = (self._resolved(m) for m in self._core.config.models)
+        served = {_real(m.base_path): m.model_platform for m in current}
         if real not in served and real not in self._configured and not self._under_roots(real):
             raise PermissionDeniedError(
                 f"Model {model.name}: base path {model.base_path!r} is outside the directories "
@@ -166,9 +165,6 @@ class ModelManagement:
         if _is_uri(real):  # the roots are local directories
             return False
         return any(os.path.commonpath((root, real)) == root for root in self._roots)
-
-    def _resolved_all(self, config: ModelServerConfig) -> list[ModelConfig]:
-        return [self._resolved(model) for model in config.models]
 
     def _resolved(self, model: ModelConfig) -> ModelConfig:
         if not model.base_path_is_relative:
