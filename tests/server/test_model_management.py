@@ -107,3 +107,19 @@ def test_configured_python_paths_stay_loadable(core: ServerCore, tmp_path: Path)
     python_model(tmp_path / "models", "b")
     with pytest.raises(PermissionDeniedError, match="--allow_remote_python_models"):
         management.load_model(ModelConfig.python("b", tmp_path / "models" / "b"))
+
+
+def test_a_reload_to_failing_models_leaves_the_core_not_ready(
+    core: ServerCore, tmp_path: Path
+) -> None:
+    """A reload replacing every model with one that fails leaves nothing served: not ready."""
+    broken = tmp_path / "models" / "broken" / "1"
+    broken.mkdir(parents=True)
+    (broken / "model.py").write_text("def (:\n")
+    options = ModelManagementOptions(enabled=True, allow_python_models=True)
+    management = ModelManagement(core, options)
+    assert core.ready()
+    with pytest.raises(InvalidArgumentError, match="broken"):
+        management.reload_config(ModelServerConfig([ModelConfig.python("broken", broken.parent)]))
+    assert core.failed_models().keys() == {"broken"}
+    assert not core.ready()
