@@ -210,7 +210,7 @@ def _inputs(value: object, binary: memoryview) -> dict[str, npt.NDArray[Any]]:
         shape = _shape(item.get("shape"), name)
         size = _binary_size(_parameters(item.get("parameters"), f"input '{name}'"), name)
         if size is not None:
-            if "data" in item:
+            if item.get("data") is not None:
                 raise InvalidArgumentError(
                     f"Input '{name}' has both 'data' and binary data (binary_data_size): send "
                     "it one way"

@@ -19,6 +19,7 @@ from servinglib.examples import HALF_PLUS_TWO
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_management import ModelManagementOptions
 from servinglib.server.server_core import ServerCore
+from servinglib.testing import wait_until
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
 ENABLED = ModelManagementOptions(enabled=True)
@@ -106,7 +107,7 @@ def test_management_is_allowed_with_the_flag(core: ServerCore, layout: Path) -> 
         client = triton_client(served)
         assert client.is_model_ready("tf")
         client.unload_model("tf")
-        assert not client.is_model_ready("tf")
+        wait_until(lambda: not client.is_model_ready("tf"), timeout_s=60)  # unloads finish later
         client.close()
         reload(
             served, core.config.model("a"), ModelConfig.tensorflow("tf", layout / "models" / "tf")
