@@ -1,6 +1,5 @@
 """Record warmup requests for a model version, then load it and see them replayed."""
 
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -10,6 +9,18 @@ from servinglib.codecs import from_numpy, write_records
 from servinglib.loaders import PythonLoader
 from servinglib.loaders.warmup import WARMUP_FILE
 from servinglib.protos import prediction_log_pb2
+
+MODEL_PY = """
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import TensorSpec
+
+class Model(PythonModel):
+    @signature(
+        inputs=[TensorSpec("x", "float32", [-1])], outputs=[TensorSpec("y", "float32", [-1])]
+    )
+    def serving_default(self, x):
+        return {"y": 2 * x}
+"""
 
 
 def warmup_record(batch: np.ndarray) -> bytes:
@@ -24,7 +35,8 @@ def warmup_record(batch: np.ndarray) -> bytes:
 
 with tempfile.TemporaryDirectory() as scratch:
     version = Path(scratch) / "doubler" / "1"
-    shutil.copytree(Path(__file__).parent / "models" / "python_doubler" / "1", version)
+    version.mkdir(parents=True)
+    (version / "model.py").write_text(MODEL_PY)
     # One record per batch size the model will see, so each is compiled/cached before traffic.
     records = [warmup_record(np.ones(size, np.float32)) for size in (1, 8, 32)]
     (version / "assets.extra").mkdir()
