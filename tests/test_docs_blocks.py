@@ -3,11 +3,12 @@
 A block is marked by the line ``<!-- excerpt -->`` directly before its opening fence.
 Unmarked ``python`` blocks run as whole programs in an empty directory; unmarked shell blocks
 (``sh``, ``bash``, ``console``, ``shell``) run with bash from the repository root, and their
-``# {...}`` comments (and a ``json`` block right after them) are the output they must print.
+``# {...}`` comments (or a ``json`` block right after them) are the output they must print; so
+is a ``text`` block right after a ``python`` block (after nothing, "Output:" or "It prints:").
 Blocks that mention ``localhost:8501`` / ``localhost:8500`` run against one
-``servinglib-server --demo`` per module, on free ports the block is rewritten to.  Blocks in the
-display languages (text, proto, json, yaml, promql, mermaid) are not programs; a block without a
-language fails, so that code cannot slip through unrun.
+``servinglib-server --demo`` per module, on free ports the block is rewritten to.  Blocks in
+the display languages (text, proto, json, yaml, promql, mermaid, toml) are not programs (TOML
+is parsed); a block without a language fails, so that code cannot slip through unrun.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import pytest
 from servinglib.loaders.registry import ENTRY_POINT_GROUP
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC_FILES = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
+DOC_FILES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
 EXCERPT = "<!-- excerpt -->"
 PYTHON = frozenset({"python"})
 SHELL = frozenset({"sh", "bash", "console", "shell"})
@@ -51,7 +52,7 @@ class Block:
     language: str
     text: str
     excerpt: bool
-    follows_shell: bool  # the previous block of the file is an unmarked shell block
+    lead: str  # the prose between the previous block of the file (or its start) and this one
 
     @property
     def id(self) -> str:
@@ -62,7 +63,7 @@ def read_blocks(path: Path) -> list[Block]:
     """The fenced blocks of one Markdown file, in order."""
     lines = path.read_text(encoding="utf-8").splitlines()
     blocks: list[Block] = []
-    index = 0
+    index = lead_start = 0
     while index < len(lines):
         opening = _FENCE.match(lines[index])
         if opening is None:
@@ -72,20 +73,20 @@ def read_blocks(path: Path) -> list[Block]:
         end = index + 1
         while end < len(lines) and not lines[end].startswith(fence):
             end += 1
-        previous = blocks[-1] if blocks else None
+        excerpt = index > 0 and lines[index - 1].strip() == EXCERPT
+        lead_end = index - 1 if excerpt else index
         blocks.append(
             Block(
                 path=path,
                 line=index + 1,
                 language=language,
                 text="\n".join(lines[index + 1 : end]) + "\n",
-                excerpt=index > 0 and lines[index - 1].strip() == EXCERPT,
-                follows_shell=previous is not None
-                and previous.language in SHELL
-                and not previous.excerpt,
+                excerpt=excerpt,
+                lead="\n".join(lines[lead_start:lead_end]).strip(),
             )
         )
         index = end + 1
+        lead_start = index
     return blocks
 
 
@@ -177,6 +178,9 @@ def test_python_block_runs(block: Block, tmp_path: Path, request: pytest.Fixture
     script.write_text(text, encoding="utf-8")
     done = run([sys.executable, str(script)], cwd=tmp_path, timeout_s=180)
     assert done.returncode == 0, f"{block.id} failed:\n{done.stdout}\n{done.stderr}"
+    output = stated_output(block, "text")
+    if output is not None:
+        assert matches(output, done.stdout), f"{block.id}\nstates: {output}\nprinted: {done.stdout}"
 
 
 @attrs.frozen
@@ -248,10 +252,10 @@ _PREAMBLE = 'curl() { command curl -sS --fail-with-body "$@"; }\n'
 def test_shell_block_runs(block: Block, request: pytest.FixtureRequest) -> None:
     """Each command of the block exits 0 from the repository root and prints what it states."""
     demo: Demo | None = request.getfixturevalue("demo") if uses_demo(block) else None
-    following = next_block(block)
     listed = commands(block.text)
-    if following is not None and following.language == "json" and listed:
-        listed[0] = Command(listed[0].text, following.text)
+    output = stated_output(block, "json")
+    if output is not None:
+        listed[0] = Command(listed[0].text, output)
     for command in listed:
         text = demo.rewrite(command.text) if demo else command.text
         done = run(["bash", "-euo", "pipefail", "-c", _PREAMBLE + text], cwd=ROOT, timeout_s=300)
@@ -262,10 +266,16 @@ def test_shell_block_runs(block: Block, request: pytest.FixtureRequest) -> None:
             )
 
 
-def next_block(block: Block) -> Block | None:
-    blocks = [b for b in BLOCKS if b.path == block.path]
-    later = [b for b in blocks if b.line > block.line]
-    return later[0] if later and later[0].follows_shell else None
+# Prose that may stand between a program and the block showing its output.
+OUTPUT_LEADS = frozenset({"", "Output:", "It prints:"})
+
+
+def stated_output(block: Block, language: str) -> str | None:
+    """The output the document states for ``block``: the next block, if it is in ``language``."""
+    later = [b for b in BLOCKS if b.path == block.path and b.line > block.line]
+    if later and later[0].language == language and later[0].lead in OUTPUT_LEADS:
+        return later[0].text
+    return None
 
 
 EXCERPTS = [b for b in BLOCKS if b.language in PYTHON and b.excerpt]
@@ -311,9 +321,15 @@ def test_the_documents_have_blocks() -> None:
 @pytest.mark.parametrize(
     ("script", "expected"),
     [
-        ("curl a\n# {\"x\":1}\n", [Command("curl a", '{"x":1}')]),
-        ("curl a  # {\"x\": 2}\ncurl b # prose\n", [Command("curl a", '{"x": 2}'), Command("curl b", None)]),
-        ("curl -d '{\n  \"a\": 1\n}' b\n# [1,\n#  2]\n", [Command("curl -d '{\n  \"a\": 1\n}' b", "[1,2]")]),
+        ('curl a\n# {"x":1}\n', [Command("curl a", '{"x":1}')]),
+        (
+            'curl a  # {"x": 2}\ncurl b # prose\n',
+            [Command("curl a", '{"x": 2}'), Command("curl b", None)],
+        ),
+        (
+            "curl -d '{\n  \"a\": 1\n}' b\n# [1,\n#  2]\n",
+            [Command("curl -d '{\n  \"a\": 1\n}' b", "[1,2]")],
+        ),
         ("curl a \\\n  b\n", [Command("curl a \\\n  b", None)]),
     ],
 )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,30 +45,3 @@ def test_there_are_examples() -> None:
     """The examples folder is found (so the tests above are not vacuous)."""
     assert SCRIPTS
     assert TEST_FILES
-
-
-README = EXAMPLES.parent.parent / "README.md"
-# Whole scripts only: the client fragments (no imports) are docs/examples/clients.py, run above.
-README_BLOCKS = [
-    block
-    for block in re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
-    if re.match(r"(import|from) ", block)
-]
-
-
-@pytest.mark.parametrize(
-    "block", README_BLOCKS, ids=[f"block{i}" for i in range(len(README_BLOCKS))]
-)
-def test_readme_python_blocks_run(block: str, tmp_path: Path) -> None:
-    """Each whole-script Python block of the README runs as written."""
-    script = tmp_path / "readme_block.py"
-    script.write_text(block, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr

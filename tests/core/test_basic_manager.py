@@ -430,7 +430,7 @@ class ServableRaises(Loader):
 def test_servable_raising_after_load_errors_and_unloads(
     bus: EventBus[ServableState], clock: FakeClock, recorder: Recorder, num_load_threads: int
 ) -> None:
-    """A loader whose servable() raises ends in ERROR, is unloaded once, and blocks no later load."""
+    """A loader whose servable() raises ends in ERROR, is unloaded once, blocks no later load."""
     bad = ServableRaises()
     limit = ResourceAllocation.ram_bytes(100)
     with make_manager(bus, clock, num_load_threads=num_load_threads, limit=limit) as manager:
