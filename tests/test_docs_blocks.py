@@ -40,6 +40,9 @@ PYTHON = frozenset({"python"})
 SHELL = frozenset({"sh", "bash", "console", "shell"})
 DISPLAY = frozenset({"text", "proto", "json", "yaml", "promql", "mermaid", "toml"})
 DEMO_ADDRESS = re.compile(r"localhost:(8500|8501)")
+# A whole program may import TensorFlow on a machine shared with other test runs.
+RUN_TIMEOUT_S = 240
+pytestmark = pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 _FENCE = re.compile(r"^(```+)\s*([\w+-]*)")
 
 
@@ -134,13 +137,13 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
             stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + RUN_TIMEOUT_S
         while not ready(server):
             # Paced by the process: its exit ends the wait at once, with its log.
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=0.2)
             assert process.returncode is None, log.read_text(encoding="utf-8", errors="replace")
-            assert time.monotonic() < deadline, "the demo server was not ready within 180 s"
+            assert time.monotonic() < deadline, "the demo server was not ready in time"
         yield server
     finally:
         process.terminate()
@@ -163,10 +166,10 @@ def uses_demo(block: Block) -> bool:
     return DEMO_ADDRESS.search(block.text) is not None
 
 
-def run(argv: list[str], cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
+def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.run(
-        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False
     )
 
 
@@ -176,7 +179,7 @@ def test_python_block_runs(block: Block, tmp_path: Path, request: pytest.Fixture
     text = request.getfixturevalue("demo").rewrite(block.text) if uses_demo(block) else block.text
     script = tmp_path / "block.py"
     script.write_text(text, encoding="utf-8")
-    done = run([sys.executable, str(script)], cwd=tmp_path, timeout_s=180)
+    done = run([sys.executable, str(script)], cwd=tmp_path)
     assert done.returncode == 0, f"{block.id} failed:\n{done.stdout}\n{done.stderr}"
     output = stated_output(block, "text")
     if output is not None:
@@ -258,7 +261,7 @@ def test_shell_block_runs(block: Block, request: pytest.FixtureRequest) -> None:
         listed[0] = Command(listed[0].text, output)
     for command in listed:
         text = demo.rewrite(command.text) if demo else command.text
-        done = run(["bash", "-euo", "pipefail", "-c", _PREAMBLE + text], cwd=ROOT, timeout_s=300)
+        done = run(["bash", "-euo", "pipefail", "-c", _PREAMBLE + text], cwd=ROOT)
         assert done.returncode == 0, f"{block.id}: {text}\n{done.stdout}\n{done.stderr}"
         if command.expected is not None:
             assert matches(command.expected, done.stdout), (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,21 @@ import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
 SCRIPTS = sorted(p for p in EXAMPLES.glob("*.py") if not p.name.startswith("test_"))
-TEST_FILES = sorted(EXAMPLES.glob("test_*.py"))
+SHELL_BLOCKS = "".join(
+    block
+    for path in EXAMPLES.parent.rglob("*.md")
+    for block in re.findall(
+        r"```(?:sh|bash)\n(.*?)```", path.read_text(encoding="utf-8"), re.DOTALL
+    )
+)
+# The guides' own pytest commands run these (tests/test_docs_blocks.py): not twice.
+RUN_BY_GUIDES = {
+    name
+    for line in SHELL_BLOCKS.splitlines()
+    if "pytest" in line
+    for name in re.findall(r"docs/examples/(test_\w+\.py)", line)
+}
+TEST_FILES = sorted(p for p in EXAMPLES.glob("test_*.py") if p.name not in RUN_BY_GUIDES)
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
