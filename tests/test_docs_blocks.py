@@ -32,6 +32,7 @@ import httpx
 import pytest
 
 from servinglib.loaders.registry import ENTRY_POINT_GROUP
+from servinglib.server import parse_model_server_config
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
@@ -299,6 +300,15 @@ def test_toml_block_parses(block: Block) -> None:
     document = tomllib.loads(block.text)
     groups = document.get("project", {}).get("entry-points", {})
     assert set(groups) <= {ENTRY_POINT_GROUP}, groups
+
+
+MODEL_CONFIGS = [b for b in BLOCKS if b.language == "proto" and "model_config_list" in b.text]
+
+
+@pytest.mark.parametrize("block", MODEL_CONFIGS, ids=[b.id for b in MODEL_CONFIGS])
+def test_model_config_block_parses(block: Block) -> None:
+    """A models.config shown in the docs is one servinglib reads."""
+    assert parse_model_server_config(block.text).names
 
 
 def test_every_block_runs_or_is_marked() -> None:
