@@ -7,8 +7,9 @@ Unmarked ``python`` blocks run as whole programs in an empty directory; unmarked
 is a ``text`` block right after a ``python`` block (after nothing, "Output:" or "It prints:").
 Blocks that mention ``localhost:8501`` / ``localhost:8500`` run against one
 ``servinglib-server --demo`` per module, on free ports the block is rewritten to.  Blocks in
-the display languages (text, proto, json, yaml, promql, mermaid, toml) are not programs (TOML
-is parsed); a block without a language fails, so that code cannot slip through unrun.
+the display languages (text, log, proto, json, yaml, promql, mermaid, toml) are not programs
+(text-format protos and TOML are parsed); a block without a language fails, so that code
+cannot slip through unrun.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ DOC_FILES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
 EXCERPT = "<!-- excerpt -->"
 PYTHON = frozenset({"python"})
 SHELL = frozenset({"sh", "bash", "console", "shell"})
-DISPLAY = frozenset({"text", "proto", "json", "yaml", "promql", "mermaid", "toml"})
+# "log": log lines, whose timings vary, so they are shown but not compared.
+DISPLAY = frozenset({"text", "log", "proto", "json", "yaml", "promql", "mermaid", "toml"})
 DEMO_ADDRESS = re.compile(r"localhost:(8500|8501)")
 # A whole program may import TensorFlow on a machine shared with other test runs.
 RUN_TIMEOUT_S = 240
