@@ -629,7 +629,8 @@ def test_a_thread_leaked_per_load_is_caught_and_named() -> None:
 
     assert checks(violations) == ["thread-growth"]
     message = violations[0].message
-    assert message.startswith("5 more load → unload cycles left 5 more threads ('poller' x 5)")
+    assert message.startswith("5 more load → unload cycles left ")  # 5, or more with strays
+    assert "threads ('poller' x 5" in message
     assert "max_thread_growth" in message
 
 
@@ -677,6 +678,6 @@ def test_failed_loads_that_leave_threads_are_caught() -> None:
     violations = check_loader(GoodLoader, cycles=6, failing_factory=FailsLeavingAThread)
 
     assert checks(violations) == ["failed-load-clean"]
-    assert violations[0].message.startswith(
-        "5 more failed loads left 5 more threads ('loader-io' x 5) running"
-    )
+    message = violations[0].message
+    assert message.startswith("5 more failed loads left ")
+    assert "threads ('loader-io' x 5" in message
