@@ -16,7 +16,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
@@ -25,6 +25,7 @@ from google.protobuf import text_format
 
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_state import ManagerState, ServableState
+from servinglib.core.servable_state_monitor import ServableStateAndTime
 from servinglib.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
@@ -35,6 +36,7 @@ from servinglib.protos import monitoring_config_pb2
 
 if TYPE_CHECKING:
     from servinglib.batching.scheduler import BatchRecord, SharedBatchScheduler
+    from servinglib.core.servable_state_monitor import ServableStateMonitor
     from servinglib.server.server_core import ServerCore
 
 # Microsecond buckets for request and queueing latencies: 50 µs .. 60 s.
@@ -108,8 +110,8 @@ class ServerMetrics:
     """The metrics of one server, in their own registry (so several servers can share a process).
 
     Front ends call :meth:`observe_request` once per request; :meth:`attach`
-    follows a ServerCore's version states and batches; :meth:`render` is
-    the text a scrape gets.
+    follows a ServerCore's version states (those before it too) and
+    batches; :meth:`render` is the text a scrape gets.
     Thread-safe.
     """
 
@@ -179,14 +181,18 @@ class ServerMetrics:
         """Counts one request and records its latency (``entrypoint``: ``REST`` or ``GRPC``)."""
         self._requests.observe(model_name, api, entrypoint, status.name, latency_s * 1e6)
 
-    def attach(self, core: ServerCore, *, states: bool = True) -> None:
-        """Follows ``core``'s version states (load times, state gauge) and its batches.
+    def attach(self, core: ServerCore) -> None:
+        """Follows ``core``: its versions' states, load times and failures, and its batches.
 
-        ``states=False`` when :meth:`observe_state` already listens (passed to
-        the ServerCore as a state listener, to see its first load).
+        The one way to connect a core: call it when you like, e.g. after
+        ``ServerCore(config)`` returned.  The versions loaded (or failed)
+        before are seen from the core's event log, their loads timed too,
+        and every change from then on as it happens.
+        Requires: called once per core (a second call counts its past again).
         """
-        if states:
-            core.event_bus.subscribe(self.observe_state)
+        follower = _Follower(core.monitor, self._record_state)
+        core.event_bus.subscribe(follower.on_event)  # before reading the past: nothing slips by
+        follower.catch_up()
         scheduler = core.batch_scheduler
         if scheduler is not None:
             self.scheduler = scheduler
@@ -203,24 +209,23 @@ class ServerMetrics:
         for latency_s in record.queueing_latencies_s:
             queuing.observe(latency_s * 1e6)
 
-    def observe_state(self, event: ServableState) -> None:
-        """Records a version's state change (a ServerCore event-bus listener)."""
-        now = time.monotonic()
+    def _record_state(self, event: ServableState, time_s: float) -> None:
+        """Records a version's state change seen at ``time_s`` (the core monitor's clock)."""
         servable = event.id
         state = event.manager_state
+        started: float | None = None
         with self._lock:
             if state is ManagerState.END:
                 self._states.pop(servable, None)
-                started = self._loading_since.pop(servable, None)
+                self._loading_since.pop(servable, None)
             else:
                 self._states[servable] = state
-                started = self._loading_since.get(servable)
                 if state is ManagerState.LOADING:
-                    self._loading_since[servable] = now
+                    self._loading_since[servable] = time_s
                 elif state is ManagerState.AVAILABLE:
-                    self._loading_since.pop(servable, None)
-        if state is ManagerState.AVAILABLE and started is not None:
-            self._load_seconds.labels(servable.name).observe(now - started)
+                    started = self._loading_since.pop(servable, None)
+        if started is not None:
+            self._load_seconds.labels(servable.name).observe(time_s - started)
         if state is ManagerState.END and not event.ok:
             self._load_failures.labels(servable.name).inc()
 
@@ -233,6 +238,56 @@ class ServerMetrics:
         """The Prometheus text exposition of every metric (:data:`CONTENT_TYPE`)."""
         rendered: bytes = self._prom.generate_latest(self.registry)
         return rendered
+
+
+@final
+class _Follower:
+    """Feeds one core's version-state events to ``record``: first its past, then as they come.
+
+    Events delivered while the past is read are held back and recorded after
+    it, leaving out those the past already holds (the core's monitor logs
+    each event before the bus delivers it here), so each event is recorded
+    once and in order.  Thread-safe.
+    """
+
+    def __init__(
+        self, monitor: ServableStateMonitor, record: Callable[[ServableState, float], None]
+    ) -> None:
+        self._monitor = monitor
+        self._record = record
+        self._lock = threading.Lock()
+        self._held: list[ServableStateAndTime] | None = []  # None once caught up; guarded by: _lock
+
+    def on_event(self, event: ServableState) -> None:
+        """An event-bus listener; the event is timed as the monitor that logged it first saw it."""
+        seen = self._monitor.get_state_and_time(event.id)
+        time_s = seen.time_s if seen is not None and seen.state is event else time.monotonic()
+        with self._lock:
+            if self._held is not None:
+                self._held.append(ServableStateAndTime(event, time_s))
+            else:
+                self._record(event, time_s)
+
+    def catch_up(self) -> None:
+        """Records the monitor's log, live versions whose events left it, then the events held.
+
+        Requires: :meth:`on_event` listens already.
+        """
+        past = self._monitor.get_bounded_log()
+        live = self._monitor.get_live_servable_states()
+        in_past = {entry.state.id for entry in past}
+        with self._lock:
+            for versions in live.values():
+                for entry in versions.values():
+                    if entry.state.id not in in_past:  # older than the bounded log reaches
+                        self._record(entry.state, entry.time_s)
+            for entry in past:
+                self._record(entry.state, entry.time_s)
+            logged = {id(entry.state) for entry in past}
+            held, self._held = self._held or [], None
+            for entry in held:
+                if id(entry.state) not in logged:
+                    self._record(entry.state, entry.time_s)
 
 
 @final

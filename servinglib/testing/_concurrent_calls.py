@@ -20,6 +20,7 @@ from servinglib.servable import (
     call_signature,
     call_signature_async,
 )
+from servinglib.testing._violation import error_text
 
 _UNKNOWN_RANK_SHAPE = (1,)
 
@@ -63,7 +64,7 @@ def concurrent_call_problems(
             expected = probe.run()
             again = probe.run()
         except Exception as exc:  # noqa: BLE001 - the servable's failure is what we report
-            problems.append(f"{label} raised when called alone {probe.origin}: {_error_text(exc)}")
+            problems.append(f"{label} raised when called alone {probe.origin}: {error_text(exc)}")
             continue
         if not same_result(expected, again):
             continue
@@ -115,23 +116,30 @@ def _probes(
         return []
     probes = []
     for name, spec in sorted(servable.signatures.items()):
-        given = inputs.get(name)
-        origin = (
-            "with the inputs given"
-            if given is not None
-            else "with zeros built from its input specs (pass inputs={signature: tensors} "
-            "it accepts)"
-        )
-        tensors = given if given is not None else zero_inputs(spec)
+        tensors, origin = signature_inputs(name, spec, inputs)
         probes.append(
-            _Probe(f"signature '{name}'", origin, _signature_probe(servable, name, spec, tensors))
+            _Probe(f"signature '{name}'", origin, signature_call(servable, name, spec, tensors))
         )
     return probes
 
 
-def _signature_probe(
+def signature_inputs(
+    name: str, spec: SignatureSpec, inputs: Mapping[str, Tensors]
+) -> tuple[Tensors, str]:
+    """The inputs to call signature ``name`` with (``inputs[name]``, else zeros), and whence."""
+    given = inputs.get(name)
+    if given is not None:
+        return given, "with the inputs given"
+    return (
+        zero_inputs(spec),
+        "with zeros built from its input specs (pass inputs={signature: tensors} it accepts)",
+    )
+
+
+def signature_call(
     servable: Servable, name: str, spec: SignatureSpec, tensors: Tensors
 ) -> Callable[[], object]:
+    """A call of signature ``name`` on ``tensors`` as front ends make it, in its execution mode."""
     if spec.execution_mode is ExecutionMode.ASYNC:
         return lambda: asyncio.run(call_signature_async(servable, name, tensors))
     return lambda: call_signature(servable, name, tensors)
@@ -156,7 +164,7 @@ def _run_together(
             for _ in range(calls_per_thread):
                 mine.append(probe())
         except Exception as exc:  # noqa: BLE001 - reported, never raised across threads
-            errors.append(_error_text(exc))
+            errors.append(error_text(exc))
 
     workers = [
         threading.Thread(target=work, args=(results[i],), name=f"check-call-{i}", daemon=True)
@@ -207,7 +215,3 @@ def _short(value: object) -> str:
     )
     text = " ".join(text.split())
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"

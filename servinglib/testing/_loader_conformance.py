@@ -11,9 +11,11 @@ from servinglib.core.loader import Loader
 from servinglib.core.resources import MAIN_DEVICE, RAM_IN_BYTES, ResourceAllocation
 from servinglib.servable import Tensors
 from servinglib.testing._concurrent_calls import concurrent_call_problems
+from servinglib.testing._leaks import Holdings, fd_leak, thread_leak
 from servinglib.testing._memory import format_bytes, resident_bytes
+from servinglib.testing._output_filter import output_filter_problems
 from servinglib.testing._referrers import describe_referrers
-from servinglib.testing._violation import Violation, check_skip, violations_text
+from servinglib.testing._violation import Violation, check_skip, error_text, violations_text
 
 L = TypeVar("L", bound=Loader)
 
@@ -25,17 +27,23 @@ LOADER_CHECKS = (
     "load-fails",
     "servable-after-load",
     "concurrent-calls",
+    "output-filter",
     "unload-raises",
     "unload-releases",
     "servable-after-unload",
     "reload",
     "memory-growth",
+    "thread-growth",
+    "fd-growth",
     "failed-load-clean",
 )
 """The ids of check_loader's checks, in the order it runs them."""
 
 DEFAULT_RAM_SLACK_BYTES = 16 * 2**20
 DEFAULT_MEMORY_GROWTH_BYTES = 64 * 2**20
+DEFAULT_THREAD_GROWTH = 2
+DEFAULT_FD_GROWTH = 4
+_SETTLE_S = 2.0  # how long threads started by the cycles get to end by themselves
 
 
 def check_loader(
@@ -50,6 +58,8 @@ def check_loader(
     heal_failure: Callable[[L], None] | None = None,
     ram_slack_bytes: int = DEFAULT_RAM_SLACK_BYTES,
     max_memory_growth_bytes: int | None = None,
+    max_thread_growth: int = DEFAULT_THREAD_GROWTH,
+    max_fd_growth: int = DEFAULT_FD_GROWTH,
     timeout_s: float = 30.0,
     skip: Collection[str] = (),
 ) -> list[Violation]:
@@ -60,21 +70,26 @@ def check_loader(
     within the RAM estimate (+ ``ram_slack_bytes``); the estimate must never
     increase afterwards; servable(); its calls from ``concurrent_calls``
     threads at once (``calls_per_thread`` each) must give the results of
-    calls made alone; unload() must not raise, must let the servable be
-    garbage-collected, and servable() must raise again; then ``cycles`` - 1
-    more load → unload cycles on the same loader, whose memory growth must
-    stay within ``max_memory_growth_bytes`` (default: 64 MiB + the RAM
-    estimate).  With ``failing_factory`` (a loader whose load() fails now,
-    e.g. pointed at a missing or corrupt model), failed loads must leave no
-    servable and no memory behind, and with ``heal_failure(loader)`` (removes
-    the cause) the same loader's next load() must succeed.
+    calls made alone; each signature called with one output as its
+    ``output_filter`` must return exactly that output; unload() must not
+    raise, must let the servable be garbage-collected, and servable() must
+    raise again; then ``cycles`` - 1 more load → unload cycles on the same
+    loader, whose memory growth must stay within ``max_memory_growth_bytes``
+    (default: 64 MiB + the RAM estimate), and which must leave at most
+    ``max_thread_growth`` more threads running (after 2 s to end) and
+    ``max_fd_growth`` more file descriptors open.  With ``failing_factory``
+    (a loader whose load() fails now, e.g. pointed at a missing or corrupt
+    model), failed loads must leave no servable, memory, threads or file
+    descriptors behind, and with ``heal_failure(loader)`` (removes the
+    cause) the same loader's next load() must succeed.
 
     The servable is called through ``call(servable)`` if given (results
     compared with ``==``); otherwise, if it is a servinglib
     :class:`~servinglib.servable.Servable`, through each of its signatures,
     with ``inputs[signature]`` or zeros built from its TensorSpecs; any
     other servable is not called.
-    Memory checks need /proc (Linux) and are skipped elsewhere; the
+    Memory and file-descriptor checks need /proc (Linux) and are skipped
+    elsewhere, where threads are counted from Python alone; the
     collection check is skipped for servables that take no weak reference
     (dict, list, ...).  ``skip`` names checks not to report (check ids, listed in
     docs/guides/testing_loaders.md).  Each check reports at most one violation.
@@ -92,6 +107,8 @@ def check_loader(
         call=call,
         ram_slack_bytes=ram_slack_bytes,
         max_memory_growth_bytes=max_memory_growth_bytes,
+        max_thread_growth=max_thread_growth,
+        max_fd_growth=max_fd_growth,
         timeout_s=timeout_s,
         skip=check_skip(skip, LOADER_CHECKS),
     )
@@ -113,6 +130,8 @@ def assert_loader_conforms(
     heal_failure: Callable[[L], None] | None = None,
     ram_slack_bytes: int = DEFAULT_RAM_SLACK_BYTES,
     max_memory_growth_bytes: int | None = None,
+    max_thread_growth: int = DEFAULT_THREAD_GROWTH,
+    max_fd_growth: int = DEFAULT_FD_GROWTH,
     timeout_s: float = 30.0,
     skip: Collection[str] = (),
 ) -> None:
@@ -128,6 +147,8 @@ def assert_loader_conforms(
         heal_failure=heal_failure,
         ram_slack_bytes=ram_slack_bytes,
         max_memory_growth_bytes=max_memory_growth_bytes,
+        max_thread_growth=max_thread_growth,
+        max_fd_growth=max_fd_growth,
         timeout_s=timeout_s,
         skip=skip,
     )
@@ -151,6 +172,8 @@ class _LoaderRun:
         call: Callable[[Any], object] | None,
         ram_slack_bytes: int,
         max_memory_growth_bytes: int | None,
+        max_thread_growth: int,
+        max_fd_growth: int,
         timeout_s: float,
         skip: frozenset[str],
     ) -> None:
@@ -161,6 +184,8 @@ class _LoaderRun:
         self._call = call
         self._ram_slack_bytes = ram_slack_bytes
         self._max_growth_bytes = max_memory_growth_bytes
+        self._max_thread_growth = max_thread_growth
+        self._max_fd_growth = max_fd_growth
         self._timeout_s = timeout_s
         self._skip = skip
         self.violations: list[Violation] = []
@@ -197,7 +222,7 @@ class _LoaderRun:
         except Exception as exc:  # noqa: BLE001 - the loader's failure is what we report
             self.report(
                 "load-fails",
-                f"load() raised {_error_text(exc)}; nothing else could be checked (does the "
+                f"load() raised {error_text(exc)}; nothing else could be checked (does the "
                 "factory give the loader what it needs, e.g. a model directory?)",
             )
             return False
@@ -226,7 +251,7 @@ class _LoaderRun:
         except Exception as exc:  # noqa: BLE001 - the loader's failure is what we report
             self.report(
                 "servable-after-load",
-                f"servable() raised {_error_text(exc)} after a successful load(); it must "
+                f"servable() raised {error_text(exc)} after a successful load(); it must "
                 "return the loaded servable until unload()",
             )
             return None
@@ -240,6 +265,9 @@ class _LoaderRun:
                 timeout_s=self._timeout_s,
             ):
                 self.report("concurrent-calls", problem)
+        if "output-filter" not in self._skip:
+            for problem in output_filter_problems(servable, self._inputs):
+                self.report("output-filter", problem)
         try:
             return weakref.ref(servable)
         except TypeError:  # e.g. a dict: collection cannot be observed
@@ -251,7 +279,7 @@ class _LoaderRun:
         except Exception as exc:  # noqa: BLE001 - the loader's failure is what we report
             self.report(
                 "unload-raises",
-                f"unload() raised {_error_text(exc)}; it should not raise: the manager logs "
+                f"unload() raised {error_text(exc)}; it should not raise: the manager logs "
                 "and ignores the error, and whatever the unload did not release stays held",
             )
 
@@ -273,13 +301,14 @@ class _LoaderRun:
 
     def _more_cycles(self, loader: Loader) -> None:
         baseline = resident_bytes()
+        held = Holdings.now()
         for cycle in range(2, self._cycles + 1):
             try:
                 loader.load()
             except Exception as exc:  # noqa: BLE001 - the loader's failure is what we report
                 self.report(
                     "reload",
-                    f"load() after unload() raised {_error_text(exc)} (cycle {cycle}): "
+                    f"load() after unload() raised {error_text(exc)} (cycle {cycle}): "
                     "load → unload → load must work",
                 )
                 return
@@ -294,6 +323,14 @@ class _LoaderRun:
                 f"{self._cycles - 1} more load → unload cycles",
                 "unload() must release everything load() acquired (caches, module state, files)",
             )
+        if self._cycles > 1:
+            self._check_held(
+                ("thread-growth", "fd-growth"),
+                held,
+                f"{self._cycles - 1} more load → unload cycles",
+                "unload() must stop the threads (join them) and close the files, sockets and "
+                "pipes load() started and opened",
+            )
 
     def _expect_servable(self, loader: Loader, cycle: int) -> None:
         try:
@@ -301,7 +338,7 @@ class _LoaderRun:
         except Exception as exc:  # noqa: BLE001 - the loader's failure is what we report
             self.report(
                 "servable-after-load",
-                f"servable() raised {_error_text(exc)} after a successful load() (cycle "
+                f"servable() raised {error_text(exc)} after a successful load() (cycle "
                 f"{cycle}); it must return the loaded servable until unload()",
             )
 
@@ -312,6 +349,7 @@ class _LoaderRun:
     ) -> None:
         loader = failing_factory()
         baseline = None
+        held: Holdings | None = None
         for attempt in range(1, self._cycles + 1):
             try:
                 loader.load()
@@ -328,6 +366,7 @@ class _LoaderRun:
             self._expect_no_servable(loader, "failed-load-clean", "after a failed load()")
             if attempt == 1:
                 baseline = resident_bytes()
+                held = Holdings.now()
         end = resident_bytes()
         if baseline is not None and end is not None and self._cycles > 1:
             self._check_growth(
@@ -335,6 +374,14 @@ class _LoaderRun:
                 end - baseline,
                 f"{self._cycles - 1} more failed loads",
                 "a failed load() must release what it acquired before raising",
+            )
+        if held is not None and self._cycles > 1:
+            self._check_held(
+                ("failed-load-clean", "failed-load-clean"),
+                held,
+                f"{self._cycles - 1} more failed loads",
+                "a failed load() must stop the threads and close the files it opened before "
+                "raising",
             )
         if heal_failure is not None:
             heal_failure(loader)
@@ -347,7 +394,7 @@ class _LoaderRun:
             self.report(
                 "failed-load-clean",
                 f"after failed loads and heal_failure(), load() of the same loader raised "
-                f"{_error_text(exc)}: a failed load must leave nothing half-loaded, since the "
+                f"{error_text(exc)}: a failed load must leave nothing half-loaded, since the "
                 "manager retries a failed load on the same loader",
             )
             return
@@ -362,7 +409,7 @@ class _LoaderRun:
         except Exception as exc:  # noqa: BLE001 - the loader's failure is what we report
             self.report(
                 "estimate-raises",
-                f"estimate_resources() raised {_error_text(exc)} {when}; it is called at any "
+                f"estimate_resources() raised {error_text(exc)} {when}; it is called at any "
                 "time, also before load(), and must answer",
             )
             return
@@ -401,6 +448,28 @@ class _LoaderRun:
                 f"than the {format_bytes(limit)} allowed (max_memory_growth_bytes): {advice}",
             )
 
+    def _check_held(
+        self, checks: tuple[str, str], before: Holdings, what: str, advice: str
+    ) -> None:
+        """Reports threads (as ``checks[0]``) and descriptors (``checks[1]``) left since then."""
+        thread_check, fd_check = checks
+        if thread_check not in self._skip:
+            threads = thread_leak(before, self._max_thread_growth, _SETTLE_S)
+            if threads is not None:
+                self.report(
+                    thread_check,
+                    f"{what} left {threads} running, more than the {self._max_thread_growth} "
+                    f"allowed (max_thread_growth): {advice}",
+                )
+        if fd_check not in self._skip:
+            fds = fd_leak(before, self._max_fd_growth)
+            if fds is not None:
+                self.report(
+                    fd_check,
+                    f"{what} left {fds} open, more than the {self._max_fd_growth} allowed "
+                    f"(max_fd_growth): {advice}",
+                )
+
 
 def _ram_bytes(estimate: ResourceAllocation | None) -> int:
     if estimate is None:
@@ -414,7 +483,3 @@ def _ram_bytes(estimate: ResourceAllocation | None) -> int:
 
 def _type_name(value: object) -> str:
     return "None" if value is None else type(value).__name__
-
-
-def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"

@@ -38,3 +38,8 @@ def violations_text(subject: str, violations: Sequence[Violation]) -> str:
     lines = [f"{subject} breaks its contract in {len(violations)} way(s):"]
     lines.extend(f"  - {violation}" for violation in violations)
     return "\n".join(lines)
+
+
+def error_text(exc: BaseException) -> str:
+    """An exception as its type and message, for violation messages."""
+    return f"{type(exc).__name__}: {exc}"

@@ -6,11 +6,16 @@ import asyncio
 from pathlib import Path
 
 import attrs
+import httpx
 import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from servinglib.batching import BatchingParameters
+from servinglib.core.event_bus import EventBus
+from servinglib.core.servable_id import ServableId
+from servinglib.core.servable_state import ManagerState, ServableState
+from servinglib.core.servable_state_monitor import ServableStateMonitor
 from servinglib.errors import InvalidArgumentError, NotFoundError, StatusCode
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.data_plane import DataPlane
@@ -18,12 +23,15 @@ from servinglib.server.metrics import (
     DEFAULT_METRICS_PATH,
     PrometheusConfig,
     ServerMetrics,
+    _Follower,
     parse_monitoring_config,
     read_monitoring_config,
 )
 from servinglib.server.model_spec import ModelSpec
+from servinglib.server.rest import RestServer, create_app
+from servinglib.server.rest.metrics_endpoint import MetricsEndpoint, record_request
 from servinglib.server.server_core import ServerCore
-from servinglib.testing import wait_until
+from servinglib.testing import FakeClock, wait_until
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
 MODEL_PY = """
@@ -167,3 +175,126 @@ def test_bad_monitoring_configs_are_clear_errors(tmp_path: Path) -> None:
         parse_monitoring_config('prometheus_config { enable: true, path: "metrics" }')
     with pytest.raises(NotFoundError):
         read_monitoring_config(tmp_path / "missing.config")
+
+
+BROKEN_MODEL_PY = """
+from servinglib.loaders import PythonModel
+
+class Model(PythonModel):
+    def load(self, path):
+        raise RuntimeError("this model never loads")
+"""
+
+
+def write_model(root: Path, name: str, source: str = MODEL_PY) -> str:
+    """A base path holding version 1 of a Python model."""
+    version = root / name / "1"
+    version.mkdir(parents=True)
+    (version / "model.py").write_text(source)
+    return str(root / name)
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(url: str) -> Samples:
+    """Every sample a Prometheus scrape of ``url`` gets, over HTTP."""
+    response = httpx.get(f"{url}{DEFAULT_METRICS_PATH}", timeout=30.0)
+    assert response.status_code == 200
+    found = {}
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def sample(found: Samples, name: str, **labels: str) -> float | None:
+    """The value of one sample, None if the scrape had none."""
+    return found.get((name, tuple(sorted(labels.items()))))
+
+
+def version_states(found: Samples) -> dict[tuple[str, str], str]:
+    """(model, version) → state, from the version-state gauge of a scrape."""
+    states = {}
+    for (name, labels), value in found.items():
+        if name == "servinglib_model_version_state" and value == 1:
+            labelled = dict(labels)
+            states[(labelled["model_name"], labelled["version"])] = labelled["state"]
+    return states
+
+
+def test_attach_after_start_sees_loaded_versions_and_later_changes(tmp_path: Path) -> None:
+    """Attached after ServerCore(config) returned, a scrape shows earlier loads and later ones."""
+    config = ModelServerConfig(
+        [
+            ModelConfig.python("m", write_model(tmp_path, "m")),
+            ModelConfig.python("broken", write_model(tmp_path, "broken", BROKEN_MODEL_PY)),
+        ]
+    )
+    options = attrs.evolve(TEST_SERVER_CORE_OPTIONS, start_degraded=True)
+    metrics = ServerMetrics()
+    with ServerCore(config, options) as core:
+        metrics.attach(core)
+        app = create_app(core, on_request=record_request(metrics))
+        with RestServer(MetricsEndpoint(app, metrics)) as server:
+            found = scrape(server.url)
+            assert version_states(found) == {("m", "1"): "AVAILABLE"}
+            assert sample(found, "servinglib_model_load_seconds_count", model_name="m") == 1
+            assert (sample(found, "servinglib_model_load_seconds_sum", model_name="m") or 0) > 0
+            assert sample(found, "servinglib_model_load_failures_total", model_name="broken") == 1
+
+            n = ModelConfig.python("n", write_model(tmp_path, "n"))
+            core.reload_config(ModelServerConfig([n]))
+            wait_until(lambda: version_states(scrape(server.url)) == {("n", "1"): "AVAILABLE"})
+            found = scrape(server.url)
+            assert sample(found, "servinglib_model_load_seconds_count", model_name="n") == 1
+            assert sample(found, "servinglib_model_load_seconds_count", model_name="m") == 1
+        app.close()
+
+
+def states_of(name: str, version: int, *states: ManagerState) -> list[ServableState]:
+    """One event per state of version ``version`` of ``name``."""
+    return [ServableState(ServableId(name, version), state) for state in states]
+
+
+def test_events_published_while_attaching_are_recorded_once_in_order() -> None:
+    """Events logged before catching up come from the log, those held after it; none twice."""
+    clock = FakeClock()
+    bus: EventBus[ServableState] = EventBus()
+    monitor = ServableStateMonitor(bus, max_count_log_events=100, clock=clock)
+    recorded: list[tuple[ServableState, float]] = []
+    before = states_of("m", 1, ManagerState.START, ManagerState.LOADING)
+    during = states_of("m", 1, ManagerState.AVAILABLE)
+    after = states_of("m", 1, ManagerState.UNLOADING, ManagerState.END)
+    for event in before:
+        bus.publish(event)
+    clock.advance(2.0)
+    follower = _Follower(monitor, lambda event, time_s: recorded.append((event, time_s)))
+    bus.subscribe(follower.on_event)
+    for event in during:
+        bus.publish(event)  # logged by the monitor and held by the follower
+    follower.catch_up()
+    clock.advance(1.0)
+    for event in after:
+        bus.publish(event)
+    assert [event for event, _ in recorded] == before + during + after
+    assert all(a is b for a, (b, _) in zip(before + during + after, recorded, strict=True))
+    assert [time_s for _, time_s in recorded] == [0.0, 0.0, 2.0, 3.0, 3.0]
+
+
+def test_versions_older_than_the_event_log_are_seen_from_their_live_state() -> None:
+    """A version whose events left the bounded log is still recorded, in its current state."""
+    bus: EventBus[ServableState] = EventBus()
+    monitor = ServableStateMonitor(bus, max_count_log_events=2, clock=FakeClock())
+    old = states_of("old", 1, ManagerState.START, ManagerState.LOADING, ManagerState.AVAILABLE)
+    new = states_of("new", 1, ManagerState.START, ManagerState.LOADING)
+    for event in old + new:
+        bus.publish(event)
+    metrics = ServerMetrics()
+    follower = _Follower(monitor, metrics._record_state)
+    bus.subscribe(follower.on_event)
+    follower.catch_up()
+    assert metrics.states() == {
+        ServableId("old", 1): ManagerState.AVAILABLE,
+        ServableId("new", 1): ManagerState.LOADING,
+    }

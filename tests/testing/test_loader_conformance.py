@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -491,3 +492,192 @@ def test_call_checks_servables_that_are_not_servinglib_servables() -> None:
 
     assert checks(violations) == ["concurrent-calls"]
     assert violations[0].message.startswith("call(servable) gave other results")
+
+
+# -- output_filter ---------------------------------------------------------------------------
+
+
+class TwoOutputs(Adder):
+    """y = x + 1 and z = 2x, returning only the outputs the filter asks for: correct."""
+
+    SIGNATURES: ClassVar[Mapping[str, SignatureSpec]] = {
+        "serving_default": SignatureSpec(
+            [TensorSpec("x", "float32", [-1])],
+            [TensorSpec("y", "float32", [-1]), TensorSpec("z", "float32", [-1])],
+        )
+    }
+
+    def __init__(self) -> None:
+        super().__init__(np.ones(1, np.float32))
+
+    def call(
+        self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
+    ) -> dict[str, npt.NDArray[Any]]:
+        outputs = self.outputs(inputs["x"], filtered=output_filter is not None)
+        return {k: v for k, v in outputs.items() if output_filter is None or k in output_filter}
+
+    def outputs(self, x: npt.NDArray[Any], *, filtered: bool) -> dict[str, npt.NDArray[Any]]:
+        return {"y": x + 1, "z": x * 2}
+
+
+class IgnoresOutputFilter(TwoOutputs):
+    """Returns every output whatever the filter asks for: a filtered request fails with INTERNAL."""
+
+    def call(
+        self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
+    ) -> dict[str, npt.NDArray[Any]]:
+        return self.outputs(inputs["x"], filtered=False)
+
+
+class FilterChangesValues(TwoOutputs):
+    """Computes z another way when outputs are filtered: the filter changes the answer."""
+
+    def outputs(self, x: npt.NDArray[Any], *, filtered: bool) -> dict[str, npt.NDArray[Any]]:
+        return {"y": x + 1, "z": x * 3 if filtered else x * 2}
+
+
+def test_a_servable_honouring_output_filter_passes() -> None:
+    """A two-output servable that returns exactly the outputs asked for conforms."""
+    assert check_loader(lambda: SimpleLoader(TwoOutputs), cycles=CYCLES) == []
+
+
+def test_a_servable_ignoring_output_filter_is_caught() -> None:
+    """Returning every output for a filtered call is output-filter, naming what came back."""
+    violations = check_loader(lambda: SimpleLoader(IgnoresOutputFilter), cycles=CYCLES)
+
+    assert checks(violations) == ["output-filter"]
+    assert violations[0].message.startswith(
+        "signature 'serving_default' with zeros built from its input specs"
+    )
+    assert "returned ['y', 'z'] for output_filter {'y'}" in violations[0].message
+    assert "fails with INTERNAL" in violations[0].message
+
+
+def test_a_filter_that_changes_an_output_is_caught() -> None:
+    """A filtered output whose value differs from the unfiltered call's is output-filter."""
+    inputs = {"serving_default": {"x": np.array([1.0, 2.0], np.float32)}}
+    violations = check_loader(
+        lambda: SimpleLoader(FilterChangesValues), cycles=CYCLES, inputs=inputs
+    )
+
+    assert checks(violations) == ["output-filter"]
+    assert "another value for 'z' with output_filter {'z'}" in violations[0].message
+
+
+# -- threads and file descriptors --------------------------------------------------------------
+
+
+class LeaksAThreadPerLoad(GoodLoader):
+    """Starts a 'poller' thread on every load and never stops it."""
+
+    stop = threading.Event()
+    started: ClassVar[list[threading.Thread]] = []
+
+    def load(self) -> None:
+        super().load()
+        poller = threading.Thread(target=self.stop.wait, name="poller", daemon=True)
+        poller.start()
+        self.started.append(poller)
+
+
+class LeaksAnFdPerLoad(GoodLoader):
+    """Opens its weights file on every load and never closes it."""
+
+    opened: ClassVar[list[int]] = []
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    def load(self) -> None:
+        super().load()
+        self.opened.append(os.open(self.path, os.O_RDONLY))
+
+
+class StartsOnePoolForGood(GoodLoader):
+    """Starts one shared thread on its first load and keeps it: a pool, not a leak."""
+
+    stop = threading.Event()
+    pool: ClassVar[list[threading.Thread]] = []
+
+    def load(self) -> None:
+        super().load()
+        if not self.pool:
+            worker = threading.Thread(target=self.stop.wait, name="pool", daemon=True)
+            worker.start()
+            self.pool.append(worker)
+
+
+@pytest.fixture
+def stop_leaked_threads() -> Iterator[None]:
+    """Ends the threads the leaking loaders started, once the test is done with them."""
+    yield
+    for loader in (LeaksAThreadPerLoad, StartsOnePoolForGood):
+        loader.stop.set()
+        threads = loader.started if loader is LeaksAThreadPerLoad else loader.pool
+        for thread in threads:
+            thread.join(30.0)
+        threads.clear()
+        loader.stop.clear()
+
+
+@needs_proc
+@pytest.mark.usefixtures("stop_leaked_threads")
+def test_a_thread_leaked_per_load_is_caught_and_named() -> None:
+    """A thread started by every load and never stopped is thread-growth, naming the thread."""
+    violations = check_loader(LeaksAThreadPerLoad, cycles=6)
+
+    assert checks(violations) == ["thread-growth"]
+    message = violations[0].message
+    assert message.startswith("5 more load → unload cycles left ")  # 5, or more with strays
+    assert "threads ('poller' x 5" in message
+    assert "max_thread_growth" in message
+
+
+@pytest.mark.usefixtures("stop_leaked_threads")
+def test_threads_kept_within_the_tolerance_pass() -> None:
+    """One thread started on the first load and kept is no leak; a raised bound allows more."""
+    assert check_loader(StartsOnePoolForGood) == []
+    assert check_loader(LeaksAThreadPerLoad, cycles=4, max_thread_growth=3) == []
+
+
+@needs_proc
+def test_a_file_descriptor_leaked_per_load_is_caught_and_named(tmp_path: Path) -> None:
+    """A file opened by every load and never closed is fd-growth, naming the file."""
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(b"\0" * 16)
+    try:
+        violations = check_loader(lambda: LeaksAnFdPerLoad(weights), cycles=8)
+    finally:
+        for fd in LeaksAnFdPerLoad.opened:
+            os.close(fd)
+        LeaksAnFdPerLoad.opened.clear()
+
+    assert checks(violations) == ["fd-growth"]
+    assert violations[0].message.startswith(
+        f"7 more load → unload cycles left 7 more file descriptors ('{weights}' x 7) open"
+    )
+
+
+class FailsLeavingAThread(GoodLoader):
+    """A load that starts its thread, then fails without stopping it."""
+
+    stop = LeaksAThreadPerLoad.stop
+    started = LeaksAThreadPerLoad.started
+
+    def load(self) -> None:
+        poller = threading.Thread(target=self.stop.wait, name="loader-io", daemon=True)
+        poller.start()
+        self.started.append(poller)
+        raise NotFoundError("no model here yet")
+
+
+@pytest.mark.usefixtures("stop_leaked_threads")
+def test_failed_loads_that_leave_threads_are_caught() -> None:
+    """Threads left by failed loads are failed-load-clean."""
+    violations = check_loader(GoodLoader, cycles=6, failing_factory=FailsLeavingAThread)
+
+    assert checks(violations) == ["failed-load-clean"]
+    message = violations[0].message
+    assert message.startswith("5 more failed loads left ")
+    assert "threads ('loader-io' x 5" in message

@@ -175,12 +175,10 @@ class ModelServer:
         listeners: list[Callable[[ServableState], None]] = []  # ServerCore logs states itself
         if self.freezer is not None:
             listeners.append(self.freezer.on_state)
-        if self.metrics is not None:
-            listeners.append(self.metrics.observe_state)
         self.config = model_config(flags)
         self.core = ServerCore(self.config, core_options(flags), state_listeners=listeners)
         if self.metrics is not None:
-            self.metrics.attach(self.core, states=False)
+            self.metrics.attach(self.core)
         self.plane = DataPlane(self.core)
         self.management = ModelManagement(self.core, management_options(flags))
         self._loop: asyncio.AbstractEventLoop | None = None

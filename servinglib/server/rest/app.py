@@ -16,7 +16,7 @@ from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import RestRequest, RestResponse
 from servinglib.server.rest.kserve_v2 import KServeV2Api
 from servinglib.server.rest.options import RestOptions
-from servinglib.server.rest.router import Route, Router
+from servinglib.server.rest.router import Route, Router, below_root
 from servinglib.server.rest.tf_serving import TfServingApi
 from servinglib.server.server_core import ServerCore
 
@@ -74,6 +74,9 @@ class RestApp:
     :class:`RequestRecord` to ``on_request``.  Model calls run through the
     DataPlane, each signature in its execution mode.  Lifespan events are
     accepted; :meth:`close` stops the DataPlane if the app created it.
+    Paths are routed below the ASGI ``root_path``, so the app also serves
+    mounted under a prefix (``app.mount("/serving", rest_app)`` in
+    Starlette or FastAPI, uvicorn's ``--root-path``).
     Thread-safe: holds no per-request state; mount it on any ASGI server.
     """
 
@@ -128,6 +131,9 @@ class RestApp:
         method: str = scope["method"]
         raw_path: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
         path = raw_path.split(b"?", 1)[0].decode("latin-1")
+        root_path: str | None = scope.get("root_path")
+        if root_path:  # mounted under a prefix, e.g. app.mount("/serving", rest_app)
+            path = below_root(path, root_path)
         route: Route | None = None
         code = StatusCode.OK
         try:

@@ -7,6 +7,7 @@ from typing import Any, final
 
 from servinglib.server.metrics import CONTENT_TYPE, DEFAULT_METRICS_PATH, ServerMetrics
 from servinglib.server.rest.app import RequestRecord
+from servinglib.server.rest.router import below_root
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -31,6 +32,8 @@ def record_request(metrics: ServerMetrics) -> Callable[[RequestRecord], None]:
 class MetricsEndpoint:
     """An ASGI app answering GET on the metrics paths with the scrape text, the rest to ``app``.
 
+    The paths are matched below the ASGI ``root_path``, as the REST app's.
+
     Thread-safe, like the app it wraps.
     """
 
@@ -45,7 +48,14 @@ class MetricsEndpoint:
         self._paths = frozenset(paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] not in self._paths:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        root_path: str | None = scope.get("root_path")
+        if root_path:
+            path = below_root(path, root_path)
+        if path not in self._paths:
             await self._app(scope, receive, send)
             return
         if scope["method"] not in {"GET", "HEAD"}:

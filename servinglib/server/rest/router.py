@@ -4,7 +4,8 @@ TF Serving's paths are matched as its REST handler does: case-insensitively,
 on the raw (still percent-encoded) path, with model names and labels
 URL-decoded after the match, so an encoded ``/`` stays inside a name.
 Names are only ever looked up among the configured models, never used as
-file paths.  Matched routes are remembered (a bounded cache), so a path seen
+file paths.  An app mounted under a prefix routes on the path below it
+(:func:`below_root`).  Matched routes are remembered (a bounded cache), so a path seen
 before costs one dict lookup.
 """
 
@@ -148,6 +149,32 @@ class Router:
                 api, handler = self._v2_get[verb]
                 return Route(api, handler, _decoded(name), version)
         raise NotFoundError(f"Not found: {method} {_shown(path)}")
+
+
+def below_root(path: str, root_path: str) -> str:
+    """``path`` seen from inside the app mounted at ``root_path`` (the ASGI scope's two fields).
+
+    ASGI servers and frameworks pass the whole path, mount point included
+    (uvicorn's ``--root-path``, Starlette's and FastAPI's ``mount``), so the
+    mount point is taken off the front.  ``path`` may be the raw,
+    percent-encoded path (as latin-1 text) while ``root_path`` is decoded:
+    a prefix spelled encoded (``/my%20models`` for ``/my models``) is found
+    by decoding.  A path that does not start with ``root_path`` (a server
+    that took it off already) is returned unchanged.
+    """
+    root = root_path.rstrip("/")
+    if not root:
+        return path
+    if path.startswith(root):
+        rest = path[len(root) :]
+        if not rest or rest[0] == "/":
+            return rest or "/"
+    end = path.find("/", 1)
+    while end != -1:
+        if _decoded(path[:end]) == root:
+            return path[end:]
+        end = path.find("/", end + 1)
+    return path
 
 
 def _selectors(

@@ -30,9 +30,11 @@ class RestServer:
     one loop), or on a background thread with its own loop with
     :meth:`start` / :meth:`stop` (tests, notebooks).  :meth:`stop` stops
     accepting connections, lets requests in flight finish (within
-    ``graceful_timeout_s``), and closes the socket.
-    Thread safety: :meth:`stop` may be called from any thread; call
-    :meth:`serve` or :meth:`start` once.
+    ``graceful_timeout_s``), and closes the socket: the serving loop closes
+    it once uvicorn has let go of it, or :meth:`stop` itself if serving
+    never began (a server stopped before it served never serves).
+    Thread safety: :meth:`stop` may be called from any thread, any number
+    of times; call :meth:`serve` or :meth:`start` once.
     """
 
     def __init__(
@@ -67,6 +69,9 @@ class RestServer:
         self._started = threading.Event()
         self._server = _make_server(uvicorn, config, self._started.set)
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._serving = False  # guarded by: _lock; serve() owns the socket from then on
+        self._stopped = False  # guarded by: _lock
 
     @property
     def port(self) -> int:
@@ -80,11 +85,28 @@ class RestServer:
         return f"http://{host}:{self._port}"
 
     async def serve(self) -> None:
-        """Serves until :meth:`stop` is called (or the task is cancelled), in the running loop."""
+        """Serves until :meth:`stop` is called (or the task is cancelled), in the running loop.
+
+        Returns at once if :meth:`stop` was called before.
+        """
+        with self._lock:
+            if self._stopped:
+                return
+            self._serving = True
         try:
             await self._server.serve(sockets=[self._socket])
+        except asyncio.CancelledError:
+            self._close_now()
+            raise
         finally:
             self._socket.close()
+
+    def _close_now(self) -> None:
+        """Closes the listener and every connection at once (uvicorn did not shut down)."""
+        for listener in self._server.servers:
+            listener.close()
+        for connection in list(self._server.server_state.connections):
+            connection.shutdown()
 
     def start(self, timeout_s: float = 30.0) -> None:
         """Serves on a new thread with its own event loop; returns once it accepts requests.
@@ -106,13 +128,20 @@ class RestServer:
         self._started.set()  # unblock start() if serving ended before it began
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Stops serving (requests in flight finish first) and, if started, joins the thread."""
-        self._server.should_exit = True
+        """Stops serving (requests in flight finish first) and, if started, joins the thread.
+
+        The socket is closed by whoever owns it: the serving loop, as uvicorn
+        shuts down (closing it under uvicorn breaks its shutdown on the
+        standard asyncio loop), or this call if serving never began.
+        """
+        with self._lock:
+            self._stopped = True
+            self._server.should_exit = True
+            serving = self._serving
+        if not serving:
+            self._socket.close()
         if self._thread is not None:
             self._thread.join(timeout_s)
-        else:
-            with contextlib.suppress(OSError):
-                self._socket.close()
 
     def __enter__(self) -> RestServer:
         self.start()
