@@ -156,6 +156,9 @@ def test_a_savedmodel_is_served_through_the_batching_session(tf_core: ServerCore
     assert stats.batches_run >= 1  # the version's warmup records went through the queue
     results = predict_many(core, "half_plus_two", 64)
     assert results == [[0.5 * i + 3.0] for i in range(64)]  # version 2: y = 0.5x + 3
-    after = scheduler.statistics()["half_plus_two/2/serving_default"]
+    # A batch's totals are recorded after its requests complete: wait for the last one's.
+    queue = "half_plus_two/2/serving_default"
+    wait_until(lambda: scheduler.statistics()[queue].rows_run - stats.rows_run >= 64)
+    after = scheduler.statistics()[queue]
     assert after.rows_run - stats.rows_run == 64
     assert after.batches_run - stats.batches_run < 64  # some requests shared a call

@@ -21,7 +21,7 @@ from servinglib.errors import (
     UnavailableError,
 )
 from servinglib.loaders.python import PythonLoader
-from servinglib.testing import FakeClock, FakeLoader, ServableHarness, make_version_dirs
+from servinglib.testing import FakeClock, FakeLoader, ServableHarness, make_version_dirs, wait_until
 
 NO_RETRIES = LoadRetryOptions(max_num_load_retries=0)
 START, LOADING, AVAILABLE, UNLOADING, END = (
@@ -194,7 +194,10 @@ def test_batching_serves_the_version_through_batch_queues(version_dir: Path) -> 
         assert harness.call("later", x(1.0))["y"].tolist() == [2.0]  # async: not batched
         scheduler = harness.batch_scheduler
         assert scheduler is not None
-        stats = scheduler.statistics()["model/1/serving_default"]
+        # A batch's totals are recorded after its requests complete: wait for the last one's.
+        queue = "model/1/serving_default"
+        wait_until(lambda: scheduler.statistics()[queue].rows_run >= 16)
+        stats = scheduler.statistics()[queue]
         assert stats.rows_run == 16
         assert stats.batches_run < 16
     assert scheduler.statistics() == {}
