@@ -49,13 +49,16 @@ class Model(PythonModel):
 
 def write_model(root: Path, name: str, *, broken: bool = False, wait: bool = False) -> ModelConfig:
     """Version 1 of a Python model ``name`` under ``root`` (broken, or loading until WAIT goes)."""
-    version = root / name / "1"
-    version.mkdir(parents=True)
+    # Written beside the version, then renamed into place: a watching source never sees a
+    # half-written model.py.
+    staging = root / name / ".1.partial"
+    staging.mkdir(parents=True)
     if broken:
-        (version / "BROKEN").write_text("")
+        (staging / "BROKEN").write_text("")
     if wait:
-        (version / "WAIT").write_text("")
-    (version / "model.py").write_text(textwrap.dedent(MODEL_PY))
+        (staging / "WAIT").write_text("")
+    (staging / "model.py").write_text(textwrap.dedent(MODEL_PY))
+    staging.rename(root / name / "1")
     return ModelConfig(name, str(root / name), "python")
 
 
