@@ -22,6 +22,7 @@ from typing import Any, final
 import attrs
 
 from servinglib.batching.options import BatchingParameters, read_batching_parameters
+from servinglib.codecs.limits import DecodeLimits
 from servinglib.core.availability_preserving_policy import AvailabilityPreservingPolicy
 from servinglib.core.resource_preserving_policy import ResourcePreservingPolicy
 from servinglib.core.servable_state import ServableState
@@ -146,6 +147,11 @@ def batching_parameters(flags: ServerFlags) -> BatchingParameters | None:
     return read_batching_parameters(flags.batching_parameters_file, defaults=defaults)
 
 
+def decode_limits(flags: ServerFlags) -> DecodeLimits:
+    """The bounds of request tensors: the defaults, with ``--max_tensor_fill_bytes``."""
+    return DecodeLimits(max_fill_bytes=flags.max_tensor_fill_bytes)
+
+
 def prometheus_config(flags: ServerFlags) -> PrometheusConfig:
     """Whether and where to serve metrics: the monitoring file, or --enable_metrics."""
     if flags.monitoring_config_file:
@@ -253,12 +259,13 @@ class ModelServer:
         flags = self.flags
         if not flags.rest_api_port:
             return None
-        from servinglib.server.rest import RestOptions, RestServer, create_app
+        from servinglib.server.rest import HttpLimits, RestOptions, RestServer, create_app
         from servinglib.server.rest.metrics_endpoint import MetricsEndpoint, record_request
 
         options = RestOptions(
             request_timeout_s=flags.rest_api_timeout_in_ms / 1e3,
             enable_cors_support=flags.rest_api_enable_cors_support,
+            decode_limits=decode_limits(flags),
         )
         observers: list[Callable[[Any], None]] = []
         if self.metrics is not None:
@@ -274,6 +281,12 @@ class ModelServer:
             flags.rest_api_host,
             flags.rest_api_port,
             graceful_timeout_s=flags.shutdown_grace_seconds,
+            limits=HttpLimits(
+                max_header_bytes=flags.rest_api_max_header_bytes,
+                idle_timeout_s=flags.rest_api_idle_timeout_seconds,
+                request_read_timeout_s=flags.rest_api_request_read_timeout_seconds,
+                max_connections=flags.rest_api_max_connections,
+            ),
         )
         self.rest_port = server.port
         return server
@@ -307,6 +320,7 @@ class ModelServer:
             ssl=SslConfig.read(flags.ssl_config_file) if flags.ssl_config_file else None,
             grace_period_s=flags.shutdown_grace_seconds,
             tensor_content_responses=flags.enable_serialization_as_tensor_content,
+            decode_limits=decode_limits(flags),
             rpc_observer=observer,
         )
         server, port = create_server(self.plane, options, management=self.management)

@@ -8,6 +8,10 @@ import socket
 import threading
 from typing import TYPE_CHECKING, Any, final
 
+from servinglib.server.rest.http_limits import HttpLimits
+
+DEFAULT_HTTP_LIMITS = HttpLimits()
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
@@ -30,7 +34,9 @@ class RestServer:
     one loop), or on a background thread with its own loop with
     :meth:`start` / :meth:`stop` (tests, notebooks).  :meth:`stop` stops
     accepting connections, lets requests in flight finish (within
-    ``graceful_timeout_s``), and closes the socket.
+    ``graceful_timeout_s``), and closes the socket.  ``limits`` bound what
+    each connection may hold (header bytes, idle and read time) and how many
+    may be open (see :class:`~servinglib.server.rest.http_limits.HttpLimits`).
     Thread safety: :meth:`stop` may be called from any thread; call
     :meth:`serve` or :meth:`start` once.
     """
@@ -42,8 +48,11 @@ class RestServer:
         port: int = 0,
         *,
         graceful_timeout_s: float = 5.0,
+        limits: HttpLimits = DEFAULT_HTTP_LIMITS,
     ) -> None:
         uvicorn = _import_uvicorn()
+        from servinglib.server.rest._limited_protocol import limited_protocol
+
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -58,7 +67,8 @@ class RestServer:
         config = uvicorn.Config(
             app,
             loop=_loop_name(),
-            http="httptools",
+            http=limited_protocol(limits),
+            timeout_keep_alive=limits.idle_timeout_s,
             lifespan="off",
             access_log=False,
             log_config=None,
@@ -160,11 +170,12 @@ def create_server(
     port: int = 0,
     *,
     graceful_timeout_s: float = 5.0,
+    limits: HttpLimits = DEFAULT_HTTP_LIMITS,
 ) -> tuple[RestServer, int]:
     """A RestServer for ``app`` bound to ``host:port`` (0: any free port), and that port.
 
     The server is bound but not serving: call ``start()`` (own thread) or
     ``await serve()`` (current loop), and ``stop()`` to end it.
     """
-    server = RestServer(app, host, port, graceful_timeout_s=graceful_timeout_s)
+    server = RestServer(app, host, port, graceful_timeout_s=graceful_timeout_s, limits=limits)
     return server, server.port
