@@ -91,12 +91,13 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         ):
             self._header_bytes += len(data)
         if self._header_bytes > self._limits.max_header_bytes:
-            self._refuse(
-                431,
-                f"The request line and headers exceed {self._limits.max_header_bytes} bytes",
-            )
+            self._refuse_headers()
 
+    # The parser's callbacks do nothing once the connection is refused: the rest of the read
+    # that held its end is still parsed.
     def on_message_begin(self) -> None:
+        if self._refused:
+            return
         super().on_message_begin()
         self._messages_begun += 1
         self._in_message = True
@@ -107,11 +108,33 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self._limits.request_read_timeout_s, self._on_read_timeout
         )
 
+    def on_url(self, url: bytes) -> None:
+        if not self._refused:
+            super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self._refused:
+            super().on_header(name, value)
+
     def on_headers_complete(self) -> None:
+        if self._refused:
+            return
         self._reading_headers = False
+        # The exact size, for headers that arrived within one read (the count above is only
+        # kept across reads): the request line's URL and each header line.
+        size = len(self.url) + sum([len(name) + len(value) + 4 for name, value in self.headers])
+        if size > self._limits.max_header_bytes:
+            self._refuse_headers()
+            return
         super().on_headers_complete()
 
+    def on_body(self, body: bytes) -> None:
+        if not self._refused:
+            super().on_body(body)
+
     def on_message_complete(self) -> None:
+        if self._refused:
+            return
         self._in_message = False
         self._cancel_read_deadline()
         super().on_message_complete()
@@ -146,6 +169,10 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         oldest = min(idle, key=lambda connection: connection.idle_since or 0.0)
         oldest.transport.close()
         return True
+
+    def _refuse_headers(self) -> None:
+        limit = self._limits.max_header_bytes
+        self._refuse(431, f"The request line and headers exceed {limit} bytes")
 
     def _refuse(self, status: int, message: str) -> None:
         """Answers ``status`` in JSON, half-closes, and drops what the client still sends."""

@@ -113,6 +113,11 @@ def test_headers_over_the_cap_are_431_and_under_it_served(app: RestApp) -> None:
             f"{server.url}/v2/health/live", headers={"X-Pad": "a" * 6000}, timeout=WAIT_S
         )
         assert ok.status_code == 200
+        over = httpx.get(
+            f"{server.url}/v2/health/live", headers={"X-Pad": "a" * 8200}, timeout=WAIT_S
+        )
+        assert over.status_code == 431  # arrived in one read: measured when the headers end
+        assert over.json() == {"error": "The request line and headers exceed 8192 bytes"}
         with connect(server) as client:
             client.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\nX-Pad: ")
             client.sendall(b"a" * (1 << 20))
