@@ -150,6 +150,7 @@ class ServerFlags:
     drain_delay_seconds: float = 0.0
     shutdown_grace_seconds: float = 10.0
     freeze_heap: bool = True
+    malloc_trim: bool = True
     log_level: str = "INFO"
     log_requests: bool = False
     ignored: tuple[str, ...] = ()
@@ -326,6 +327,7 @@ def _own_flags(group: argparse._ArgumentGroup) -> None:
     _flag(group, "drain_delay_seconds", float, "after SIGTERM: not ready, still serving, this long")
     _flag(group, "shutdown_grace_seconds", float, "then: requests in flight finish within this")
     _flag(group, "freeze_heap", bool, "keep loaded models out of full GC passes (gc.freeze)")
+    _flag(group, "malloc_trim", bool, "give freed heap back to the OS once RSS grew 64 MiB")
     _flag(group, "log_level", str, "DEBUG, INFO, WARNING or ERROR")
     _flag(group, "log_requests", bool, "log one line per request")
     group.add_argument("--version", action="store_true", help="print versions and exit")

@@ -38,6 +38,7 @@ from servinglib.server.config import ModelConfig, ModelServerConfig, read_model_
 from servinglib.server.config_file_watcher import ModelConfigFileWatcher
 from servinglib.server.data_plane import DataPlane
 from servinglib.server.heap_freezer import HeapFreezer
+from servinglib.server.memory_trimmer import MemoryTrimmer
 from servinglib.server.metrics import (
     DEFAULT_METRICS_PATH,
     PrometheusConfig,
@@ -51,6 +52,7 @@ from servinglib.server.server_core import ServerCore, ServerCoreOptions
 _log = logging.getLogger("servinglib.server")
 
 _REFREEZE_CHECK_S = 2.0  # how often the loop looks whether versions changed (see HeapFreezer)
+_TRIM_CHECK_S = 1.0  # how often the RSS is read to decide on a trim (see MemoryTrimmer)
 
 # TF Serving's model server names its shared batch pool so, when no file names it.
 _BATCH_THREAD_POOL = "model_server_batch_threads"
@@ -189,6 +191,8 @@ class ModelServer:
             self.metrics.attach(self.core, states=False)
         self.plane = DataPlane(self.core)
         self.management = ModelManagement(self.core, management_options(flags))
+        # Made once the models are loaded: its floor is the RSS serving them.
+        self.trimmer = MemoryTrimmer() if flags.malloc_trim else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._signals = 0
@@ -223,10 +227,14 @@ class ModelServer:
         if self.freezer is not None:
             self.freezer.refreeze()
             freezing = asyncio.create_task(self._refreeze_after_changes(self.freezer))
+        trimming = None
+        if self.trimmer is not None and self.trimmer.available:
+            trimming = asyncio.create_task(self._trim_after_growth(self.trimmer))
         self._announce()
         await self._stop.wait()
-        if freezing is not None:
-            freezing.cancel()
+        for task in (freezing, trimming):
+            if task is not None:
+                task.cancel()
         _log.info(
             "Stopping: not ready any more; serving %.1f s more", self.flags.drain_delay_seconds
         )
@@ -254,6 +262,11 @@ class ModelServer:
         while True:
             await asyncio.sleep(_REFREEZE_CHECK_S)
             freezer.refreeze_if_changed()
+
+    async def _trim_after_growth(self, trimmer: MemoryTrimmer) -> None:
+        while True:
+            await asyncio.sleep(_TRIM_CHECK_S)
+            await asyncio.to_thread(trimmer.trim_if_grown)
 
     def _make_rest(self) -> Any:  # noqa: ANN401 - RestServer; the REST stack is imported lazily
         flags = self.flags
