@@ -11,18 +11,11 @@ import pytest
 
 from servinglib.protos import predict_pb2
 from servinglib.testing import wait_until
-from tests.server.cli.test_model_server import CONFIG, Server, python_model
+from tests.server.cli.test_model_server import Server
+from tests.server.cli.test_request_bombs import status_bytes, triple_server
 
 MIB = 1 << 20
 PREDICT = "/tensorflow.serving.PredictionService/Predict"
-
-
-def resident_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS in /proc/PID/status")
 
 
 def predict_request(elements: int) -> bytes:
@@ -37,13 +30,8 @@ def predict_request(elements: int) -> bytes:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    python_model(tmp_path, "triple", 3)
-    config = tmp_path / "models.config"
-    config.write_text(CONFIG % ("triple", tmp_path / "triple"))
-    running = Server(f"--model_config_file={config}", "--allow_python_code_execution")
-    running.wait_ready()
-    yield running
-    running.close()
+    with triple_server(tmp_path) as running:
+        yield running
 
 
 def test_rss_returns_near_idle_after_a_burst_of_large_requests(server: Server) -> None:
@@ -53,8 +41,8 @@ def test_rss_returns_near_idle_after_a_burst_of_large_requests(server: Server) -
         predict = channel.unary_unary(PREDICT)
         for _ in range(3):
             predict(predict_request(16), timeout=30)
-        idle = resident_bytes(server.process.pid)
+        idle = status_bytes(server.process.pid, "VmRSS")
         large = predict_request(48 * MIB // 4)
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             list(pool.map(lambda _i: predict(large, timeout=120), range(12)))
-    wait_until(lambda: resident_bytes(server.process.pid) < idle + 128 * MIB, timeout_s=30)
+    wait_until(lambda: status_bytes(server.process.pid, "VmRSS") < idle + 128 * MIB, timeout_s=30)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -16,24 +17,45 @@ from tests.server.cli.test_model_server import CONFIG, Server, python_model
 ALLOWED_GROWTH_BYTES = 64 << 20
 
 
-def peak_rss_bytes(pid: int) -> int:
-    """The process's peak resident memory (VmHWM), which the kernel keeps for us."""
+def status_bytes(pid: int, field: str) -> int:
+    """A memory figure of /proc/PID/status: VmRSS (resident), VmHWM (peak resident)."""
     with open(f"/proc/{pid}/status", encoding="ascii") as status:
         for line in status:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM in /proc/PID/status")
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """The process's peak resident memory (VmHWM), which the kernel keeps for us."""
+    return status_bytes(pid, "VmHWM")
+
+
+@contextmanager
+def triple_server(
+    root: Path, *flags: str, on_start: Callable[[Server], None] | None = None
+) -> Iterator[Server]:
+    """A ready servinglib-server with the python model "triple" (x * 3) under ``root``.
+
+    ``on_start`` is called once the process runs, before it is ready.
+    """
+    python_model(root, "triple", 3)
+    config = root / "models.config"
+    config.write_text(CONFIG % ("triple", root / "triple"))
+    running = Server(f"--model_config_file={config}", "--allow_python_code_execution", *flags)
+    try:
+        if on_start is not None:
+            on_start(running)
+        running.wait_ready()
+        yield running
+    finally:
+        running.close()
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    python_model(tmp_path, "triple", 3)
-    config = tmp_path / "models.config"
-    config.write_text(CONFIG % ("triple", tmp_path / "triple"))
-    running = Server(f"--model_config_file={config}", "--allow_python_code_execution")
-    running.wait_ready()
-    yield running
-    running.close()
+    with triple_server(tmp_path) as running:
+        yield running
 
 
 def test_the_issues_bombs_are_invalid_arguments_and_cost_no_memory(server: Server) -> None:

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from servinglib.testing import wait_until
-from tests.server.cli.test_model_server import CONFIG, Server, python_model
-from tests.server.cli.test_request_bombs import peak_rss_bytes
+from tests.server.cli.test_model_server import Server
+from tests.server.cli.test_request_bombs import peak_rss_bytes, triple_server
 
 FD_LIMIT = 1024
 IDLE_CONNECTIONS = 1100
@@ -23,19 +23,14 @@ IDLE_CONNECTIONS = 1100
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    python_model(tmp_path, "triple", 3)
-    config = tmp_path / "models.config"
-    config.write_text(CONFIG % ("triple", tmp_path / "triple"))
-    running = Server(
-        f"--model_config_file={config}",
-        "--allow_python_code_execution",
-        "--rest_api_idle_timeout_seconds=600",  # the idle connections must outlive the test
-    )
-    # Lowered while the process still imports, before the server opens its sockets.
-    resource.prlimit(running.process.pid, resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
-    running.wait_ready()
-    yield running
-    running.close()
+    def lower_fd_limit(started: Server) -> None:  # while it imports, before it opens sockets
+        resource.prlimit(started.process.pid, resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
+
+    # The idle connections must outlive the test.
+    with triple_server(
+        tmp_path, "--rest_api_idle_timeout_seconds=600", on_start=lower_fd_limit
+    ) as running:
+        yield running
 
 
 def test_1100_idle_connections_do_not_stop_new_ones_being_served(server: Server) -> None:
