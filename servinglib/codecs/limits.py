@@ -82,29 +82,40 @@ class FillBudget:
         self._left -= nbytes
 
 
-def element_count(shape: Sequence[int], what: str, limits: DecodeLimits = DEFAULT_LIMITS) -> int:
+def element_count(
+    shape: Sequence[int], what: str | Callable[[], str], limits: DecodeLimits = DEFAULT_LIMITS
+) -> int:
     """The number of elements of ``shape``, after checking a tensor of it may be allocated.
 
-    ``what`` names the tensor for messages ("Input tensor 'x'").  Raises
+    ``what`` names the tensor for messages ("Input tensor 'x'"), or makes that
+    name when an error needs it (saving the cost on every valid request).  Raises
     InvalidArgumentError for more than TensorFlow's 254 dimensions, a negative
     dimension, and non-zero dimensions multiplying to more than
     ``limits.max_elements`` (so also any count past int64; zeros are left out
     since numpy cannot hold an empty array of, say, [0, 2^40, 2^40] either).
     """
-    if len(shape) > _MAX_RANK:
-        raise InvalidArgumentError(
-            f"{what} has {len(shape)} dimensions, more than the {_MAX_RANK} a tensor may have"
-        )
     if not shape:
         return 1
-    if min(shape) < 0:
-        raise InvalidArgumentError(f"{what} has a negative dimension in shape {list(shape)}")
+    if len(shape) > _MAX_RANK:
+        raise InvalidArgumentError(
+            f"{_name(what)} has {len(shape)} dimensions, more than the {_MAX_RANK} a tensor may"
+            " have"
+        )
     count = math.prod(shape)
+    if 0 < count <= limits.max_elements and min(shape) > 0:
+        return count  # every dimension positive, so none exceeds the count
+    name = _name(what)
+    if min(shape) < 0:
+        raise InvalidArgumentError(f"{name} has a negative dimension in shape {list(shape)}")
     extent = count or math.prod([size for size in shape if size])
     if extent > limits.max_elements:
         overflow = " (past int64)" if extent > _INT64_MAX else ""
         raise InvalidArgumentError(
-            f"{what} has shape {list(shape)}, whose non-zero dimensions multiply to"
+            f"{name} has shape {list(shape)}, whose non-zero dimensions multiply to"
             f" {extent}{overflow}: more than the {limits.max_elements} elements a tensor may have"
         )
     return count
+
+
+def _name(what: str | Callable[[], str]) -> str:
+    return what if isinstance(what, str) else what()

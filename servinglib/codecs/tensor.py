@@ -48,7 +48,9 @@ def to_numpy(
     """
     dtype = data_type_to_numpy(proto.dtype)
     shape = _shape_of(proto)
-    count = element_count(shape, f"TensorProto of type {data_type_name(proto.dtype)}", limits)
+    count = element_count(
+        shape, lambda: f"TensorProto of type {data_type_name(proto.dtype)}", limits
+    )
     content = proto.tensor_content
     if content:
         return _from_content(proto.dtype, dtype, shape, count, content)

@@ -41,10 +41,9 @@ def decode_raw(
     not match datatype x shape, for negative dimensions, a shape over the
     limits, and an unknown datatype.
     """
-    what = f"Input tensor '{name}'" if name else "Input tensor"
-    count = element_count(shape, what, limits)
+    count = element_count(shape, lambda: _what(name), limits)
     if datatype == "BYTES":
-        return _decode_bytes(data, count, what).reshape(shape)
+        return _decode_bytes(data, count, _what(name)).reshape(shape)
     dtype = _LITTLE_ENDIAN.get(datatype)
     if dtype is None:
         dtype = v2_datatype_to_numpy(datatype).newbyteorder("<")
@@ -52,10 +51,14 @@ def decode_raw(
     expected = count * dtype.itemsize
     if len(data) != expected:
         raise InvalidArgumentError(
-            f"{what} has {len(data)} bytes of raw data, but {datatype} {list(shape)} "
+            f"{_what(name)} has {len(data)} bytes of raw data, but {datatype} {list(shape)} "
             f"needs {expected}"
         )
     return np.frombuffer(data, dtype=dtype).reshape(shape)
+
+
+def _what(name: str) -> str:
+    return f"Input tensor '{name}'" if name else "Input tensor"
 
 
 def encode_raw(array: npt.NDArray[Any]) -> tuple[str, bytes]:

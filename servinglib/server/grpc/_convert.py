@@ -101,7 +101,9 @@ def tensors_of(
     The fills of all the tensors share one budget of ``limits``, tied to the
     tensors' size on the wire (worked out only if a tensor needs a fill).
     """
-    budget = limits.fill_budget(lambda: sum(proto.ByteSize() for proto in protos.values()))
+    budget = None  # one tensor: to_numpy's budget of that tensor alone is the request's
+    if len(protos) > 1:
+        budget = limits.fill_budget(lambda: sum(proto.ByteSize() for proto in protos.values()))
     tensors: dict[str, npt.NDArray[Any]] = {}
     for name, proto in protos.items():
         tensors[name] = tensor_of(name, proto, limits, budget)

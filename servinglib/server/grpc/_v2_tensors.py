@@ -86,7 +86,7 @@ def _decode_typed(tensor: InputTensor, limits: DecodeLimits) -> npt.NDArray[Any]
     name, datatype = tensor.name, tensor.datatype
     dtype = _dtype(name, datatype)
     shape = tuple(tensor.shape)
-    count = element_count(shape, f"Input tensor '{name}'", limits)
+    count = element_count(shape, lambda: f"Input tensor '{name}'", limits)
     field = _FIELD.get(datatype)
     if field is None:
         raise InvalidArgumentError(
