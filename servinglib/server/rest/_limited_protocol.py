@@ -93,8 +93,8 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if self._header_bytes > self._limits.max_header_bytes:
             self._refuse_headers()
 
-    # The parser's callbacks do nothing once the connection is refused: the rest of the read
-    # that held its end is still parsed.
+    # The parser's callbacks that act do nothing once the connection is refused: the rest of
+    # the read that held its end is still parsed (on_url and on_header only collect).
     def on_message_begin(self) -> None:
         if self._refused:
             return
@@ -107,14 +107,6 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._read_deadline = self.loop.call_later(
             self._limits.request_read_timeout_s, self._on_read_timeout
         )
-
-    def on_url(self, url: bytes) -> None:
-        if not self._refused:
-            super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if not self._refused:
-            super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         if self._refused:
