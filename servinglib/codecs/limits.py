@@ -24,6 +24,7 @@ from servinglib.errors import InvalidArgumentError
 _INT64_MAX: Final = 2**63 - 1
 _MIB: Final = 1 << 20
 _MAX_RANK: Final = 254  # TensorShape::MaxDimensions
+_UNBOUNDED: Final = 2**63 - 1
 
 
 @final
@@ -44,6 +45,15 @@ class DecodeLimits:
     max_elements: int = attrs.field(default=2**31, validator=attrs.validators.gt(0))
     max_fill_bytes: int = attrs.field(default=64 * _MIB, validator=attrs.validators.ge(0))
     fill_ratio: int = attrs.field(default=1 << 16, validator=attrs.validators.ge(0))
+
+    @classmethod
+    def trusted(cls) -> DecodeLimits:
+        """Fills as TensorFlow does, without bound: for tensors as trusted as the model itself.
+
+        (Warmup records, shipped in the model's ``assets.extra``, are such tensors:
+        ``tf.make_tensor_proto(0.0, shape=[64, 224, 224, 3])`` writes one value.)
+        """
+        return cls(max_fill_bytes=_UNBOUNDED, fill_ratio=_UNBOUNDED)
 
     def fill_budget(self, carried_bytes: Callable[[], int]) -> FillBudget:
         """A budget for the fills of one request; ``carried_bytes`` is asked on the first fill."""

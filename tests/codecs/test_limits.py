@@ -235,3 +235,13 @@ def test_a_decoded_tensor_from_the_binary_extension_is_what_was_sent() -> None:
     decoded = decode_raw("BYTES", (3,), bytes_elements(3), name="x")
     assert decoded.tolist() == [b"e", b"e", b"e"]
     assert np.asarray(decoded).dtype == object
+
+
+def test_trusted_limits_fill_as_tensorflow_does() -> None:
+    """DecodeLimits.trusted() (warmup records) fills 64 MiB from one value, past the default cap."""
+    proto = float_proto([16 << 20], [2.0])
+    with pytest.raises(InvalidArgumentError, match="filled"):
+        to_numpy(proto)
+    filled = to_numpy(proto, limits=DecodeLimits.trusted())
+    assert filled.shape == (16 << 20,)
+    assert filled[-1] == 2.0
