@@ -404,18 +404,21 @@ def _check(flags: ServerFlags) -> None:
         raise FlagError(
             "Give --tensorflow_session_parallelism or the intra/inter-op flags, not all three"
         )
-    limits = (
-        "rest_api_max_header_bytes",
-        "rest_api_idle_timeout_seconds",
-        "rest_api_request_read_timeout_seconds",
-        "rest_api_max_connections",
-    )
-    for name in limits:
-        if not getattr(flags, name) > 0:
-            raise FlagError(f"--{name} must be positive")
-    if flags.max_tensor_fill_bytes < 0:
-        raise FlagError("--max_tensor_fill_bytes must not be negative")
+    _check_limits(flags)
     if flags.drain_delay_seconds < 0 or flags.shutdown_grace_seconds < 0:
         raise FlagError("--drain_delay_seconds and --shutdown_grace_seconds must not be negative")
     if flags.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
         raise FlagError(f"--log_level must be DEBUG, INFO, WARNING or ERROR, not {flags.log_level}")
+
+
+def _check_limits(flags: ServerFlags) -> None:
+    for name in (
+        "rest_api_max_header_bytes",
+        "rest_api_idle_timeout_seconds",
+        "rest_api_request_read_timeout_seconds",
+        "rest_api_max_connections",
+    ):
+        if not getattr(flags, name) > 0:
+            raise FlagError(f"--{name} must be positive")
+    if flags.max_tensor_fill_bytes < 0:
+        raise FlagError("--max_tensor_fill_bytes must not be negative")
