@@ -5,7 +5,8 @@
 - :mod:`~servinglib.codecs.example`: tf.Example ⇄ mapping of feature name → list;
 - :mod:`~servinglib.codecs.tfrecord`: TFRecord files, read and written with checksums;
 - :mod:`~servinglib.codecs.v2_raw`: KServe V2 raw tensor bytes ⇄ numpy (binary extension,
-  gRPC raw contents).
+  gRPC raw contents);
+- :mod:`~servinglib.codecs.limits`: the bounds every decoder checks before allocating.
 
 Importing this package imports protobuf (``import servinglib`` does not import it).
 """
@@ -17,6 +18,7 @@ from servinglib.codecs.dtypes import numpy_to_v2_datatype as numpy_to_v2_datatyp
 from servinglib.codecs.dtypes import v2_datatype_to_numpy as v2_datatype_to_numpy
 from servinglib.codecs.example import features_of as features_of
 from servinglib.codecs.example import make_example as make_example
+from servinglib.codecs.limits import DecodeLimits as DecodeLimits
 from servinglib.codecs.tensor import from_numpy as from_numpy
 from servinglib.codecs.tensor import to_numpy as to_numpy
 from servinglib.codecs.tfrecord import read_records as read_records
@@ -25,6 +27,7 @@ from servinglib.codecs.v2_raw import decode_raw as decode_raw
 from servinglib.codecs.v2_raw import encode_raw as encode_raw
 
 __all__ = [
+    "DecodeLimits",
     "data_type_name",
     "data_type_to_numpy",
     "decode_raw",

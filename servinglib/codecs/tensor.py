@@ -13,7 +13,6 @@ Encoding writes the typed fields by default, as TF Serving's responses do (``AsP
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -21,25 +20,37 @@ import numpy as np
 import numpy.typing as npt
 
 from servinglib.codecs.dtypes import data_type_name, data_type_to_numpy, numpy_to_data_type
+from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits, FillBudget, element_count
 from servinglib.errors import InvalidArgumentError
 from servinglib.protos import tensor_pb2
 
 _LITTLE_ENDIAN: Final = "<"
 
 
-def to_numpy(proto: tensor_pb2.TensorProto) -> npt.NDArray[Any]:
+def to_numpy(
+    proto: tensor_pb2.TensorProto,
+    *,
+    limits: DecodeLimits = DEFAULT_LIMITS,
+    fill_budget: FillBudget | None = None,
+) -> npt.NDArray[Any]:
     """The value of ``proto`` as an array of its dtype and shape.
 
     DT_STRING gives an ``object`` array of ``bytes``; DT_HALF ``float16``; DT_BFLOAT16
     ``ml_dtypes.bfloat16``.  An array decoded from ``tensor_content`` is a read-only view of the
     ``bytes`` protobuf returns for that field (no copy beyond protobuf's own; ``.copy()`` it to
     write); one decoded from typed values is new and writable.
-    Raises InvalidArgumentError for an unsupported or unknown dtype, an unknown rank or
-    dimension, a ``tensor_content`` of the wrong length, or more values than the shape holds.
+    Nothing is allocated before the shape is checked against ``limits`` and the values present
+    against the shape; a fill (fewer values than elements) takes its bytes from
+    ``fill_budget`` (the request's, shared by its tensors; None: a budget of this proto alone).
+    Raises InvalidArgumentError for an unsupported or unknown dtype, an unknown rank, a negative
+    dimension, a shape over the limits, a ``tensor_content`` of the wrong length, more values
+    than the shape holds, and a fill past the budget.
     """
     dtype = data_type_to_numpy(proto.dtype)
     shape = _shape_of(proto)
-    count = math.prod(shape)
+    count = element_count(
+        shape, lambda: f"TensorProto of type {data_type_name(proto.dtype)}", limits
+    )
     content = proto.tensor_content
     if content:
         return _from_content(proto.dtype, dtype, shape, count, content)
@@ -51,6 +62,13 @@ def to_numpy(proto: tensor_pb2.TensorProto) -> npt.NDArray[Any]:
             f"TensorProto of type {data_type_name(proto.dtype)} and shape {list(shape)} holds"
             f" {len(values)} values, more than its {count} elements"
         )
+    if fill_budget is None:
+        fill_budget = limits.fill_budget(proto.ByteSize)
+    fill_budget.take(
+        count * dtype.itemsize,
+        f"TensorProto of type {data_type_name(proto.dtype)} and shape {list(shape)}"
+        f" with {len(values)} values",
+    )
     if len(values) == 0:
         return np.full(shape, b"", dtype=dtype) if dtype.kind == "O" else np.zeros(shape, dtype)
     filled = np.empty(count, dtype=dtype)
@@ -102,12 +120,7 @@ def _shape_of(proto: tensor_pb2.TensorProto) -> tuple[int, ...]:
     shape = proto.tensor_shape
     if shape.unknown_rank:
         raise InvalidArgumentError("TensorProto has an unknown rank; a tensor value needs a shape")
-    sizes = tuple([dim.size for dim in shape.dim])
-    if sizes and min(sizes) < 0:
-        raise InvalidArgumentError(
-            f"TensorProto shape {list(sizes)} has an unknown (negative) dimension"
-        )
-    return sizes
+    return tuple([dim.size for dim in shape.dim])
 
 
 def _from_content(

@@ -8,7 +8,6 @@ without copying (the array views the buffer, read-only).
 
 from __future__ import annotations
 
-import math
 import struct
 from typing import Any
 
@@ -16,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from servinglib.codecs.dtypes import numpy_to_v2_datatype, v2_datatype_to_numpy
+from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits, element_count
 from servinglib.errors import InvalidArgumentError
 
 _LENGTH = struct.Struct("<I")
@@ -26,32 +26,39 @@ _LITTLE_ENDIAN: dict[str, np.dtype[Any]] = {}
 
 
 def decode_raw(
-    datatype: str, shape: tuple[int, ...], data: bytes | bytearray | memoryview, *, name: str = ""
+    datatype: str,
+    shape: tuple[int, ...],
+    data: bytes | bytearray | memoryview,
+    *,
+    name: str = "",
+    limits: DecodeLimits = DEFAULT_LIMITS,
 ) -> npt.NDArray[Any]:
     """The tensor ``name`` of V2 ``datatype`` and ``shape`` held in ``data``.
 
+    Nothing is allocated before the shape is checked against ``limits`` and
+    the bytes against the shape (BYTES: at least 4 length bytes per element).
     Raises InvalidArgumentError naming the tensor when the byte count does
-    not match datatype x shape, for negative dimensions, and for an unknown
-    datatype.
+    not match datatype x shape, for negative dimensions, a shape over the
+    limits, and an unknown datatype.
     """
-    if shape and min(shape) < 0:
-        what = f"tensor '{name}'" if name else "tensor"
-        raise InvalidArgumentError(f"Input {what} has a negative dimension in shape {list(shape)}")
-    count = math.prod(shape)
+    count = element_count(shape, lambda: _what(name), limits)
     if datatype == "BYTES":
-        return _decode_bytes(data, count, f"tensor '{name}'" if name else "tensor").reshape(shape)
+        return _decode_bytes(data, count, _what(name)).reshape(shape)
     dtype = _LITTLE_ENDIAN.get(datatype)
     if dtype is None:
         dtype = v2_datatype_to_numpy(datatype).newbyteorder("<")
         _LITTLE_ENDIAN[datatype] = dtype
     expected = count * dtype.itemsize
     if len(data) != expected:
-        what = f"tensor '{name}'" if name else "tensor"
         raise InvalidArgumentError(
-            f"Input {what} has {len(data)} bytes of raw data, but {datatype} {list(shape)} "
+            f"{_what(name)} has {len(data)} bytes of raw data, but {datatype} {list(shape)} "
             f"needs {expected}"
         )
     return np.frombuffer(data, dtype=dtype).reshape(shape)
+
+
+def _what(name: str) -> str:
+    return f"Input tensor '{name}'" if name else "Input tensor"
 
 
 def encode_raw(array: npt.NDArray[Any]) -> tuple[str, bytes]:
@@ -69,26 +76,29 @@ def encode_raw(array: npt.NDArray[Any]) -> tuple[str, bytes]:
 
 def _decode_bytes(data: bytes | bytearray | memoryview, count: int, what: str) -> npt.NDArray[Any]:
     view = memoryview(data).cast("B")
+    size = len(view)
+    if size < count * _LENGTH.size:  # checked before the array of count elements is made
+        raise InvalidArgumentError(
+            f"{what}: {size} bytes of BYTES data cannot hold {count} elements"
+            f" (each needs {_LENGTH.size} length bytes)"
+        )
     items = np.empty(count, dtype=object)
     offset = 0
-    size = len(view)
     for index in range(count):
         if offset + 4 > size:
-            raise InvalidArgumentError(
-                f"Input {what}: BYTES data ends after {index} of {count} elements"
-            )
+            raise InvalidArgumentError(f"{what}: BYTES data ends after {index} of {count} elements")
         (length,) = _LENGTH.unpack_from(view, offset)
         offset += 4
         if offset + length > size:
             raise InvalidArgumentError(
-                f"Input {what}: BYTES element {index} claims {length} bytes, but only "
+                f"{what}: BYTES element {index} claims {length} bytes, but only "
                 f"{size - offset} remain"
             )
         items[index] = bytes(view[offset : offset + length])
         offset += length
     if offset != size:
         raise InvalidArgumentError(
-            f"Input {what}: {size - offset} bytes left over after {count} BYTES elements"
+            f"{what}: {size - offset} bytes left over after {count} BYTES elements"
         )
     return items
 

@@ -96,9 +96,12 @@ def _replay(servable: Servable, log: Any) -> None:  # noqa: ANN401 - a Predictio
 
 
 def _predict(servable: Servable, request: predict_pb2.PredictRequest) -> None:
+    from servinglib.codecs.limits import DecodeLimits
     from servinglib.codecs.tensor import to_numpy
 
-    inputs = {name: to_numpy(proto) for name, proto in request.inputs.items()}
+    # Warmup records ship with the model, so they fill tensors as TensorFlow would.
+    limits = DecodeLimits.trusted()
+    inputs = {name: to_numpy(proto, limits=limits) for name, proto in request.inputs.items()}
     call_signature(servable, request.model_spec.signature_name, inputs, request.output_filter)
 
 

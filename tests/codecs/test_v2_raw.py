@@ -75,7 +75,8 @@ def test_bytes_layout_is_tritons() -> None:
     [
         ("FP32", (3,), b"\x00" * 8, "8 bytes of raw data, but FP32 \\[3\\] needs 12"),
         ("FP32", (-1,), b"", "negative dimension"),
-        ("BYTES", (2,), b"\x01\x00\x00\x00a", "ends after 1 of 2"),
+        ("BYTES", (2,), b"\x01\x00\x00\x00abcd", "ends after 1 of 2"),
+        ("BYTES", (2,), b"\x01\x00\x00\x00a", "5 bytes of BYTES data cannot hold 2 elements"),
         ("BYTES", (1,), b"\x05\x00\x00\x00ab", "claims 5 bytes"),
         ("BYTES", (1,), b"\x01\x00\x00\x00ab", "1 bytes left over"),
         ("FP8", (1,), b"\x00", "Unknown V2 datatype"),

@@ -131,6 +131,11 @@ class ServerFlags:
     # servinglib's own
     rest_api_host: str = "0.0.0.0"  # every interface, as TF Serving
     grpc_host: str = "0.0.0.0"
+    rest_api_max_header_bytes: int = 64 << 10
+    rest_api_idle_timeout_seconds: float = 5.0
+    rest_api_request_read_timeout_seconds: float = 60.0
+    rest_api_max_connections: int = 1000
+    max_tensor_fill_bytes: int = 64 << 20
     demo: bool = False
     allow_python_code_execution: bool = False
     model_platform: str = ""  # "": inferred from the versions under model_base_path
@@ -145,6 +150,7 @@ class ServerFlags:
     drain_delay_seconds: float = 0.0
     shutdown_grace_seconds: float = 10.0
     freeze_heap: bool = True
+    malloc_trim: bool = True
     log_level: str = "INFO"
     log_requests: bool = False
     ignored: tuple[str, ...] = ()
@@ -275,6 +281,11 @@ def _batching_flags(group: argparse._ArgumentGroup) -> None:
 def _own_flags(group: argparse._ArgumentGroup) -> None:
     _flag(group, "rest_api_host", str, "REST bind address")
     _flag(group, "grpc_host", str, "gRPC bind address")
+    _flag(group, "rest_api_max_header_bytes", int, "REST request line + headers; past it: 431")
+    _flag(group, "rest_api_idle_timeout_seconds", float, "close REST connections idle this long")
+    _flag(group, "rest_api_request_read_timeout_seconds", float, "a request must arrive in; 408")
+    _flag(group, "rest_api_max_connections", int, "open REST connections; past it: 503")
+    _flag(group, "max_tensor_fill_bytes", int, "bytes one request's few values may fill")
     _flag(group, "demo", bool, "serve the bundled example models")
     _flag(group, "allow_python_code_execution", bool, "serve python models (runs their model.py)")
     _flag(group, "model_platform", str, "--model_base_path's platform; empty: what it holds")
@@ -316,6 +327,7 @@ def _own_flags(group: argparse._ArgumentGroup) -> None:
     _flag(group, "drain_delay_seconds", float, "after SIGTERM: not ready, still serving, this long")
     _flag(group, "shutdown_grace_seconds", float, "then: requests in flight finish within this")
     _flag(group, "freeze_heap", bool, "keep loaded models out of full GC passes (gc.freeze)")
+    _flag(group, "malloc_trim", bool, "give freed heap back to the OS once RSS grew 64 MiB")
     _flag(group, "log_level", str, "DEBUG, INFO, WARNING or ERROR")
     _flag(group, "log_requests", bool, "log one line per request")
     group.add_argument("--version", action="store_true", help="print versions and exit")
@@ -392,7 +404,21 @@ def _check(flags: ServerFlags) -> None:
         raise FlagError(
             "Give --tensorflow_session_parallelism or the intra/inter-op flags, not all three"
         )
+    _check_limits(flags)
     if flags.drain_delay_seconds < 0 or flags.shutdown_grace_seconds < 0:
         raise FlagError("--drain_delay_seconds and --shutdown_grace_seconds must not be negative")
     if flags.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
         raise FlagError(f"--log_level must be DEBUG, INFO, WARNING or ERROR, not {flags.log_level}")
+
+
+def _check_limits(flags: ServerFlags) -> None:
+    for name in (
+        "rest_api_max_header_bytes",
+        "rest_api_idle_timeout_seconds",
+        "rest_api_request_read_timeout_seconds",
+        "rest_api_max_connections",
+    ):
+        if not getattr(flags, name) > 0:
+            raise FlagError(f"--{name} must be positive")
+    if flags.max_tensor_fill_bytes < 0:
+        raise FlagError("--max_tensor_fill_bytes must not be negative")

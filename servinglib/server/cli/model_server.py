@@ -22,6 +22,7 @@ from typing import Any, final
 import attrs
 
 from servinglib.batching.options import BatchingParameters, read_batching_parameters
+from servinglib.codecs.limits import DecodeLimits
 from servinglib.core.availability_preserving_policy import AvailabilityPreservingPolicy
 from servinglib.core.resource_preserving_policy import ResourcePreservingPolicy
 from servinglib.core.servable_state import ServableState
@@ -37,6 +38,7 @@ from servinglib.server.config import ModelConfig, ModelServerConfig, read_model_
 from servinglib.server.config_file_watcher import ModelConfigFileWatcher
 from servinglib.server.data_plane import DataPlane
 from servinglib.server.heap_freezer import HeapFreezer
+from servinglib.server.memory_trimmer import MemoryTrimmer
 from servinglib.server.metrics import (
     DEFAULT_METRICS_PATH,
     PrometheusConfig,
@@ -50,6 +52,7 @@ from servinglib.server.server_core import ServerCore, ServerCoreOptions
 _log = logging.getLogger("servinglib.server")
 
 _REFREEZE_CHECK_S = 2.0  # how often the loop looks whether versions changed (see HeapFreezer)
+_TRIM_CHECK_S = 1.0  # how often the RSS is read to decide on a trim (see MemoryTrimmer)
 
 # TF Serving's model server names its shared batch pool so, when no file names it.
 _BATCH_THREAD_POOL = "model_server_batch_threads"
@@ -146,6 +149,11 @@ def batching_parameters(flags: ServerFlags) -> BatchingParameters | None:
     return read_batching_parameters(flags.batching_parameters_file, defaults=defaults)
 
 
+def decode_limits(flags: ServerFlags) -> DecodeLimits:
+    """The bounds of request tensors: the defaults, with ``--max_tensor_fill_bytes``."""
+    return DecodeLimits(max_fill_bytes=flags.max_tensor_fill_bytes)
+
+
 def prometheus_config(flags: ServerFlags) -> PrometheusConfig:
     """Whether and where to serve metrics: the monitoring file, or --enable_metrics."""
     if flags.monitoring_config_file:
@@ -181,6 +189,8 @@ class ModelServer:
             self.metrics.attach(self.core)
         self.plane = DataPlane(self.core)
         self.management = ModelManagement(self.core, management_options(flags))
+        # Made once the models are loaded: its floor is the RSS serving them.
+        self.trimmer = MemoryTrimmer() if flags.malloc_trim else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._signals = 0
@@ -215,10 +225,14 @@ class ModelServer:
         if self.freezer is not None:
             self.freezer.refreeze()
             freezing = asyncio.create_task(self._refreeze_after_changes(self.freezer))
+        trimming = None
+        if self.trimmer is not None and self.trimmer.available:
+            trimming = asyncio.create_task(self._trim_after_growth(self.trimmer))
         self._announce()
         await self._stop.wait()
-        if freezing is not None:
-            freezing.cancel()
+        for task in (freezing, trimming):
+            if task is not None:
+                task.cancel()
         _log.info(
             "Stopping: not ready any more; serving %.1f s more", self.flags.drain_delay_seconds
         )
@@ -247,16 +261,22 @@ class ModelServer:
             await asyncio.sleep(_REFREEZE_CHECK_S)
             freezer.refreeze_if_changed()
 
+    async def _trim_after_growth(self, trimmer: MemoryTrimmer) -> None:
+        while True:
+            await asyncio.sleep(_TRIM_CHECK_S)
+            await asyncio.to_thread(trimmer.trim_if_grown)
+
     def _make_rest(self) -> Any:  # noqa: ANN401 - RestServer; the REST stack is imported lazily
         flags = self.flags
         if not flags.rest_api_port:
             return None
-        from servinglib.server.rest import RestOptions, RestServer, create_app
+        from servinglib.server.rest import HttpLimits, RestOptions, RestServer, create_app
         from servinglib.server.rest.metrics_endpoint import MetricsEndpoint, record_request
 
         options = RestOptions(
             request_timeout_s=flags.rest_api_timeout_in_ms / 1e3,
             enable_cors_support=flags.rest_api_enable_cors_support,
+            decode_limits=decode_limits(flags),
         )
         observers: list[Callable[[Any], None]] = []
         if self.metrics is not None:
@@ -272,6 +292,12 @@ class ModelServer:
             flags.rest_api_host,
             flags.rest_api_port,
             graceful_timeout_s=flags.shutdown_grace_seconds,
+            limits=HttpLimits(
+                max_header_bytes=flags.rest_api_max_header_bytes,
+                idle_timeout_s=flags.rest_api_idle_timeout_seconds,
+                request_read_timeout_s=flags.rest_api_request_read_timeout_seconds,
+                max_connections=flags.rest_api_max_connections,
+            ),
         )
         self.rest_port = server.port
         return server
@@ -305,6 +331,7 @@ class ModelServer:
             ssl=SslConfig.read(flags.ssl_config_file) if flags.ssl_config_file else None,
             grace_period_s=flags.shutdown_grace_seconds,
             tensor_content_responses=flags.enable_serialization_as_tensor_content,
+            decode_limits=decode_limits(flags),
             rpc_observer=observer,
         )
         server, port = create_server(self.plane, options, management=self.management)

@@ -9,6 +9,7 @@ from typing import Any, Final
 import grpc.aio
 import numpy.typing as npt
 
+from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits, FillBudget
 from servinglib.codecs.tensor import to_numpy
 from servinglib.errors import InvalidArgumentError
 from servinglib.protos import model_pb2, tensor_pb2
@@ -91,17 +92,32 @@ def deadline_of(context: grpc.aio.ServicerContext[Any, Any]) -> float | None:
     return None if remaining is None else time.monotonic() + remaining
 
 
-def tensors_of(protos: Any) -> dict[str, npt.NDArray[Any]]:  # noqa: ANN401 - a protobuf map
-    """A map of TensorProto by name as numpy arrays; errors name the tensor."""
+def tensors_of(
+    protos: Any,  # noqa: ANN401 - a protobuf map
+    limits: DecodeLimits = DEFAULT_LIMITS,
+) -> dict[str, npt.NDArray[Any]]:
+    """A map of TensorProto by name as numpy arrays; errors name the tensor.
+
+    The fills of all the tensors share one budget of ``limits``, tied to the
+    tensors' size on the wire (worked out only if a tensor needs a fill).
+    """
+    budget = None  # one tensor: to_numpy's budget of that tensor alone is the request's
+    if len(protos) > 1:
+        budget = limits.fill_budget(lambda: sum(proto.ByteSize() for proto in protos.values()))
     tensors: dict[str, npt.NDArray[Any]] = {}
     for name, proto in protos.items():
-        tensors[name] = tensor_of(name, proto)
+        tensors[name] = tensor_of(name, proto, limits, budget)
     return tensors
 
 
-def tensor_of(name: str, proto: tensor_pb2.TensorProto) -> npt.NDArray[Any]:
+def tensor_of(
+    name: str,
+    proto: tensor_pb2.TensorProto,
+    limits: DecodeLimits = DEFAULT_LIMITS,
+    fill_budget: FillBudget | None = None,
+) -> npt.NDArray[Any]:
     """``proto`` as a numpy array; InvalidArgumentError naming the tensor if malformed."""
     try:
-        return to_numpy(proto)
+        return to_numpy(proto, limits=limits, fill_budget=fill_budget)
     except InvalidArgumentError as error:
         raise InvalidArgumentError(f"Input tensor '{name}': {error.message}") from None

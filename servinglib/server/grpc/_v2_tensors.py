@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
 from servinglib.codecs.dtypes import v2_datatype_to_numpy
+from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits, element_count
 from servinglib.codecs.v2_raw import decode_raw, encode_raw
 from servinglib.errors import InvalidArgumentError
 from servinglib.protos import grpc_service_pb2
@@ -37,11 +37,14 @@ _FIELD_DTYPE: Final[dict[str, np.dtype[Any]]] = {
 InputTensor = grpc_service_pb2.ModelInferRequest.InferInputTensor
 
 
-def decode_inputs(request: grpc_service_pb2.ModelInferRequest) -> dict[str, npt.NDArray[Any]]:
+def decode_inputs(
+    request: grpc_service_pb2.ModelInferRequest, limits: DecodeLimits = DEFAULT_LIMITS
+) -> dict[str, npt.NDArray[Any]]:
     """The request's input tensors by name, from raw contents or typed contents.
 
     Raises InvalidArgumentError naming the tensor for an unknown datatype, a
-    negative dimension, values (or bytes) that do not match datatype x shape,
+    negative dimension, a shape over ``limits``, values (or bytes) that do not
+    match datatype x shape (checked before any allocation),
     a duplicate name, a datatype with no typed field sent typed, and for a
     request mixing raw and typed contents or with a raw entry per input
     missing or extra.
@@ -63,11 +66,13 @@ def decode_inputs(request: grpc_service_pb2.ModelInferRequest) -> dict[str, npt.
             _add(
                 inputs,
                 tensor.name,
-                decode_raw(tensor.datatype, tuple(tensor.shape), data, name=tensor.name),
+                decode_raw(
+                    tensor.datatype, tuple(tensor.shape), data, name=tensor.name, limits=limits
+                ),
             )
         return inputs
     for tensor in request.inputs:
-        _add(inputs, tensor.name, _decode_typed(tensor))
+        _add(inputs, tensor.name, _decode_typed(tensor, limits))
     return inputs
 
 
@@ -77,14 +82,11 @@ def _add(inputs: dict[str, npt.NDArray[Any]], name: str, value: npt.NDArray[Any]
     inputs[name] = value
 
 
-def _decode_typed(tensor: InputTensor) -> npt.NDArray[Any]:
+def _decode_typed(tensor: InputTensor, limits: DecodeLimits) -> npt.NDArray[Any]:
     name, datatype = tensor.name, tensor.datatype
     dtype = _dtype(name, datatype)
     shape = tuple(tensor.shape)
-    if any(size < 0 for size in shape):
-        raise InvalidArgumentError(
-            f"Input tensor '{name}' has a negative dimension in {list(shape)}"
-        )
+    count = element_count(shape, lambda: f"Input tensor '{name}'", limits)
     field = _FIELD.get(datatype)
     if field is None:
         raise InvalidArgumentError(
@@ -92,7 +94,6 @@ def _decode_typed(tensor: InputTensor) -> npt.NDArray[Any]:
             "send it in raw_input_contents"
         )
     values = getattr(tensor.contents, field)
-    count = math.prod(shape)
     if len(values) != count:
         raise InvalidArgumentError(
             f"Input tensor '{name}' has {len(values)} values in contents.{field}, but "

@@ -6,6 +6,7 @@ from typing import Any, Final, final
 
 import grpc.aio
 
+from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
 from servinglib.core.servable_state import ManagerState
 from servinglib.errors import InvalidArgumentError, NotFoundError, UnimplementedError
 from servinglib.protos import grpc_service_pb2 as v2
@@ -40,9 +41,15 @@ class InferenceServicer:
     """
 
     def __init__(
-        self, plane: DataPlane, management: ModelManagement, *, server_version: str = ""
+        self,
+        plane: DataPlane,
+        management: ModelManagement,
+        *,
+        server_version: str = "",
+        decode_limits: DecodeLimits = DEFAULT_LIMITS,
     ) -> None:
         self._plane = plane
+        self._decode_limits = decode_limits
         self._core = plane.core
         self._repository = ModelRepository(plane.core, management)
         self._server_version = server_version
@@ -163,7 +170,7 @@ class InferenceServicer:
                         f"Output '{output.name}': the classification extension is not supported"
                     )
             requested = [output.name for output in request.outputs]
-        inputs = decode_inputs(request)
+        inputs = decode_inputs(request, self._decode_limits)
         result = await self._plane.infer(
             spec, signature, inputs, requested, deadline=deadline_of(context)
         )

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Final, final
 
 import attrs
 
+from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
 from servinglib.errors import InvalidArgumentError, NotFoundError, PermissionDeniedError
 
 if TYPE_CHECKING:
@@ -160,6 +161,9 @@ class GrpcServerOptions:
       ``--enable_serialization_as_tensor_content``) instead of typed fields.
     - ``health_poll_interval_s``: how often a health Watch re-checks readiness
       besides reacting to model state changes.
+    - ``decode_limits``: how large the tensors a request declares may be, and
+      how far TensorFlow's fill of a few values may grow them (see
+      :class:`~servinglib.codecs.limits.DecodeLimits`).
     - ``rpc_observer``: called with an RpcRecord when each RPC ends.
 
     Immutable, so thread-safe.
@@ -188,6 +192,7 @@ class GrpcServerOptions:
     )
     tensor_content_responses: bool = False
     health_poll_interval_s: float = attrs.field(default=1.0, validator=attrs.validators.gt(0))
+    decode_limits: DecodeLimits = DEFAULT_LIMITS
     rpc_observer: RpcObserver | None = attrs.field(default=None, eq=False)
 
     def grpc_options(self) -> list[ChannelArgument]:

@@ -6,6 +6,7 @@ from typing import Any, Final, final
 
 import grpc.aio
 
+from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
 from servinglib.codecs.tensor import fill_proto
 from servinglib.errors import InvalidArgumentError, UnimplementedError
 from servinglib.protos import (
@@ -44,13 +45,21 @@ class PredictionServicer:
     """TF Serving's PredictionService over a DataPlane (TF Serving's semantics and messages).
 
     Responses say which version served (``model_spec.version``) and the
-    signature used.  ``tensor_content`` selects how Predict encodes outputs.
+    signature used.  ``tensor_content`` selects how Predict encodes outputs;
+    ``decode_limits`` bounds the input tensors Predict decodes.
     Thread-safe: it holds no mutable state; its coroutines run on the server's loop.
     """
 
-    def __init__(self, plane: DataPlane, *, tensor_content: bool = False) -> None:
+    def __init__(
+        self,
+        plane: DataPlane,
+        *,
+        tensor_content: bool = False,
+        decode_limits: DecodeLimits = DEFAULT_LIMITS,
+    ) -> None:
         self._plane = plane
         self._tensor_content = tensor_content
+        self._decode_limits = decode_limits
 
     def rpcs(self) -> list[Rpc[Any]]:
         """The service's RPCs, for registration under :data:`SERVICE`."""
@@ -85,7 +94,7 @@ class PredictionServicer:
     ) -> predict_pb2.PredictResponse:
         """Runs the signature on the inputs; the outputs (all, or ``output_filter``'s)."""
         spec = model_spec_of(request.model_spec, request.HasField("model_spec"))
-        inputs = tensors_of(request.inputs)
+        inputs = tensors_of(request.inputs, self._decode_limits)
         result = await self._plane.infer(
             spec,
             spec.signature_name or None,

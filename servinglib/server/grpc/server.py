@@ -109,11 +109,13 @@ def create_server(
         management = ModelManagement(plane.core)
     services = {
         prediction_service.SERVICE: prediction_service.PredictionServicer(
-            plane, tensor_content=options.tensor_content_responses
+            plane,
+            tensor_content=options.tensor_content_responses,
+            decode_limits=options.decode_limits,
         ).rpcs(),
         model_service.SERVICE: model_service.ModelServicer(plane.core, management).rpcs(),
         inference_service.SERVICE: inference_service.InferenceServicer(
-            plane, management, server_version=_version()
+            plane, management, server_version=_version(), decode_limits=options.decode_limits
         ).rpcs(),
     }
     health_servicer = health.HealthServicer(

@@ -9,11 +9,13 @@ from servinglib.server.rest.app import RequestObserver as RequestObserver
 from servinglib.server.rest.app import RequestRecord as RequestRecord
 from servinglib.server.rest.app import RestApp as RestApp
 from servinglib.server.rest.app import create_app as create_app
+from servinglib.server.rest.http_limits import HttpLimits as HttpLimits
 from servinglib.server.rest.options import RestOptions as RestOptions
 from servinglib.server.rest.server import RestServer as RestServer
 from servinglib.server.rest.server import create_server as create_server
 
 __all__ = [
+    "HttpLimits",
     "RequestObserver",
     "RequestRecord",
     "RestApp",

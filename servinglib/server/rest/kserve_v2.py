@@ -12,13 +12,13 @@ signature names: infer runs ``serving_default`` unless the request's
 
 from __future__ import annotations
 
-import math
 from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
 
 from servinglib.codecs import decode_raw, encode_raw, numpy_to_v2_datatype, v2_datatype_to_numpy
+from servinglib.codecs.limits import DecodeLimits, element_count
 from servinglib.core.servable_state import ManagerState
 from servinglib.errors import InvalidArgumentError, ServingError
 from servinglib.server.data_plane import DataPlane
@@ -45,6 +45,7 @@ class KServeV2Api:
     def __init__(self, core: ServerCore, plane: DataPlane, options: RestOptions) -> None:
         self._core = core
         self._plane = plane
+        self._decode_limits = options.decode_limits
         self._server_metadata = json_codec.dumps(
             {
                 "name": options.server_name,
@@ -127,7 +128,7 @@ class KServeV2Api:
         if not isinstance(body, dict):
             raise InvalidArgumentError("The inference request must be a JSON object")
         parameters = _parameters(body.get("parameters"), "request")
-        tensors = _inputs(body.get("inputs"), binary)
+        tensors = _inputs(body.get("inputs"), binary, self._decode_limits)
         wanted, binary_outputs = _requested_outputs(body.get("outputs"), parameters)
         signature_name = parameters.get("signature_name")
         if signature_name is not None and not isinstance(signature_name, str):
@@ -190,7 +191,7 @@ def _parameters(value: object, what: str) -> dict[str, Any]:
     return value
 
 
-def _inputs(value: object, binary: memoryview) -> dict[str, npt.NDArray[Any]]:
+def _inputs(value: object, binary: memoryview, limits: DecodeLimits) -> dict[str, npt.NDArray[Any]]:
     if not isinstance(value, list) or not value:
         raise InvalidArgumentError("'inputs' must be a non-empty list of tensors")
     tensors: dict[str, npt.NDArray[Any]] = {}
@@ -208,6 +209,7 @@ def _inputs(value: object, binary: memoryview) -> dict[str, npt.NDArray[Any]]:
             raise InvalidArgumentError(f"Input '{name}' has no 'datatype' string")
         dtype = v2_datatype_to_numpy(datatype)
         shape = _shape(item.get("shape"), name)
+        count = element_count(shape, f"Input '{name}'", limits)
         size = _binary_size(_parameters(item.get("parameters"), f"input '{name}'"), name)
         if size is not None:
             if item.get("data") is not None:
@@ -220,12 +222,14 @@ def _inputs(value: object, binary: memoryview) -> dict[str, npt.NDArray[Any]]:
                     f"Input '{name}' claims {size} bytes of binary data, but only "
                     f"{len(binary) - offset} remain"
                 )
-            tensors[name] = decode_raw(datatype, shape, binary[offset : offset + size], name=name)
+            tensors[name] = decode_raw(
+                datatype, shape, binary[offset : offset + size], name=name, limits=limits
+            )
             offset += size
             continue
         if "data" not in item:
             raise InvalidArgumentError(f"Input '{name}' has neither 'data' nor binary data")
-        tensors[name] = _json_data(item["data"], dtype, shape, name)
+        tensors[name] = _json_data(item["data"], dtype, shape, count, name)
     if offset != len(binary):
         raise InvalidArgumentError(
             f"{len(binary) - offset} bytes of binary data follow the inputs unclaimed"
@@ -235,7 +239,7 @@ def _inputs(value: object, binary: memoryview) -> dict[str, npt.NDArray[Any]]:
 
 def _shape(value: object, name: str) -> tuple[int, ...]:
     if not isinstance(value, list) or not all(
-        isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**62 for d in value
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value
     ):
         raise InvalidArgumentError(f"Input '{name}' needs a 'shape' list of non-negative integers")
     return tuple(value)
@@ -253,10 +257,9 @@ def _binary_size(parameters: dict[str, Any], name: str) -> int | None:
 
 
 def _json_data(
-    data: object, dtype: np.dtype[Any], shape: tuple[int, ...], name: str
+    data: object, dtype: np.dtype[Any], shape: tuple[int, ...], count: int, name: str
 ) -> npt.NDArray[Any]:
     array = to_array(data, dtype, f"Input '{name}'")
-    count = math.prod(shape)
     if array.size != count:
         raise InvalidArgumentError(
             f"Input '{name}' has {array.size} elements in 'data', but shape {list(shape)} "

@@ -6,6 +6,8 @@ from typing import final
 
 import attrs
 
+from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
+
 _MIB = 1 << 20
 
 
@@ -29,12 +31,15 @@ class RestOptions:
     ``enable_cors_support``: answer with ``Access-Control-Allow-Origin: *``
     and accept OPTIONS preflights, as TF Serving's
     ``--rest_api_enable_cors_support``.  ``server_name`` / ``server_version``:
-    what ``GET /v2`` reports.  Immutable, so thread-safe.
+    what ``GET /v2`` reports.  ``decode_limits``: how large the tensors a
+    request declares may be (see :class:`~servinglib.codecs.limits.DecodeLimits`).
+    Immutable, so thread-safe.
     """
 
     request_timeout_s: float | None = attrs.field(default=30.0, validator=_positive_or_none)
     max_request_body_bytes: int = attrs.field(default=64 * _MIB, validator=attrs.validators.gt(0))
     enable_cors_support: bool = False
+    decode_limits: DecodeLimits = DEFAULT_LIMITS
     server_name: str = "servinglib"
     server_version: str = attrs.field()
 

@@ -8,6 +8,10 @@ import socket
 import threading
 from typing import TYPE_CHECKING, Any, final
 
+from servinglib.server.rest.http_limits import HttpLimits
+
+DEFAULT_HTTP_LIMITS = HttpLimits()
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
@@ -32,7 +36,10 @@ class RestServer:
     accepting connections, lets requests in flight finish (within
     ``graceful_timeout_s``), and closes the socket: the serving loop closes
     it once uvicorn has let go of it, or :meth:`stop` itself if serving
-    never began (a server stopped before it served never serves).
+    never began (a server stopped before it served never serves).  ``limits``
+    bound what each connection may hold (header bytes, idle and read time)
+    and how many may be open (see
+    :class:`~servinglib.server.rest.http_limits.HttpLimits`).
     Thread safety: :meth:`stop` may be called from any thread, any number
     of times; call :meth:`serve` or :meth:`start` once.
     """
@@ -44,8 +51,11 @@ class RestServer:
         port: int = 0,
         *,
         graceful_timeout_s: float = 5.0,
+        limits: HttpLimits = DEFAULT_HTTP_LIMITS,
     ) -> None:
         uvicorn = _import_uvicorn()
+        from servinglib.server.rest._limited_protocol import limited_protocol
+
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -60,7 +70,8 @@ class RestServer:
         config = uvicorn.Config(
             app,
             loop=_loop_name(),
-            http="httptools",
+            http=limited_protocol(limits),
+            timeout_keep_alive=limits.idle_timeout_s,
             lifespan="off",
             access_log=False,
             log_config=None,
@@ -189,11 +200,12 @@ def create_server(
     port: int = 0,
     *,
     graceful_timeout_s: float = 5.0,
+    limits: HttpLimits = DEFAULT_HTTP_LIMITS,
 ) -> tuple[RestServer, int]:
     """A RestServer for ``app`` bound to ``host:port`` (0: any free port), and that port.
 
     The server is bound but not serving: call ``start()`` (own thread) or
     ``await serve()`` (current loop), and ``stop()`` to end it.
     """
-    server = RestServer(app, host, port, graceful_timeout_s=graceful_timeout_s)
+    server = RestServer(app, host, port, graceful_timeout_s=graceful_timeout_s, limits=limits)
     return server, server.port

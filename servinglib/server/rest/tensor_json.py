@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import importlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -18,7 +20,14 @@ import numpy.typing as npt
 
 from servinglib.errors import InvalidArgumentError
 
+# numpy's own first step of np.asarray, public in behaviour (numpy's tests use it) though not in
+# name: the dtype (None for no elements) and shape a value would make, found without allocating.
+_discover_dtype_and_shape: Callable[[Any], tuple[np.dtype[Any] | None, tuple[int, ...]]] = (
+    importlib.import_module("numpy._core._multiarray_umath")._discover_array_parameters  # noqa: SLF001 - see above
+)
+
 _MAX_RANK = 32  # deeper nesting is refused before numpy (whose limit is 64) or recursion sees it
+_MAX_ECHO = 200  # characters of numpy's message quoted in an error (it may quote the value)
 _OBJECT = np.dtype(object)
 # JSON kinds numpy infers (b: true/false, i/u: integers, f: numbers with a fraction or exponent)
 # that each target kind accepts.
@@ -40,10 +49,16 @@ def to_array(value: Any, dtype: np.dtype[Any], what: str) -> npt.NDArray[Any]:  
     if dtype == _OBJECT:
         return _strings(value, what)
     try:
+        # numpy would make a string array for one string among numbers, each element as wide
+        # as the longest string: a 200 KB body of one 10,000-character string and 50,000
+        # numbers is a 2 GB array.  Its dtype is found first, without allocating.
+        found, _shape = _discover_dtype_and_shape(value)
+        if found is not None and found.kind in "SU":  # None: no elements at all
+            raise InvalidArgumentError(f"{what}: strings where {_kind_name(dtype)} expected")
         array = np.asarray(value)
     except (ValueError, TypeError, OverflowError) as error:
         raise InvalidArgumentError(
-            f"{what}: not a rectangular array of numbers ({error})"
+            f"{what}: not a rectangular array of numbers ({str(error)[:_MAX_ECHO]})"
         ) from None
     if array.ndim > _MAX_RANK:
         raise InvalidArgumentError(f"{what}: nested {array.ndim} levels deep, at most {_MAX_RANK}")

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from servinglib.errors import InvalidArgumentError
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.tensor_json import numbers_to_json, to_array
+from tests.codecs.test_limits import (
+    BODY_MULTIPLE,
+    OVERHEAD_BYTES,
+    decode_bounded,
+    peak_allocated,
+)
 
 F32 = np.dtype(np.float32)
 
@@ -80,3 +89,33 @@ def test_numbers_are_written_with_non_finite_tokens(array: np.ndarray, expected:
 def test_nulls_and_the_text_null_survive_the_rewrite(value: object, expected: bytes) -> None:
     """A body with a true null or the text "null" is rewritten by the standard library, intact."""
     assert json_codec.dumps(value) == expected
+
+
+def test_one_long_string_among_numbers_is_refused_before_a_string_array_is_made() -> None:
+    """A 1,000-character string among 10,000 numbers is a 400, not a 40 MB array of strings."""
+    value = ["a" * 1000] + [1] * 10_000
+    body_bytes = len(json.dumps(value))
+    with peak_allocated() as peak, pytest.raises(InvalidArgumentError, match="strings where"):
+        to_array(value, np.dtype(np.float32), "Input 'x'")
+    assert peak[0] < OVERHEAD_BYTES + BODY_MULTIPLE * body_bytes
+
+
+JSON_SCALARS = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=300),
+    st.builds(lambda text: {"b64": text}, st.text(max_size=40)),
+)
+JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=30), max_leaves=200)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    value=JSON_VALUES,
+    dtype=st.sampled_from([np.float32, np.int32, np.uint64, np.bool_, object]),
+)
+def test_json_tensors_decode_or_are_refused_cheaply(value: object, dtype: type) -> None:
+    """Random JSON values (row or columnar, b64 included) decode, or are refused cheaply."""
+    decode_bounded(lambda: to_array(value, np.dtype(dtype), "Input 'x'"), len(json.dumps(value)))

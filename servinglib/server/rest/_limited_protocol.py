@@ -1,0 +1,196 @@
+"""uvicorn's httptools protocol, enforcing HttpLimits (imported only with the REST server).
+
+httptools has no header size limit and collects a header's value in full
+before handing it over, so the size is bounded by counting the bytes fed to
+the parser while a message's headers are incomplete: at most one read
+(256 KiB with uvloop) beyond ``max_header_bytes`` is ever buffered.  A
+connection refused (431, 408, 503) gets its answer and a half-close, and its
+further bytes are read and dropped for a moment, so the client can read the
+answer instead of a reset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from typing import Any, Final
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from servinglib.server.rest.http_limits import HttpLimits
+
+_log = logging.getLogger("servinglib.server.rest")
+
+_LINGER_S: Final = 2.0  # how long a refused connection's bytes are dropped before it is closed
+_REASONS: Final = {
+    408: b"Request Timeout",
+    431: b"Request Header Fields Too Large",
+    503: b"Service Unavailable",
+}
+
+
+def limited_protocol(limits: HttpLimits) -> Any:  # noqa: ANN401 - a protocol factory for uvicorn
+    """The protocol factory to pass as uvicorn's ``http``, with ``limits`` and their cap."""
+    return functools.partial(LimitedHttpToolsProtocol, limits=limits, cap=limits.connection_cap())
+
+
+class LimitedHttpToolsProtocol(HttpToolsProtocol):
+    """One HTTP/1.1 connection under :class:`HttpLimits`.
+
+    Thread safety: none needed; uvicorn runs every protocol on its event loop.
+    """
+
+    def __init__(self, *args: Any, limits: HttpLimits, cap: int, **kwargs: Any) -> None:  # noqa: ANN401 - uvicorn's arguments
+        super().__init__(*args, **kwargs)
+        self._limits = limits
+        self._cap = cap
+        self._in_message = False  # from a request's first byte to its last
+        self._reading_headers = False  # from a request's first byte to the end of its headers
+        self._messages_begun = 0
+        self._header_bytes = 0
+        self._idle_since: float | None = None  # None while a request is read or answered
+        self._read_deadline: asyncio.TimerHandle | None = None
+        self._refused = False
+
+    @property
+    def idle_since(self) -> float | None:
+        """When the connection last became idle (``time.monotonic()``); None while in a request."""
+        return self._idle_since
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self._cap and not self._evict_idle():
+            _log.warning("REST: %d connections open, the most allowed; answering 503", self._cap)
+            self._refuse(503, f"The server has its {self._cap} connections open; retry later")
+            return
+        self._idle_since = time.monotonic()
+        self.timeout_keep_alive_task = self.loop.call_later(
+            self.timeout_keep_alive, self.timeout_keep_alive_handler
+        )
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_read_deadline()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        idle_before = not self._in_message
+        headers_before = self._reading_headers
+        begun = self._messages_begun
+        super().data_received(data)
+        if not self._reading_headers or self.transport.is_closing():
+            return
+        # Count the read only when all of it belongs to the headers being read: it began them
+        # or continued them.  A read that ends one message and begins the next is not counted,
+        # which can let one read more through, never a false 431.
+        if (headers_before and self._messages_begun == begun) or (
+            idle_before and self._messages_begun == begun + 1
+        ):
+            self._header_bytes += len(data)
+        if self._header_bytes > self._limits.max_header_bytes:
+            self._refuse_headers()
+
+    # The parser's callbacks that act do nothing once the connection is refused: the rest of
+    # the read that held its end is still parsed (on_url and on_header only collect).
+    def on_message_begin(self) -> None:
+        if self._refused:
+            return
+        super().on_message_begin()
+        self._messages_begun += 1
+        self._in_message = True
+        self._reading_headers = True
+        self._header_bytes = 0
+        self._idle_since = None
+        self._read_deadline = self.loop.call_later(
+            self._limits.request_read_timeout_s, self._on_read_timeout
+        )
+
+    def on_headers_complete(self) -> None:
+        if self._refused:
+            return
+        self._reading_headers = False
+        # The exact size, for headers that arrived within one read (the count above is only
+        # kept across reads): the request line's URL and each header line.
+        size = len(self.url) + sum([len(name) + len(value) + 4 for name, value in self.headers])
+        if size > self._limits.max_header_bytes:
+            self._refuse_headers()
+            return
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self._refused:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if self._refused:
+            return
+        self._in_message = False
+        self._cancel_read_deadline()
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.timeout_keep_alive_task is not None:  # uvicorn waits for the next request
+            self._idle_since = time.monotonic()
+
+    def _on_read_timeout(self) -> None:
+        self._read_deadline = None
+        if self.transport.is_closing():
+            return
+        seconds = self._limits.request_read_timeout_s
+        if self._reading_headers or not self.cycle.response_started:
+            self._refuse(408, f"The request did not arrive within {seconds:g} s")
+        else:  # the app answers before the body has arrived: cut it off
+            self.transport.close()
+
+    def _evict_idle(self) -> bool:
+        """Closes the connection idle longest to make room; False if none is idle."""
+        idle = [
+            connection
+            for connection in self.connections
+            if isinstance(connection, LimitedHttpToolsProtocol)
+            and connection is not self
+            and connection.idle_since is not None
+            and not connection.transport.is_closing()
+        ]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda connection: connection.idle_since or 0.0)
+        oldest.transport.close()
+        return True
+
+    def _refuse_headers(self) -> None:
+        limit = self._limits.max_header_bytes
+        self._refuse(431, f"The request line and headers exceed {limit} bytes")
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answers ``status`` in JSON, half-closes, and drops what the client still sends."""
+        self._refused = True
+        self._cancel_read_deadline()
+        self._unset_keepalive_if_required()
+        self._idle_since = None
+        self.connections.discard(self)  # its slot is free now; the linger timer closes it
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            cycle.disconnected = True  # the app reading this request's body sees it end
+            cycle.message_event.set()
+        body = b'{"error": "' + message.encode("ascii") + b'"}'
+        head = b"HTTP/1.1 %d %s\r\n" % (status, _REASONS[status])
+        self.transport.write(
+            head
+            + b"content-type: application/json\r\n"
+            + b"content-length: %d\r\n" % len(body)
+            + b"connection: close\r\n\r\n"
+            + body
+        )
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(_LINGER_S, self.transport.close)
+
+    def _cancel_read_deadline(self) -> None:
+        if self._read_deadline is not None:
+            self._read_deadline.cancel()
+            self._read_deadline = None

@@ -1,0 +1,179 @@
+"""HTTP limits over real sockets: idle and slow connections reaped, header cap, connection cap."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+
+import httpx
+import pytest
+
+from servinglib.server.rest import HttpLimits, RestApp, RestServer
+from servinglib.testing import wait_until
+
+# Generous for a loaded machine: each wait ends as soon as its condition holds.
+WAIT_S = 30.0
+
+
+@contextmanager
+def serving(app: RestApp, **limits: float) -> Iterator[RestServer]:
+    """The session's app on a free port with these HttpLimits fields."""
+    server = RestServer(app, "127.0.0.1", 0, limits=HttpLimits(**limits))  # type: ignore[arg-type]
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def connect(server: RestServer) -> socket.socket:
+    """A raw client socket to the server."""
+    return socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S)
+
+
+def read_until_closed(client: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (within WAIT_S)."""
+    chunks = []
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            chunk = client.recv(65536)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    else:
+        raise AssertionError("the server kept the connection open")
+    return b"".join(chunks)
+
+
+def live_request(server: RestServer) -> httpx.Response:
+    return httpx.get(f"{server.url}/v2/health/live", timeout=WAIT_S)
+
+
+def test_a_connection_that_never_sends_is_closed_after_the_idle_timeout(app: RestApp) -> None:
+    """A client that connects and sends nothing is disconnected once idle_timeout_s passes."""
+    with serving(app, idle_timeout_s=0.5) as server, connect(server) as client:
+        started = time.monotonic()
+        assert read_until_closed(client) == b""
+        assert time.monotonic() - started >= 0.4
+
+
+def test_a_keep_alive_connection_is_closed_after_the_idle_timeout(app: RestApp) -> None:
+    """After a response, a connection left idle is closed once idle_timeout_s passes."""
+    with serving(app, idle_timeout_s=0.5) as server, connect(server) as client:
+        client.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+        answer = read_until_closed(client)
+        assert answer.startswith(b"HTTP/1.1 200")
+
+
+def test_headers_sent_too_slowly_are_cut_with_408(app: RestApp) -> None:
+    """A slowloris client dripping header bytes gets 408 once request_read_timeout_s passes."""
+    with serving(app, request_read_timeout_s=1.0, idle_timeout_s=0.5) as server:
+        with connect(server) as client:
+            client.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n")
+            stop = threading.Event()
+
+            def drip() -> None:  # each byte arrives well within the idle timeout
+                while not stop.wait(0.1):
+                    try:
+                        client.sendall(b"X-Slow: 1\r\n")
+                    except OSError:
+                        return
+
+            dripper = threading.Thread(target=drip)
+            dripper.start()
+            try:
+                answer = read_until_closed(client)
+            finally:
+                stop.set()
+                dripper.join()
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:100]
+        assert live_request(server).status_code == 200
+
+
+def test_a_body_sent_too_slowly_is_cut(app: RestApp) -> None:
+    """A request whose body stops arriving is answered 408 when request_read_timeout_s passes."""
+    with serving(app, request_read_timeout_s=1.0) as server, connect(server) as client:
+        client.sendall(
+            b"POST /v1/models/toy:predict HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{"
+        )
+        answer = read_until_closed(client)
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:100]
+
+
+def test_headers_over_the_cap_are_431_and_under_it_served(app: RestApp) -> None:
+    """Headers past max_header_bytes get a JSON 431; a request just under the cap is served."""
+    with serving(app, max_header_bytes=8192) as server:
+        ok = httpx.get(
+            f"{server.url}/v2/health/live", headers={"X-Pad": "a" * 6000}, timeout=WAIT_S
+        )
+        assert ok.status_code == 200
+        over = httpx.get(
+            f"{server.url}/v2/health/live", headers={"X-Pad": "a" * 8200}, timeout=WAIT_S
+        )
+        assert over.status_code == 431  # arrived in one read: measured when the headers end
+        assert over.json() == {"error": "The request line and headers exceed 8192 bytes"}
+        with connect(server) as client:
+            client.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\nX-Pad: ")
+            client.sendall(b"a" * (1 << 20))
+            answer = read_until_closed(client)
+        assert answer.startswith(b"HTTP/1.1 431"), answer[:100]
+        assert b'{"error": "The request line and headers exceed 8192 bytes"}' in answer
+
+
+def test_pipelined_requests_after_a_large_body_are_not_refused(app: RestApp) -> None:
+    """A read ending one request's large body and starting the next is no false 431."""
+    body = b'{"instances": [' + b"1.0, " * 20000 + b"1.0]}"
+    request = (
+        b"POST /v1/models/py_half_plus_two:predict HTTP/1.1\r\nHost: t\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body) + body
+    )
+    with serving(app, max_header_bytes=1024) as server, connect(server) as client:
+        client.sendall(
+            request + b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        )
+        answer = read_until_closed(client)
+    assert answer.count(b"HTTP/1.1 200") == 2, answer[:200]
+
+
+def test_a_new_connection_past_the_cap_closes_the_longest_idle_one(app: RestApp) -> None:
+    """At max_connections, a new client is served and the connection idle longest is closed."""
+    with serving(app, max_connections=3) as server, ExitStack() as stack:
+        idle = []
+        for _ in range(3):
+            client = stack.enter_context(connect(server))
+            client.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert client.recv(65536).startswith(b"HTTP/1.1 200")  # now idle, in keep-alive
+            idle.append(client)
+        assert live_request(server).status_code == 200
+        assert read_until_closed(idle[0]) == b""
+        idle[1].sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert idle[1].recv(65536).startswith(b"HTTP/1.1 200")
+
+
+def test_past_the_cap_with_every_connection_busy_a_new_one_gets_503(app: RestApp) -> None:
+    """With every connection inside a request, a new connection is answered 503 and closed."""
+    with serving(app, max_connections=2) as server, ExitStack() as stack:
+        for _ in range(2):  # requests whose headers are not finished: busy, not idle
+            stack.enter_context(connect(server)).sendall(b"GET /v2/health/live HTTP/1.1\r\n")
+        wait_until(lambda: _open_connections(server) == 2, WAIT_S)
+        with connect(server) as client:
+            answer = read_until_closed(client)
+        assert answer.startswith(b"HTTP/1.1 503"), answer[:100]
+        assert b"retry later" in answer
+
+
+def _open_connections(server: RestServer) -> int:
+    return len(server._server.server_state.connections)  # uvicorn's count
+
+
+@pytest.mark.parametrize("field", ["max_header_bytes", "idle_timeout_s", "max_connections"])
+def test_limits_must_be_positive(field: str) -> None:
+    """A limit of 0 is refused when the limits are made."""
+    with pytest.raises(ValueError, match=field):
+        HttpLimits(**{field: 0})
