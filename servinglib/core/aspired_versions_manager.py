@@ -44,7 +44,9 @@ _LEAVING = frozenset(
     }
 )
 # On the way in: a version re-offered with another revision waits until these end.
-_LOADING = frozenset({HarnessState.LOAD_REQUESTED, HarnessState.LOAD_APPROVED, HarnessState.LOADING})
+_LOADING = frozenset(
+    {HarnessState.LOAD_REQUESTED, HarnessState.LOAD_APPROVED, HarnessState.LOADING}
+)
 
 
 @attrs.define

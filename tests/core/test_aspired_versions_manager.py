@@ -258,7 +258,7 @@ def test_version_in_error_reloads_when_enabled() -> None:
 
 
 def test_failed_version_heals_when_offered_with_another_revision(available: Harness) -> None:
-    """A version in ERROR re-offered with a new revision loads its new loader, whatever its error."""
+    """A version in ERROR re-offered with a new revision loads its new loader."""
     available.aspire("m", v1=FakeLoader("one"))
     available.settle()
     broken = ServableData.of(V2, FakeLoader(load_error=DataLossError("truncated")))

@@ -129,6 +129,8 @@ def make_version(base: Path, name: str | int, files: Sequence[str] = ("saved_mod
 def config(
     *servables: ServableToMonitor, period_s: float = -1.0, **options: Any
 ) -> FileSystemStoragePathSourceConfig:
+    """A config; no settle window unless given (tests/sources/test_publishing.py covers it)."""
+    options.setdefault("settle_window_s", 0.0)
     return FileSystemStoragePathSourceConfig(
         servables,
         file_system_poll_wait_seconds=period_s,
