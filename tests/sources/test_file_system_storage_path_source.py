@@ -699,7 +699,8 @@ def test_versions_always_present_emits_nothing_for_an_empty_base_path(
     rig = start(monitor("m", base), period_s=PERIOD_S, servable_versions_always_present=True)
     shutil.rmtree(base / "1")
     rig.source.poll_once()
-    assert [c.version_numbers for c in rig.target.calls("m")] == [(1,)]
+    # (1,) again, with a new revision, if an event-driven poll saw the files go before the directory
+    assert {c.version_numbers for c in rig.target.calls("m")} == {(1,)}
     assert rig.source.servable_errors()["m"].code is StatusCode.FAILED_PRECONDITION
 
 

@@ -1,0 +1,68 @@
+"""saved_model_check: what a complete SavedModel holds, on SavedModels TensorFlow wrote."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from servinglib.loaders import default_registry
+from servinglib.loaders.tensorflow.saved_model_files import saved_model_check
+
+
+@pytest.fixture
+def model(examples_model: Path, tmp_path: Path) -> Path:
+    """A private copy of a TF 2 SavedModel with variables, free to damage."""
+    return Path(shutil.copytree(examples_model, tmp_path / "1"))
+
+
+def test_saved_models_written_by_tensorflow_are_complete(
+    examples_model: Path, tf1_model: Path, keras_models: dict[str, object]
+) -> None:
+    """TF 2, TF 1 and Keras exports are complete as written."""
+    for path in (examples_model, tf1_model, keras_models["export"]):
+        assert saved_model_check(str(path)) is None
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda m: (m / "saved_model.pb").unlink(), "no saved_model.pb"),
+        (lambda m: (m / "variables" / "variables.index").unlink(), "variables.index is missing"),
+        (
+            lambda m: _truncate(m / "variables" / "variables.index", 10),
+            "not completely written",
+        ),
+        (
+            lambda m: (m / "variables" / "variables.data-00000-of-00001").unlink(),
+            "variables.data-00000-of-00001 is missing",
+        ),
+        (
+            lambda m: _truncate(m / "variables" / "variables.data-00000-of-00001", 3),
+            "variables.data-00000-of-00001 holds 3 of its",
+        ),
+    ],
+    ids=["no-graph", "no-index", "short-index", "no-shard", "short-shard"],
+)
+def test_half_copied_saved_model_is_incomplete(model: Path, damage: object, reason: str) -> None:
+    """Each way a copy can be caught half-way says what is missing."""
+    damage(model)  # type: ignore[operator]
+    found = saved_model_check(str(model))
+    assert found is not None
+    assert reason in found
+
+
+def test_registry_tells_which_platform_a_directory_holds(model: Path, tmp_path: Path) -> None:
+    """platforms_holding names "tensorflow" for a SavedModel and "python" for a model.py."""
+    python = tmp_path / "py"
+    python.mkdir()
+    (python / "model.py").write_text("")
+    assert default_registry.platforms_holding(str(model)) == ["tensorflow"]
+    assert default_registry.platforms_holding(str(python)) == ["python"]
+    assert default_registry.platforms_holding(str(tmp_path / "nothing")) == []
+
+
+def _truncate(path: Path, size: int) -> None:
+    with open(path, "r+b") as file:
+        file.truncate(size)
