@@ -76,14 +76,13 @@ def _short_shard(path: str, table: bytes) -> str | None:
 
 
 def _no_index(path: str) -> str | None:
-    """Data shards without an index are half-copied; no variables at all is a complete graph."""
+    """Files in ``variables/`` without an index (data shards, a copier's temp files) are
+    half-copied; an empty or absent ``variables/`` is a graph without variables."""
     try:
         names = os.listdir(os.path.join(path, "variables"))
     except OSError:
         return None
-    if any(name.startswith("variables.data-") for name in names):
-        return f"{_INDEX} is missing"
-    return None
+    return f"{_INDEX} is missing" if names else None
 
 
 def _shard_sizes(table: bytes) -> tuple[int, dict[int, int]]:

@@ -42,8 +42,9 @@ def test_saved_models_written_by_tensorflow_are_complete(
             lambda m: _truncate(m / "variables" / "variables.data-00000-of-00001", 3),
             "variables.data-00000-of-00001 holds 3 of its",
         ),
+        (lambda m: _rsync_in_progress(m / "variables"), "variables.index is missing"),
     ],
-    ids=["no-graph", "no-index", "short-index", "no-shard", "short-shard"],
+    ids=["no-graph", "no-index", "short-index", "no-shard", "short-shard", "temp-files-only"],
 )
 def test_half_copied_saved_model_is_incomplete(model: Path, damage: object, reason: str) -> None:
     """Each way a copy can be caught half-way says what is missing."""
@@ -61,6 +62,12 @@ def test_registry_tells_which_platform_a_directory_holds(model: Path, tmp_path: 
     assert default_registry.platforms_holding(str(model)) == ["tensorflow"]
     assert default_registry.platforms_holding(str(python)) == ["python"]
     assert default_registry.platforms_holding(str(tmp_path / "nothing")) == []
+
+
+def _rsync_in_progress(variables: Path) -> None:
+    """Leaves only rsync's hidden temp file of the data shard, and no index yet."""
+    (variables / "variables.index").unlink()
+    (variables / "variables.data-00000-of-00001").rename(variables / ".variables.data.Xa9")
 
 
 def _truncate(path: Path, size: int) -> None:
