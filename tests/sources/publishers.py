@@ -34,7 +34,13 @@ def _files(source: Path) -> Iterator[Path]:
     return iter(sorted(found, key=lambda p: p.name not in ("model.py", "saved_model.pb")))
 
 
-def _write_slowly(source: Path, target: Path, *, stop_after_bytes: int | None = None) -> bool:
+def _write_slowly(
+    source: Path,
+    target: Path,
+    *,
+    stop_after_bytes: int | None = None,
+    pause_s: float = CHUNK_PAUSE_S,
+) -> bool:
     """Copies one file in chunks with pauses; False if it stopped after ``stop_after_bytes``."""
     data = source.read_bytes()
     chunk = max(1, -(-len(data) // CHUNKS_PER_FILE))
@@ -44,7 +50,7 @@ def _write_slowly(source: Path, target: Path, *, stop_after_bytes: int | None = 
                 return False
             file.write(data[start : start + chunk])
             file.flush()
-            time.sleep(CHUNK_PAUSE_S)  # a slow disk or network: the writer's pace, not a wait
+            time.sleep(pause_s)  # a slow disk or network: the writer's pace, not a wait
     shutil.copystat(source, target)
     return True
 
@@ -66,14 +72,14 @@ def copy_slowly(source: Path, target: Path, *, die_after_bytes: int | None = Non
             return
 
 
-def rsync(source: Path, base: Path, version: int) -> None:
+def rsync(source: Path, base: Path, version: int, *, pause_s: float = CHUNK_PAUSE_S) -> None:
     """rsync's way: each file written to a hidden temp file beside it, then renamed."""
     target = base / str(version)
     for file in _files(source):
         destination = target / file.relative_to(source)
         destination.parent.mkdir(parents=True, exist_ok=True)
         temporary = destination.parent / f".{destination.name}.{os.getpid()}"
-        _write_slowly(file, temporary)
+        _write_slowly(file, temporary, pause_s=pause_s)
         os.rename(temporary, destination)
 
 
