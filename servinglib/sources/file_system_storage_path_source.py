@@ -326,7 +326,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
 
     def _schedule_recheck(self, due: Mapping[str, float]) -> None:
         """Polls ``due``'s servables again when their settle windows end (clock times)."""
-        if self._thread is None:
+        if not self._config.file_system_poll_wait_seconds > 0:
             return  # polled by hand: the caller polls again
         with self._lock:
             self._settle_due.update(due)

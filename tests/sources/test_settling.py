@@ -158,3 +158,18 @@ def test_files_that_keep_changing_are_reported_once_by_name(
     assert len(reports) == 1
     assert "server.log" in reports[0]
     assert rig.versions() == ()
+
+
+def test_version_written_just_before_connecting_is_offered_after_its_window(
+    tmp_path: Path,
+) -> None:
+    """A fresh version found by the first poll, before the polling thread starts, is not lost."""
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "1" / "model.py").write_text("x")
+    rig = Rig(tmp_path / "m")
+    try:
+        assert rig.versions() == ()
+        rig.clock.advance(SETTLE_S)
+        wait_until(lambda: rig.versions() == (1,), 10.0)
+    finally:
+        rig.source.close()
