@@ -156,7 +156,8 @@ def write_saved_model(path: Path, factor: float, weights_bytes: int) -> Path:
             self.factor = tf.Variable(factor, dtype=tf.float32)
             self.ballast = tf.Variable(tf.zeros([max(1, weights_bytes // 4)], tf.float32))
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+        # No autograph: it cannot always find the source of a class defined in a function.
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")], autograph=False)
         def predict(self, x: tf.Tensor) -> dict[str, tf.Tensor]:
             return {"y": x * self.factor}
 
