@@ -124,7 +124,9 @@ def _wait(predicate: Callable[[], object], what: str) -> None:
 class Rig:
     """servinglib-server serving ``m`` from ``root/models/m`` over REST, and 8 clients."""
 
-    def __init__(self, platform: str, root: Path, export: Path, stack: ExitStack) -> None:
+    def __init__(
+        self, platform: str, root: Path, export: Path, settle_window_s: float, stack: ExitStack
+    ) -> None:
         self.base = root / "models" / "m"
         self.scratch = root / "scratch"
         self.export = export
@@ -146,6 +148,7 @@ class Rig:
             f"--model_config_file={config}",
             "--allow_python_code_execution",
             "--file_system_poll_wait_seconds=1",
+            f"--file_system_settle_window_seconds={settle_window_s}",
         ]
         cpus = os.environ.get("SERVINGLIB_BENCH_SERVER_CPUS")
         stack.enter_context(running(pinned(command, cpus), self.log, _ready(rest_port)))
@@ -184,8 +187,8 @@ def run_platform(
     met = True
     version = 1
     with ExitStack() as stack:
-        rig = Rig(platform, root, export, stack)
-        for method in METHODS:
+        rig = Rig(platform, root, export, args.settle_window_s, stack)
+        for method in args.methods:
             failed_before, requests_before = rig.clients.failures, rig.clients.requests
             loads_failed_before = rig.failed_loads()
             latencies = []
@@ -229,8 +232,15 @@ def main() -> None:
     parser.add_argument(
         "--platforms", nargs="+", default=["tensorflow", "python"], help="platforms to publish"
     )
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument(
+        "--settle-window-s", type=float, default=0.5, help="the server's settle window (0.5)"
+    )
     args = parser.parse_args()
-    print_environment(f"publish: {args.size_mb} MB versions, {args.runs} runs per method")
+    print_environment(
+        f"publish: {args.size_mb} MB versions, {args.runs} runs per method, "
+        f"settle window {args.settle_window_s:g} s"
+    )
     table = PercentileTable(26, ["p50", "p95", "max"])
     met = True
     for platform in args.platforms:
