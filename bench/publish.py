@@ -217,7 +217,7 @@ def _ready(rest_port: int) -> Callable[[subprocess.Popen[bytes]], None]:
                 raise RuntimeError(f"the server exited with {process.returncode}")
             try:
                 return requests.get(url, timeout=1).status_code == 200
-            except requests.ConnectionError:
+            except requests.RequestException:  # not listening yet, or busy starting
                 return False
 
         _wait(ready, "the server never became ready")

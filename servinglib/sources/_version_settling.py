@@ -105,6 +105,11 @@ class VersionSettling:
         recheck = None if reason is not None or done else seen.changed_at + self._settle_window_s
         return Verdict(seen.offered is not None, seen.revision, recheck)
 
+    def offered_revision(self, path: str) -> int | None:
+        """The revision ``path`` was last offered with; None if it was never offered."""
+        seen = self._seen.get(path)
+        return seen.revision if seen is not None and seen.offered is not None else None
+
     def forget_others(self, prefix: str, present: set[str]) -> None:
         """Forgets versions under ``prefix`` (a base path + separator) not in ``present``."""
         for path in [p for p in self._seen if p.startswith(prefix) and p not in present]:

@@ -293,8 +293,10 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         by_hand = config.file_system_poll_wait_seconds <= 0
         recheck: dict[str, float] = {}
         for servable in servables:
-            scan = _scan(servable, config, self._settling, self._clock.now(), by_hand=by_hand)
             name = servable.servable_name
+            with self._lock:
+                last = self._last.get(name, ())
+            scan = _scan(servable, config, self._settling, last, self._clock.now(), by_hand=by_hand)
             with self._lock:
                 if scan.error is None:
                     self._errors.pop(name, None)
@@ -407,11 +409,15 @@ def _scan(
     servable: ServableToMonitor,
     config: FileSystemStoragePathSourceConfig,
     settling: VersionSettling,
+    last: tuple[ServableData[StoragePath], ...],
     now: float,
     *,
     by_hand: bool,
 ) -> _Scan:
-    """Lists the version directories of ``servable`` and picks among the complete, quiet ones."""
+    """Lists the version directories of ``servable`` and picks among the complete, quiet ones.
+
+    ``last``: what was emitted last, whose files are watched for changes.
+    """
     name, base = servable.servable_name, servable.base_path
     try:
         found = _version_dirs(base)
@@ -420,24 +426,10 @@ def _scan(
         error = _base_path_error(servable, exc)
         return _Scan(None, error, (logging.WARNING, error.message))
     settling.forget_others(_prefix(base), set(found.values()))
-    ready: dict[int, tuple[str, int]] = {}
-    rechecks = []
-    marker = config.version_done_marker
-    for version, path in found.items():
-        if marker is not None and not os.path.exists(os.path.join(path, marker)):
-            continue
-        verdict = settling.look(
-            f"Version {version} of servable {name} ({path})",
-            path,
-            now,
-            servable.version_check,
-            done=by_hand or marker is not None,
-        )
-        if verdict.offered:
-            ready[version] = (path, verdict.revision)
-        if verdict.recheck_at is not None:
-            rechecks.append(verdict.recheck_at)
-    recheck_at = min(rechecks, default=None)
+    emitted = {item.data for item in last}
+    ready, recheck_at = _ready_versions(
+        servable, found, config, settling, emitted=emitted, now=now, by_hand=by_hand
+    )
     selected = servable.version_policy.select({v: path for v, (path, _) in ready.items()})
     versions = tuple(
         ServableData(ServableId(name, v), data=ready[v][0], revision=ready[v][1]) for v in selected
@@ -463,6 +455,45 @@ def _scan(
         )
         return _Scan(None, error, (logging.WARNING, error.message), recheck_at)
     return _Scan(versions, None, (logging.WARNING, message), recheck_at)
+
+
+def _ready_versions(
+    servable: ServableToMonitor,
+    found: Mapping[int, str],
+    config: FileSystemStoragePathSourceConfig,
+    settling: VersionSettling,
+    *,
+    emitted: set[str],
+    now: float,
+    by_hand: bool,
+) -> tuple[dict[int, tuple[str, int]], float | None]:
+    """Version → (path, revision) of the complete, quiet versions, and when to look again.
+
+    A version offered before but not emitted last time is ready as it was,
+    unlooked at: only what may load is fingerprinted.
+    """
+    ready: dict[int, tuple[str, int]] = {}
+    rechecks = []
+    marker = config.version_done_marker
+    for version, path in found.items():
+        revision = settling.offered_revision(path)
+        if revision is not None and path not in emitted:
+            ready[version] = (path, revision)
+            continue
+        if marker is not None and not os.path.exists(os.path.join(path, marker)):
+            continue
+        verdict = settling.look(
+            f"Version {version} of servable {servable.servable_name} ({path})",
+            path,
+            now,
+            servable.version_check,
+            done=by_hand or marker is not None,
+        )
+        if verdict.offered:
+            ready[version] = (path, verdict.revision)
+        if verdict.recheck_at is not None:
+            rechecks.append(verdict.recheck_at)
+    return ready, min(rechecks, default=None)
 
 
 def _base_path_error(servable: ServableToMonitor, exc: OSError) -> ServingError:
