@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from servinglib.loaders import default_registry
 from servinglib.loaders.tensorflow.saved_model_files import saved_model_check
 
 
@@ -52,16 +51,6 @@ def test_half_copied_saved_model_is_incomplete(model: Path, damage: object, reas
     found = saved_model_check(str(model))
     assert found is not None
     assert reason in found
-
-
-def test_registry_tells_which_platform_a_directory_holds(model: Path, tmp_path: Path) -> None:
-    """platforms_holding names "tensorflow" for a SavedModel and "python" for a model.py."""
-    python = tmp_path / "py"
-    python.mkdir()
-    (python / "model.py").write_text("")
-    assert default_registry.platforms_holding(str(model)) == ["tensorflow"]
-    assert default_registry.platforms_holding(str(python)) == ["python"]
-    assert default_registry.platforms_holding(str(tmp_path / "nothing")) == []
 
 
 def _rsync_in_progress(variables: Path) -> None:
