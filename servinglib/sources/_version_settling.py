@@ -56,7 +56,8 @@ class VersionSettling:
 
     def __init__(self, settle_window_s: float) -> None:
         self._settle_window_s = settle_window_s
-        self._seen: dict[str, _Seen] = {}
+        # base path → version directory → what is known of it
+        self._seen: dict[str, dict[str, _Seen]] = {}
 
     def look(
         self,
@@ -73,11 +74,12 @@ class VersionSettling:
         hand: no settle window.
         """
         fingerprint, newest = _fingerprint(path)
-        seen = self._seen.get(path)
+        versions = self._seen.setdefault(os.path.dirname(path), {})
+        seen = versions.get(path)
         if seen is None:
             quiet = time.time() - newest >= self._settle_window_s
             seen = _Seen(fingerprint, -math.inf if quiet else now)
-            self._seen[path] = seen
+            versions[path] = seen
         elif fingerprint != seen.fingerprint:
             changed = _changed_file(seen.fingerprint, fingerprint)
             seen.fingerprint, seen.changed_at = fingerprint, now
@@ -107,19 +109,20 @@ class VersionSettling:
 
     def offered_revision(self, path: str) -> int | None:
         """The revision ``path`` was last offered with; None if it was never offered."""
-        seen = self._seen.get(path)
+        seen = self._seen.get(os.path.dirname(path), {}).get(path)
         return seen.revision if seen is not None and seen.offered is not None else None
 
-    def forget_others(self, prefix: str, present: set[str]) -> None:
-        """Forgets versions under ``prefix`` (a base path + separator) not in ``present``."""
-        for path in [p for p in self._seen if p.startswith(prefix) and p not in present]:
-            seen = self._seen.pop(path)
-            if seen.offered is None:
+    def forget_others(self, base: str, present: set[str]) -> None:
+        """Forgets the version directories under ``base`` not in ``present``."""
+        versions = self._seen.get(_key(base), {})
+        for path in [p for p in versions if p not in present]:
+            if versions.pop(path).offered is None:
                 _log.info("%s went away before it was complete; dropped", path)
 
-    def forget(self, prefix: str) -> None:
-        """Forgets every version under ``prefix``."""
-        self.forget_others(prefix, set())
+    def forget(self, base: str) -> None:
+        """Forgets every version directory under ``base``."""
+        self.forget_others(base, set())
+        self._seen.pop(_key(base), None)
 
     def _report_restless(self, label: str, seen: _Seen, now: float, changed: str) -> None:
         assert seen.restless_since is not None
@@ -141,25 +144,34 @@ class VersionSettling:
         seen.restless_since, seen.restless_logged = None, False
 
 
+def _key(base: str) -> str:
+    """The key of ``base``'s versions: what os.path.dirname gives for each of their paths."""
+    return os.path.dirname(os.path.join(base, "version"))
+
+
 def _fingerprint(path: str) -> tuple[Fingerprint, float]:
     """Every file under ``path`` with its size and mtime, and the newest ctime/mtime seen."""
     found: dict[str, tuple[int, int]] = {}
     newest = 0.0
-    for root, dirs, files in os.walk(path):
-        for name in files:
-            full = os.path.join(root, name)
+    pending = [("", path)]
+    while pending:
+        prefix, directory = pending.pop()
+        try:
+            with os.scandir(directory) as entries:
+                listed = list(entries)
+        except OSError:  # gone while walking: the next look sees the rest of the change
+            continue
+        for entry in listed:
             try:
-                info = os.stat(full)
-            except OSError:  # gone while walking: the next look sees the rest of the change
-                continue
-            found[os.path.relpath(full, path)] = (info.st_size, info.st_mtime_ns)
-            newest = max(newest, info.st_ctime, info.st_mtime)
-        for name in dirs:
-            try:
-                info = os.stat(os.path.join(root, name))
+                info = entry.stat()
+                is_dir = entry.is_dir()
             except OSError:
                 continue
             newest = max(newest, info.st_ctime, info.st_mtime)
+            if is_dir:
+                pending.append((f"{prefix}{entry.name}{os.sep}", entry.path))
+            else:
+                found[prefix + entry.name] = (info.st_size, info.st_mtime_ns)
     return found, newest
 
 

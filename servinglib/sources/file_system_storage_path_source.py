@@ -187,7 +187,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
                 self.emit_aspired_versions(name, [])
             for servable in old.servables:
                 if servable.servable_name in removed or servable in changed:
-                    self._settling.forget(_prefix(servable.base_path))
+                    self._settling.forget(servable.base_path)
             if self._polls() and self._connected():
                 self._poll_servables(changed, emit_unchanged=True)
         # Only what changed: a reload costs no stat() per unchanged servable.
@@ -291,11 +291,15 @@ class FileSystemStoragePathSource(Source[StoragePath]):
     ) -> None:
         config = self._config
         by_hand = config.file_system_poll_wait_seconds <= 0
+        # Files changing in a version that may be loaded are seen by events while they are
+        # watched, and by every poll otherwise: full polls then spare a walk per servable.
+        watched = config.watch_filesystem_events and self._thread is not None and not by_hand
+        look_at_emitted = not (watched and emit_unchanged)
         recheck: dict[str, float] = {}
         for servable in servables:
             name = servable.servable_name
             with self._lock:
-                last = self._last.get(name, ())
+                last = self._last.get(name, ()) if look_at_emitted else ()
             scan = _scan(servable, config, self._settling, last, self._clock.now(), by_hand=by_hand)
             with self._lock:
                 if scan.error is None:
@@ -416,16 +420,17 @@ def _scan(
 ) -> _Scan:
     """Lists the version directories of ``servable`` and picks among the complete, quiet ones.
 
-    ``last``: what was emitted last, whose files are watched for changes.
+    ``last``: what was emitted last, whose files are looked at for changes (the
+    other versions offered before are ready as they were).
     """
     name, base = servable.servable_name, servable.base_path
     try:
         found = _version_dirs(base)
     except OSError as exc:
-        settling.forget(_prefix(base))
+        settling.forget(base)
         error = _base_path_error(servable, exc)
         return _Scan(None, error, (logging.WARNING, error.message))
-    settling.forget_others(_prefix(base), set(found.values()))
+    settling.forget_others(base, set(found.values()))
     emitted = {item.data for item in last}
     ready, recheck_at = _ready_versions(
         servable, found, config, settling, emitted=emitted, now=now, by_hand=by_hand
