@@ -107,10 +107,11 @@ class VersionSettling:
         recheck = None if reason is not None or done else seen.changed_at + self._settle_window_s
         return Verdict(seen.offered is not None, seen.revision, recheck)
 
-    def offered_revision(self, path: str) -> int | None:
-        """The revision ``path`` was last offered with; None if it was never offered."""
-        seen = self._seen.get(os.path.dirname(path), {}).get(path)
-        return seen.revision if seen is not None and seen.offered is not None else None
+    def offered_revisions(self, base: str) -> dict[str, int]:
+        """Version directory → the revision it was last offered with, for those under ``base``
+        offered before."""
+        versions = self._seen.get(_key(base), {})
+        return {path: seen.revision for path, seen in versions.items() if seen.offered is not None}
 
     def forget_others(self, base: str, present: set[str]) -> None:
         """Forgets the version directories under ``base`` not in ``present``."""

@@ -480,8 +480,9 @@ def _ready_versions(
     ready: dict[int, tuple[str, int]] = {}
     rechecks = []
     marker = config.version_done_marker
+    offered = settling.offered_revisions(servable.base_path)
     for version, path in found.items():
-        revision = settling.offered_revision(path)
+        revision = offered.get(path)
         if revision is not None and path not in emitted:
             ready[version] = (path, revision)
             continue
