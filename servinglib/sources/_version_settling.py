@@ -90,7 +90,9 @@ class VersionSettling:
         if seen.offered is not None and seen.offered == fingerprint:
             self._settled(label, seen)
             return Verdict(True, seen.revision)
-        reason = check(path) if check is not None else None
+        # A directory the server may not read is left to the loader, which says so.
+        readable = os.access(path, os.R_OK | os.X_OK)
+        reason = check(path) if check is not None and readable else None
         if reason is None and settled:
             if seen.offered is not None:
                 seen.revision += 1

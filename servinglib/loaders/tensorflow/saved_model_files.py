@@ -51,6 +51,8 @@ def saved_model_check(path: str) -> str | None:
             table = file.read()
     except FileNotFoundError:
         return _no_index(path)
+    except PermissionError:
+        return None  # a copy does not make this: the loader says PERMISSION_DENIED
     except OSError as exc:
         return f"cannot read {_INDEX}: {exc.strerror}"
     if len(table) < _FOOTER_BYTES or not table.endswith(_MAGIC):
