@@ -7,10 +7,12 @@ from pathlib import Path
 import numpy as np
 
 from servinglib import (
+    ManagerState,
     ModelConfig,
     ModelServerConfig,
     ModelSpec,
     PythonPlatformConfig,
+    ServableRequest,
     ServableVersionPolicy,
     ServerCore,
     ServerCoreOptions,
@@ -46,6 +48,10 @@ with tempfile.TemporaryDirectory() as tmp:
         platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)}
     )
     with ServerCore(doubler({}), options) as core:
+        # ServerCore returns once the model serves; wait for both versions to.
+        core.monitor.wait_until_servables_reach_state(
+            [ServableRequest.specific("doubler", v) for v in (1, 2)], ManagerState.AVAILABLE
+        )
         for spec in [ModelSpec.latest("doubler"), ModelSpec.specific("doubler", 1)]:
             print(f"{spec}: {predict(core, spec)}")
 

@@ -43,13 +43,18 @@ _LEAVING = frozenset(
         HarnessState.DISABLED,
     }
 )
+# On the way in: a version re-offered with another revision waits until these end.
+_LOADING = frozenset(
+    {HarnessState.LOAD_REQUESTED, HarnessState.LOAD_APPROVED, HarnessState.LOADING}
+)
 
 
 @attrs.define
 class _Aspired:
-    """The manager's additional state of each version: is it still aspired?"""
+    """The manager's additional state of each version: is it still aspired, and its revision."""
 
     is_aspired: bool = True  # guarded by: the manager's _lock
+    revision: int = 0
 
 
 @final
@@ -64,8 +69,11 @@ class AspiredVersionsManager(Manager):
     takes at most one policy action, unloads before loads.  The thread runs a
     step whenever something changed, and at least every
     ``manage_state_interval_s``; ``None`` starts no thread (tests step by hand).
-    ``enable_reload_servables_with_error``: a version in ERROR that is aspired
-    again gets its new loader (otherwise it stays in ERROR).
+    A version in ERROR aspired again with another revision (its source saw
+    its files change) gets its new loader: it heals, whatever its error; one
+    still loading or waiting to retry stops retrying and is replaced once
+    its attempt ends.  ``enable_reload_servables_with_error``: a version in
+    ERROR aspired again gets its new loader even with the same revision.
     Thread-safe.
     """
 
@@ -257,7 +265,9 @@ class AspiredVersionsManager(Manager):
         """Applies one request; False (defer it) while a re-aspired version still unloads.
 
         A re-aspired version that is still loading or serving simply becomes
-        aspired again (e.g. a rollback to the version still serving).
+        aspired again (e.g. a rollback to the version still serving); one
+        still loading with another revision defers the request too, its
+        retries cancelled, so it is replaced if its attempt fails.
         """
         managed = {s.id.version: s for s in self._basic.managed_servable_snapshots(name)}
         wanted = {item.id.version: item for item in versions}
@@ -265,6 +275,17 @@ class AspiredVersionsManager(Manager):
             v in managed and not _is_aspired(managed[v]) and managed[v].state in _LEAVING
             for v in wanted
         ):
+            return False
+        revised = [
+            managed[v]
+            for v, item in wanted.items()
+            if v in managed
+            and managed[v].state in _LOADING
+            and _revision(managed[v]) != item.revision
+        ]
+        for snapshot in revised:
+            self._basic.cancel_load_servable_retry(snapshot.id)
+        if revised:
             return False
         for version, snapshot in managed.items():
             aspired = version in wanted
@@ -275,10 +296,12 @@ class AspiredVersionsManager(Manager):
         for version, item in wanted.items():
             current = managed.get(version)
             if current is not None:
-                if not (self._reload_errors and current.state is HarnessState.ERROR and item.ok):
+                if current.state is not HarnessState.ERROR or not (
+                    _revision(current) != item.revision or (self._reload_errors and item.ok)
+                ):
                     continue
                 self._basic.stop_managing_servable(current.id)
-            self._basic.manage_servable(item, _Aspired())
+            self._basic.manage_servable(item, _Aspired(revision=item.revision))
         return True
 
     def _next_action(self, names: set[str]) -> ServableAction | None:
@@ -301,6 +324,11 @@ class AspiredVersionsManager(Manager):
 def _is_aspired(snapshot: ServableStateSnapshot) -> bool:
     state = snapshot.additional_state
     return isinstance(state, _Aspired) and state.is_aspired
+
+
+def _revision(snapshot: ServableStateSnapshot) -> int:
+    state = snapshot.additional_state
+    return state.revision if isinstance(state, _Aspired) else 0
 
 
 def _policy_view(snapshot: ServableStateSnapshot) -> AspiredServableStateSnapshot:

@@ -21,12 +21,16 @@ class ServableData(Generic[T]):
 
     Errors travel down the source → adapter → manager pipeline as data and
     end up as the servable's health; they never cross a thread as an exception.
+    ``revision`` counts how often the source saw the version's content change
+    after first offering it (0: never); adapters keep it, and a manager
+    tries a version that failed again when it arrives with another revision.
     Immutable, so thread-safe (the data object itself may not be).
     """
 
     id: ServableId
     _data: T | None = attrs.field(alias="data", default=None)
     error: ServingError | None = None
+    revision: int = 0
 
     def __attrs_post_init__(self) -> None:
         if self.error is not None and self._data is not None:
@@ -55,12 +59,12 @@ class ServableData(Generic[T]):
         return self._data  # type: ignore[return-value]
 
     def with_data(self, data: U) -> ServableData[U]:
-        """The same id carrying other data (an adapter's output)."""
-        return ServableData(self.id, data=data)
+        """The same id and revision carrying other data (an adapter's output)."""
+        return ServableData(self.id, data=data, revision=self.revision)
 
     def with_error(self, error: ServingError) -> ServableData[U]:
-        """The same id carrying ``error`` (an adapter's failure)."""
-        return ServableData(self.id, error=error)
+        """The same id and revision carrying ``error`` (an adapter's failure)."""
+        return ServableData(self.id, error=error, revision=self.revision)
 
 
 AspiredVersionsCallback: TypeAlias = Callable[[str, Sequence[ServableData[T]]], None]

@@ -45,6 +45,7 @@ from servinglib.sources.source_adapter import (
     FunctionSourceAdapter,
     SourceAdapter,
 )
+from servinglib.sources.version_check import VersionCheck
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -114,6 +115,18 @@ def signature(
         return method
 
     return mark
+
+
+def version_check(config: PythonPlatformConfig | None) -> VersionCheck:
+    """A "python" version directory is complete once it holds its entry point file."""
+    entry_point = (config if config is not None else PythonPlatformConfig()).entry_point
+
+    def check(path: str) -> str | None:
+        if os.path.isfile(os.path.join(path, entry_point)):
+            return None
+        return f"no {entry_point} yet"
+
+    return check
 
 
 def make_adapter(config: PythonPlatformConfig | None) -> SourceAdapter[StoragePath, Loader]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -21,11 +22,16 @@ from servinglib.errors import (
 )
 from servinglib.sources.source import StoragePath
 from servinglib.sources.source_adapter import ErrorInjectingSourceAdapter, SourceAdapter
+from servinglib.sources.version_check import VersionCheck, holds_a_file
+
+_log = logging.getLogger(__name__)
 
 PlatformAdapter: TypeAlias = SourceAdapter[StoragePath, Loader]
 AdapterFactory: TypeAlias = Callable[[Any], PlatformAdapter]
 """``factory(platform_config)`` → the adapter; ``platform_config`` is the platform's own
 config object, or None for its defaults."""
+VersionCheckFactory: TypeAlias = Callable[[Any], VersionCheck]
+"""``version_check(platform_config)`` → the check of the platform's version directories."""
 
 ENTRY_POINT_GROUP = "servinglib.platforms"
 """Packages register platforms under this entry-point group: ``name = "module:factory"``."""
@@ -44,7 +50,10 @@ class Platform:
     configure the platform.  ``recognizes`` names files whose presence in a
     version directory shows it holds this platform's model
     (``saved_model.pb``, ``model.py``), so a server can tell a model
-    directory's platform without being told.
+    directory's platform without being told.  ``version_check`` (a factory taking
+    the platform's config, or ``"module:function"``) says what a complete
+    version directory holds, so a file-system source offers a version only
+    once it is complete; None: any file (see :func:`~servinglib.sources.holds_a_file`).
     Immutable, so thread-safe.
     """
 
@@ -55,6 +64,7 @@ class Platform:
     config_message: str = ""
     config_from_message: Callable[[Any], Any] | str | None = None
     recognizes: tuple[str, ...] = ()
+    version_check: VersionCheckFactory | str | None = None
 
 
 _BUILTIN = (
@@ -66,6 +76,7 @@ _BUILTIN = (
         config_message="servinglib.protos.platform_options_pb2:TensorFlowPlatformOptions",
         config_from_message="servinglib.loaders.tensorflow.config:config_from_message",
         recognizes=("saved_model.pb", "saved_model.pbtxt"),
+        version_check="servinglib.loaders.tensorflow.saved_model_files:version_check",
     ),
     Platform(
         "python",
@@ -73,6 +84,7 @@ _BUILTIN = (
         config_message="servinglib.protos.platform_options_pb2:PythonPlatformOptions",
         config_from_message="servinglib.loaders.python:config_from_message",
         recognizes=("model.py",),  # PythonPlatformConfig's default entry point
+        version_check="servinglib.loaders.python:version_check",
     ),
 )
 
@@ -149,6 +161,24 @@ class PlatformRegistry:
         except Exception as exc:  # noqa: BLE001 - a broken platform must not break the others
             return _failing(ServingError.wrap(exc, f"Model platform '{name}' failed to start"))
 
+    def version_check(self, name: str, platform_config: Any = None) -> VersionCheck:  # noqa: ANN401 - each platform has its own config type
+        """What a complete version directory of platform ``name`` holds (see :class:`Platform`).
+
+        An unknown platform, or one that declares no check, gets the default
+        (any file); a check that raises counts as "not complete yet".
+        """
+        with self._lock:
+            self._load_entry_points_locked()
+            platform = self._platforms.get(name)
+        if platform is None or platform.version_check is None:
+            return holds_a_file
+        try:
+            make_check: VersionCheckFactory = _resolve(platform.version_check)
+            return _never_raising(make_check(platform_config))
+        except Exception:  # noqa: BLE001 - a broken check must not break the platform
+            _log.exception("Model platform '%s': its version check failed; any file will do", name)
+            return holds_a_file
+
     def config_from_any(self, name: str, config: Any) -> Any:  # noqa: ANN401 - a google.protobuf.Any; the platform's config
         """Platform ``name``'s config from a ``google.protobuf.Any`` holding its config message.
 
@@ -197,6 +227,16 @@ def _resolve(factory: Any) -> Any:  # noqa: ANN401 - a factory, function or clas
     return getattr(importlib.import_module(module_name), attribute)
 
 
+def _never_raising(check: VersionCheck) -> VersionCheck:
+    def guarded(path: str) -> str | None:
+        try:
+            return check(path)
+        except Exception as exc:  # noqa: BLE001 - a broken check must not stop the source
+            return f"its completeness check failed: {exc!r}"
+
+    return guarded
+
+
 def _failing(error: ServingError) -> PlatformAdapter:
     return ErrorInjectingSourceAdapter(error)
 
@@ -214,6 +254,7 @@ def register_platform(
     config_message: str = "",
     config_from_message: Callable[[Any], Any] | str | None = None,
     recognizes: Sequence[str] = (),
+    version_check: VersionCheckFactory | str | None = None,
     replace: bool = False,
 ) -> None:
     """Makes platform ``name`` available to config files and the CLI (the default registry).
@@ -222,7 +263,8 @@ def register_platform(
     e.g. a :class:`~servinglib.sources.UnarySourceAdapter` whose ``convert``
     builds your Loader for a version directory.  Pass ``"module:attribute"``
     to import the factory only when the platform is first used.
-    ``config_message`` / ``config_from_message`` / ``recognizes``: see :class:`Platform`.
+    ``config_message`` / ``config_from_message`` / ``recognizes`` / ``version_check``: see
+    :class:`Platform`.
     """
     platform = Platform(
         name,
@@ -232,5 +274,6 @@ def register_platform(
         config_message,
         config_from_message,
         tuple(recognizes),
+        version_check,
     )
     default_registry.register(platform, replace=replace)

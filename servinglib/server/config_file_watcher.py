@@ -125,6 +125,7 @@ class ModelConfigFileWatcher:
                     content = file.read()
             except OSError as exc:
                 if self._settled_locked(None):
+                    self._last_digest = None  # once readable again, it is applied and said so
                     self._record(InvalidArgumentError(f"Cannot read {self._path}: {exc}"), now)
                 return False
             digest = hashlib.sha256(content).digest()
@@ -211,7 +212,8 @@ class ModelConfigFileWatcher:
         self.close()
 
     def _record(self, error: ServingError, now: float) -> None:
-        _log.error("model config file %s not applied: %s", self._path, error.message)
+        if error != self._status.error:  # said when it begins, not at every check
+            _log.error("model config file %s not applied: %s", self._path, error.message)
         self._status = attrs.evolve(self._status, error=error, checked_at_s=now)
 
     def _schedule(self) -> None:

@@ -34,6 +34,7 @@ from servinglib.errors import (
     InvalidArgumentError,
     NotFoundError,
     ServingError,
+    StatusCode,
     UnavailableError,
     UnimplementedError,
     UnknownError,
@@ -53,6 +54,7 @@ from servinglib.sources.source import StoragePath
 from servinglib.sources.source_adapter import ErrorInjectingSourceAdapter
 from servinglib.sources.source_router import DynamicSourceRouter
 from servinglib.sources.target import connect
+from servinglib.sources.version_check import VersionCheck
 
 _log = logging.getLogger(__name__)
 
@@ -73,7 +75,10 @@ class ServerCoreOptions:
     CPUs), ``max_num_load_retries`` (N retries = N+1 attempts),
     ``load_retry_interval_s``, ``should_retry_model_load``.  Storage:
     ``file_system_poll_wait_seconds``, ``servable_versions_always_present``,
-    ``model_config_list_root_dir`` (relative base paths join it).
+    ``model_config_list_root_dir`` (relative base paths join it),
+    ``file_system_settle_window_s`` (a new version loads once complete and
+    no file in it changed for this long), ``version_done_marker`` (a version
+    loads once this file is in it).
     ``total_model_memory_limit_bytes``: RAM budget of all models (None: no
     limit).  Labels: ``allow_version_labels``,
     ``allow_version_labels_for_unavailable_models``.  ``platform_configs``:
@@ -103,6 +108,8 @@ class ServerCoreOptions:
     should_retry_model_load: Callable[[ServingError], bool] = retry_unless_permanent
     file_system_poll_wait_seconds: float = 30.0
     servable_versions_always_present: bool = False
+    file_system_settle_window_s: float = attrs.field(default=0.5, validator=attrs.validators.ge(0))
+    version_done_marker: str | None = None
     model_config_list_root_dir: str | None = None
     total_model_memory_limit_bytes: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.ge(0))
@@ -270,10 +277,11 @@ class ServerCore:
         platforms = self._registry.names()
         self._router: DynamicSourceRouter[StoragePath] = DynamicSourceRouter(len(platforms) + 1)
         ports = {}
+        self._version_checks: dict[str, VersionCheck] = {}
         for port, platform in enumerate(platforms):
-            adapter = self._registry.make_adapter(
-                platform, self._options.platform_configs.get(platform)
-            )
+            platform_config = self._options.platform_configs.get(platform)
+            adapter = self._registry.make_adapter(platform, platform_config)
+            self._version_checks[platform] = self._registry.version_check(platform, platform_config)
             connect(self._router.output_ports[port], adapter)
             connect(adapter, self._batching if self._batching is not None else self._manager)
             ports[platform] = port
@@ -290,6 +298,8 @@ class ServerCore:
             [self._monitored[m.name] for m in models],
             file_system_poll_wait_seconds=self._options.file_system_poll_wait_seconds,
             servable_versions_always_present=self._options.servable_versions_always_present,
+            settle_window_s=self._options.file_system_settle_window_s,
+            version_done_marker=self._options.version_done_marker,
         )
 
     # -- properties ---------------------------------------------------------
@@ -427,7 +437,7 @@ class ServerCore:
                 raise NotFoundError(f"Could not find version {version} of model {name}")
             states = {version: states[version]}
         versions = tuple(
-            VersionStatus(v, s.state.manager_state, s.state.health)
+            VersionStatus(v, s.state.manager_state, _with_heal_hint(s.state.health))
             for v, s in sorted(states.items(), reverse=True)
         )
         with self._lock:
@@ -627,7 +637,10 @@ class ServerCore:
             labels[model.name] = dict(model.version_labels)
             routes[model.name] = self._ports[model.model_platform]
             self._monitored[model.name] = ServableToMonitor(
-                model.name, model.base_path, model.version_policy
+                model.name,
+                model.base_path,
+                model.version_policy,
+                self._version_checks[model.model_platform],
             )
         self._labels = labels
         self._router.update_routes(routes)
@@ -763,3 +776,10 @@ def _not_a_model_spec(where: str, value: object) -> TypeError:
         "a ServableRequest is what a manager's servable_handle() takes",
         value,
     )
+
+
+def _with_heal_hint(error: ServingError | None) -> ServingError | None:
+    """A failed load's error, saying the version loads again when its files change."""
+    if error is None or error.code is StatusCode.CANCELLED:
+        return error
+    return type(error)(f"{error.message} (it loads again when its files change)")

@@ -26,6 +26,8 @@ from servinglib.sources.static_storage_path_source import (
 from servinglib.sources.target import Target as Target
 from servinglib.sources.target import TargetBase as TargetBase
 from servinglib.sources.target import connect as connect
+from servinglib.sources.version_check import VersionCheck as VersionCheck
+from servinglib.sources.version_check import holds_a_file as holds_a_file
 from servinglib.sources.version_policy import ServableVersionPolicy as ServableVersionPolicy
 from servinglib.sources.version_policy import VersionPolicyKind as VersionPolicyKind
 
@@ -46,6 +48,8 @@ __all__ = [
     "Target",
     "TargetBase",
     "UnarySourceAdapter",
+    "VersionCheck",
     "VersionPolicyKind",
     "connect",
+    "holds_a_file",
 ]

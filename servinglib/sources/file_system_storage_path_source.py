@@ -22,13 +22,16 @@ from servinglib.errors import (
     ServingError,
     UnavailableError,
 )
+from servinglib.sources._version_settling import VersionSettling
 from servinglib.sources.fs_event_trigger import FsEventTrigger
 from servinglib.sources.source import Source, StoragePath
+from servinglib.sources.version_check import VersionCheck
 from servinglib.sources.version_policy import ServableVersionPolicy
 
 _log = logging.getLogger(__name__)
 
 _VERSION_NAME = re.compile(r"[0-9]+")
+_CLOCK_SLACK_S = 1e-3  # a timer may fire a hair before the clock says its time came
 
 
 @final
@@ -36,12 +39,15 @@ _VERSION_NAME = re.compile(r"[0-9]+")
 class ServableToMonitor:
     """A servable whose versions are the numbered directories under ``base_path``.
 
-    Immutable, so thread-safe.
+    ``version_check``: what a complete version directory holds (its
+    platform's check, see :class:`~servinglib.sources.VersionCheck`); None:
+    any directory is complete.  Immutable, so thread-safe.
     """
 
     servable_name: str = attrs.field(validator=check_name)
     base_path: str
     version_policy: ServableVersionPolicy = attrs.field(factory=ServableVersionPolicy.latest)
+    version_check: VersionCheck | None = None
 
 
 def _to_tuple(servables: Iterable[ServableToMonitor]) -> tuple[ServableToMonitor, ...]:
@@ -67,11 +73,16 @@ class FileSystemStoragePathSourceConfig:
     connected, a negative value never polls by itself (call ``poll_once``).
     ``servable_versions_always_present``: an empty or unreadable base path
     never unloads what serves (the problem is reported instead).
-    ``version_done_marker``: if set, a version directory is aspired only once
-    this file exists in it (for writers that cannot rename into place).
+    ``settle_window_s``: with periodic polling, a version directory is
+    aspired only once it is complete (its ``version_check``) and no file
+    under it changed for this long (0: as soon as it is complete); polling
+    by hand, the caller says when.  ``version_done_marker``: if set, a
+    version directory is aspired only once this file exists in it (no settle
+    window then: the writer said it is done).
     ``watch_filesystem_events``: with periodic polling, also poll a servable
-    the moment its base path changes (watchdog); polling stays the source of
-    truth.  Immutable, so thread-safe.
+    the moment something under its base path is created, written, moved or
+    deleted (watchdog); polling stays the source of truth.  Immutable, so
+    thread-safe.
     """
 
     servables: tuple[ServableToMonitor, ...] = attrs.field(
@@ -81,6 +92,7 @@ class FileSystemStoragePathSourceConfig:
     servable_versions_always_present: bool = False
     version_done_marker: str | None = None
     watch_filesystem_events: bool = True
+    settle_window_s: float = attrs.field(default=0.5, validator=attrs.validators.ge(0))
 
 
 @final
@@ -89,8 +101,14 @@ class FileSystemStoragePathSource(Source[StoragePath]):
 
     A version directory is a child of the base path whose name is a
     non-negative integer (``00012`` is version 12); other children (say
-    ``12.tmp`` while being copied, then renamed to ``12``) are ignored.  Each
-    poll emits, per servable, the complete set of versions its policy picks.
+    ``12.tmp`` while being copied, then renamed to ``12``) are ignored.  A
+    version counts once it is complete and quiet (see the config's
+    ``settle_window_s``); its policy picks among those, so a version still
+    being copied never displaces the one serving.  Each poll emits, per
+    servable, the complete set of versions its policy picks; a version whose
+    files changed and settled again is emitted with the next revision, so
+    a failed load is tried again.  Conditions (a missing base path, no
+    versions) are logged when they begin and when they end.
     A base path that is missing, unreadable or not a directory keeps the
     previous set (nothing is unloaded) and is reported by
     :meth:`servable_errors` and the log; it never stops the other servables
@@ -110,7 +128,12 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         self._dirty: set[str] = set()  # guarded by: _lock
         self._full_poll_due = False  # guarded by: _lock
         self._timer: Timer | None = None  # guarded by: _lock
+        # One timer for the whole source: the earliest end of a settle window.
+        self._settle_timer: tuple[float, Timer] | None = None  # guarded by: _lock
+        self._settle_due: dict[str, float] = {}  # guarded by: _lock
         self._poll_lock = threading.Lock()  # serializes polls
+        self._settling = VersionSettling(config.settle_window_s)  # guarded by: _poll_lock
+        self._conditions: dict[str, str] = {}  # guarded by: _poll_lock
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -147,13 +170,9 @@ class FileSystemStoragePathSource(Source[StoragePath]):
             if self._stop.is_set():
                 return
             old = self._config
-            if (config.file_system_poll_wait_seconds, config.watch_filesystem_events) != (
-                old.file_system_poll_wait_seconds,
-                old.watch_filesystem_events,
-            ):
-                raise InvalidArgumentError(
-                    "file_system_poll_wait_seconds and watch_filesystem_events cannot change"
-                )
+            fixed = ("file_system_poll_wait_seconds", "watch_filesystem_events", "settle_window_s")
+            if any(getattr(config, field) != getattr(old, field) for field in fixed):
+                raise InvalidArgumentError(f"{', '.join(fixed)} cannot change")
             kept = {s.servable_name for s in config.servables}
             removed = [s.servable_name for s in old.servables if s.servable_name not in kept]
             before = set(old.servables)
@@ -164,7 +183,11 @@ class FileSystemStoragePathSource(Source[StoragePath]):
                     self._errors.pop(name, None)
                     self._last.pop(name, None)
             for name in removed:
+                self._conditions.pop(name, None)
                 self.emit_aspired_versions(name, [])
+            for servable in old.servables:
+                if servable.servable_name in removed or servable in changed:
+                    self._settling.forget(servable.base_path)
             if self._polls() and self._connected():
                 self._poll_servables(changed, emit_unchanged=True)
         # Only what changed: a reload costs no stat() per unchanged servable.
@@ -189,9 +212,11 @@ class FileSystemStoragePathSource(Source[StoragePath]):
             self._stop.set()
         self._wake.set()
         with self._lock:
-            timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
+            timers = [self._timer, self._settle_timer[1] if self._settle_timer else None]
+            self._timer = self._settle_timer = None
+        for timer in timers:
+            if timer is not None:
+                timer.cancel()
         if self._thread is not None:
             self._thread.join()
         self._events.close()
@@ -265,21 +290,76 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         self, servables: Iterable[ServableToMonitor], *, emit_unchanged: bool
     ) -> None:
         config = self._config
+        by_hand = config.file_system_poll_wait_seconds <= 0
+        # Files changing in a version that may be loaded are seen by events while they are
+        # watched, and by every poll otherwise: full polls then spare a walk per servable.
+        watched = config.watch_filesystem_events and self._thread is not None and not by_hand
+        look_at_emitted = not (watched and emit_unchanged)
+        recheck: dict[str, float] = {}
         for servable in servables:
-            versions, error = _list_versions(servable, config)
             name = servable.servable_name
             with self._lock:
-                if error is None:
+                last = self._last.get(name, ()) if look_at_emitted else ()
+            scan = _scan(servable, config, self._settling, last, self._clock.now(), by_hand=by_hand)
+            with self._lock:
+                if scan.error is None:
                     self._errors.pop(name, None)
                 else:
-                    self._errors[name] = error
-                unchanged = versions is not None and self._last.get(name) == tuple(versions)
-                if versions is not None:
-                    self._last[name] = tuple(versions)
-            if error is not None:
-                _log.warning("%s", error.message)
-            if versions is not None and (emit_unchanged or not unchanged):
-                self.emit_aspired_versions(name, versions)
+                    self._errors[name] = scan.error
+                unchanged = scan.versions is not None and self._last.get(name) == scan.versions
+                if scan.versions is not None:
+                    self._last[name] = scan.versions
+            self._log_condition(name, scan.condition)
+            if scan.recheck_at is not None:
+                recheck[name] = scan.recheck_at
+            if scan.versions is not None and (emit_unchanged or not unchanged):
+                self.emit_aspired_versions(name, scan.versions)
+        if recheck:
+            self._schedule_recheck(recheck)
+
+    def _log_condition(self, name: str, condition: tuple[int, str] | None) -> None:
+        """Logs a servable's condition when it begins, changes and ends; not on every poll."""
+        before = self._conditions.get(name)
+        if condition is None:
+            if before is not None:
+                del self._conditions[name]
+                _log.info("servable %s: resolved: %s", name, before)
+            return
+        level, message = condition
+        if before != message:
+            self._conditions[name] = message
+            _log.log(level, "%s", message)
+
+    def _schedule_recheck(self, due: Mapping[str, float]) -> None:
+        """Polls ``due``'s servables again when their settle windows end (clock times)."""
+        if not self._config.file_system_poll_wait_seconds > 0:
+            return  # polled by hand: the caller polls again
+        with self._lock:
+            self._settle_due.update(due)
+            self._arm_settle_timer_locked()
+
+    def _arm_settle_timer_locked(self) -> None:
+        if self._stop.is_set() or not self._settle_due:
+            return
+        when = min(self._settle_due.values())
+        current = self._settle_timer
+        if current is not None and current[0] <= when:
+            return
+        if current is not None:
+            current[1].cancel()
+        delay = max(0.0, when - self._clock.now())
+        self._settle_timer = (when, self._clock.call_later(delay, self._settle_window_ended))
+
+    def _settle_window_ended(self) -> None:
+        with self._lock:
+            self._settle_timer = None
+            now = self._clock.now() + _CLOCK_SLACK_S
+            ended = {name for name, at in self._settle_due.items() if at <= now}
+            for name in ended:
+                del self._settle_due[name]
+            self._dirty |= ended
+            self._arm_settle_timer_locked()
+        self._wake.set()
 
     # -- filesystem events --------------------------------------------------
 
@@ -293,20 +373,19 @@ class FileSystemStoragePathSource(Source[StoragePath]):
             and not self._stop.is_set()
         ):
             return
-        recursive = config.version_done_marker is not None
+        # Recursive: a version's own files tell when it is complete and quiet.
         if add is None and remove is None:
             paths = {os.path.abspath(s.base_path) for s in config.servables}
-            self._events.watch_exactly(paths, recursive=recursive)
+            self._events.watch_exactly(paths, recursive=True)
         else:
-            self._events.watch_changes(add or set(), remove or set(), recursive=recursive)
+            self._events.watch_changes(add or set(), remove or set(), recursive=True)
 
     def _on_fs_event(self, path: str) -> None:
-        # The base path itself, a version directory, or a file in one (the marker).
-        candidates = {path, os.path.dirname(path), os.path.dirname(os.path.dirname(path))}
+        # The base path itself, or anything under it.
         names = {
             s.servable_name
             for s in self._config.servables
-            if os.path.abspath(s.base_path) in candidates
+            if path == (base := os.path.abspath(s.base_path)) or path.startswith(_prefix(base))
         }
         if names:
             with self._lock:
@@ -314,37 +393,134 @@ class FileSystemStoragePathSource(Source[StoragePath]):
             self._wake.set()
 
 
-def _list_versions(
-    servable: ServableToMonitor, config: FileSystemStoragePathSourceConfig
-) -> tuple[list[ServableData[StoragePath]] | None, ServingError | None]:
-    """The aspired versions of one servable, or None (keep the last ones) and why."""
+@attrs.frozen
+class _Scan:
+    """One poll of one servable.
+
+    ``versions``: its aspired versions (None: keep the last ones); ``error``:
+    why its base path cannot be used; ``condition``: (log level, message) of
+    a lasting problem, logged when it begins; ``recheck_at``: clock time a
+    settle window ends.
+    """
+
+    versions: tuple[ServableData[StoragePath], ...] | None
+    error: ServingError | None = None
+    condition: tuple[int, str] | None = None
+    recheck_at: float | None = None
+
+
+def _scan(
+    servable: ServableToMonitor,
+    config: FileSystemStoragePathSourceConfig,
+    settling: VersionSettling,
+    last: tuple[ServableData[StoragePath], ...],
+    now: float,
+    *,
+    by_hand: bool,
+) -> _Scan:
+    """Lists the version directories of ``servable`` and picks among the complete, quiet ones.
+
+    ``last``: what was emitted last, whose files are looked at for changes (the
+    other versions offered before are ready as they were).
+    """
     name, base = servable.servable_name, servable.base_path
     try:
-        found = _version_dirs(base, config.version_done_marker)
-    except FileNotFoundError:
-        return None, NotFoundError(f"Could not find base path {base} for servable {name}")
-    except NotADirectoryError:
-        return None, InvalidArgumentError(f"Base path {base} of servable {name} is not a directory")
-    except PermissionError as exc:
-        return None, PermissionDeniedError(
+        found = _version_dirs(base)
+    except OSError as exc:
+        settling.forget(base)
+        error = _base_path_error(servable, exc)
+        return _Scan(None, error, (logging.WARNING, error.message))
+    settling.forget_others(base, set(found.values()))
+    emitted = {item.data for item in last}
+    ready, recheck_at = _ready_versions(
+        servable, found, config, settling, emitted=emitted, now=now, by_hand=by_hand
+    )
+    selected = servable.version_policy.select({v: path for v, (path, _) in ready.items()})
+    versions = tuple(
+        ServableData(ServableId(name, v), data=ready[v][0], revision=ready[v][1]) for v in selected
+    )
+    if selected:
+        return _Scan(versions, recheck_at=recheck_at)
+    check = servable.version_check
+    if not found and check is not None and check(base) is None:
+        error = FailedPreconditionError(
+            f"Base path {base} of servable {name} holds a model itself, not numbered version "
+            f"directories: put it in {os.path.join(base, '1')}{os.sep}"
+        )
+        return _Scan(versions, error, (logging.ERROR, error.message))
+    if found and not ready:  # each waiting version said so once
+        keep = config.servable_versions_always_present
+        return _Scan(None if keep else versions, recheck_at=recheck_at)
+    message = f"No versions of servable {name} found under base path {base}" + (
+        f" (policy {servable.version_policy})" if ready else ""
+    )
+    if config.servable_versions_always_present:
+        error = FailedPreconditionError(
+            f"{message}; keeping the versions it serves (servable_versions_always_present)"
+        )
+        return _Scan(None, error, (logging.WARNING, error.message), recheck_at)
+    return _Scan(versions, None, (logging.WARNING, message), recheck_at)
+
+
+def _ready_versions(
+    servable: ServableToMonitor,
+    found: Mapping[int, str],
+    config: FileSystemStoragePathSourceConfig,
+    settling: VersionSettling,
+    *,
+    emitted: set[str],
+    now: float,
+    by_hand: bool,
+) -> tuple[dict[int, tuple[str, int]], float | None]:
+    """Version → (path, revision) of the complete, quiet versions, and when to look again.
+
+    A version offered before but not emitted last time is ready as it was,
+    unlooked at: only what may load is fingerprinted.
+    """
+    ready: dict[int, tuple[str, int]] = {}
+    rechecks = []
+    marker = config.version_done_marker
+    offered = settling.offered_revisions(servable.base_path)
+    for version, path in found.items():
+        revision = offered.get(path)
+        if revision is not None and path not in emitted:
+            ready[version] = (path, revision)
+            continue
+        if marker is not None and not os.path.exists(os.path.join(path, marker)):
+            continue
+        verdict = settling.look(
+            f"Version {version} of servable {servable.servable_name} ({path})",
+            path,
+            now,
+            servable.version_check,
+            done=by_hand or marker is not None,
+        )
+        if verdict.offered:
+            ready[version] = (path, verdict.revision)
+        if verdict.recheck_at is not None:
+            rechecks.append(verdict.recheck_at)
+    return ready, min(rechecks, default=None)
+
+
+def _base_path_error(servable: ServableToMonitor, exc: OSError) -> ServingError:
+    name, base = servable.servable_name, servable.base_path
+    if isinstance(exc, FileNotFoundError):
+        return NotFoundError(f"Could not find base path {base} for servable {name}")
+    if isinstance(exc, NotADirectoryError):
+        return InvalidArgumentError(f"Base path {base} of servable {name} is not a directory")
+    if isinstance(exc, PermissionError):
+        return PermissionDeniedError(
             f"Cannot read base path {base} of servable {name}: {exc.strerror}"
         )
-    except OSError as exc:
-        return None, UnavailableError(f"Cannot list base path {base} of servable {name}: {exc}")
-    selected = servable.version_policy.select(found)
-    if not selected:
-        message = f"No versions of servable {name} found under base path {base}" + (
-            f" (policy {servable.version_policy})" if found else ""
-        )
-        if config.servable_versions_always_present:
-            return None, FailedPreconditionError(
-                f"{message}; keeping the versions it serves (servable_versions_always_present)"
-            )
-        _log.warning("%s", message)
-    return [ServableData.of(ServableId(name, v), found[v]) for v in selected], None
+    return UnavailableError(f"Cannot list base path {base} of servable {name}: {exc}")
 
 
-def _version_dirs(base: str, done_marker: str | None) -> Mapping[int, str]:
+def _prefix(base: str) -> str:
+    """What every version directory path under ``base`` starts with."""
+    return os.path.join(base, "")
+
+
+def _version_dirs(base: str) -> Mapping[int, str]:
     """Version number → directory for the numbered subdirectories of ``base``."""
     found: dict[int, str] = {}
     with os.scandir(base) as entries:
@@ -356,10 +532,6 @@ def _version_dirs(base: str, done_marker: str | None) -> Mapping[int, str]:
                     _log.debug("ignoring %s: not a directory", entry.path)
                     continue
             except OSError:
-                continue
-            if done_marker is not None and not os.path.exists(
-                os.path.join(entry.path, done_marker)
-            ):
                 continue
             version = int(entry.name)
             if version in found:

@@ -164,11 +164,12 @@ def _make_handler(
 
 
 def _event_filter(include_modifications: bool) -> list[type[FileSystemEvent]]:
-    """The events worth a look: entries appearing, disappearing or renamed.
+    """The events worth a look: entries appearing, disappearing, renamed, or closed after writing.
 
-    Leaving out open/close/modify/attrib events spares watchdog decoding the
-    events each poll's own directory listing causes (~6x the poll's cost);
-    ``include_modifications`` adds file writes (for a watched file edited in place).
+    Leaving out open/read-only close/modify/attrib events spares watchdog
+    decoding the events each poll's own directory listing causes (~6x the
+    poll's cost), and a copy's every write; ``include_modifications`` adds
+    writes (for a watched file edited in place).
     """
     from watchdog import events
 
@@ -179,5 +180,6 @@ def _event_filter(include_modifications: bool) -> list[type[FileSystemEvent]]:
         events.FileDeletedEvent,
         events.DirMovedEvent,
         events.FileMovedEvent,
-        *((events.FileModifiedEvent, events.FileClosedEvent) if include_modifications else ()),
+        events.FileClosedEvent,
+        *((events.FileModifiedEvent,) if include_modifications else ()),
     ]

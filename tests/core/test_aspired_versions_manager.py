@@ -257,6 +257,61 @@ def test_version_in_error_reloads_when_enabled() -> None:
     harness.manager.close()
 
 
+def test_failed_version_heals_when_offered_with_another_revision(available: Harness) -> None:
+    """A version in ERROR re-offered with a new revision loads its new loader."""
+    available.aspire("m", v1=FakeLoader("one"))
+    available.settle()
+    broken = ServableData.of(V2, FakeLoader(load_error=DataLossError("truncated")))
+    available.manager.set_aspired_versions("m", [ServableData.of(V1, FakeLoader()), broken])
+    available.settle()
+    assert available.health(V2).code is StatusCode.DATA_LOSS
+    fixed = ServableData(V2, data=FakeLoader("two"), revision=1)
+    available.manager.set_aspired_versions("m", [ServableData.of(V1, FakeLoader()), fixed])
+    available.settle()
+    assert available.served() == "two"
+
+
+def test_same_revision_leaves_a_failed_version_alone(available: Harness) -> None:
+    """Re-offering a failed version with its old revision does not load it again."""
+    available.manager.set_aspired_versions(
+        "m", [ServableData(V1, data=FakeLoader(load_error=DataLossError("x")), revision=3)]
+    )
+    available.settle()
+    again = FakeLoader("again")
+    available.manager.set_aspired_versions("m", [ServableData(V1, data=again, revision=3)])
+    available.settle()
+    assert again.load_calls == 0
+    assert available.health(V1).code is StatusCode.DATA_LOSS
+
+
+def test_new_revision_cuts_a_retry_wait_short(num_load_threads: int) -> None:
+    """A version waiting to retry, offered with a new revision, loads the new loader at once."""
+    harness = Harness(
+        AvailabilityPreservingPolicy(), num_load_threads=max(num_load_threads, 1), retries=5
+    )
+    flaky = FakeLoader(load_error=OSError("half-copied"))
+    harness.aspire("m", v1=flaky)
+    run_until(harness.manager, lambda: harness.clock.pending_timers == 1)
+    harness.manager.set_aspired_versions(
+        "m", [ServableData(V1, data=FakeLoader("healed"), revision=1)]
+    )
+    harness.settle()
+    assert harness.served() == "healed"
+    assert flaky.load_calls == 1
+    harness.manager.close()
+
+
+def test_new_revision_of_a_serving_version_changes_nothing(available: Harness) -> None:
+    """A serving version re-offered with a new revision keeps serving its loaded servable."""
+    available.aspire("m", v1=FakeLoader("one"))
+    available.settle()
+    other = FakeLoader("other")
+    available.manager.set_aspired_versions("m", [ServableData(V1, data=other, revision=1)])
+    available.settle()
+    assert available.served() == "one"
+    assert other.load_calls == 0
+
+
 def test_unaspired_version_cancels_its_retries() -> None:
     """A version dropped from the aspired set while waiting to retry fails CANCELLED, no retry."""
     harness = Harness(AvailabilityPreservingPolicy(), num_load_threads=1, retries=5)

@@ -195,3 +195,24 @@ def test_a_file_still_bad_after_settling_is_reported(served: tuple[ServerCore, P
         assert error is not None
         assert "sets no model_config_list" in error.message
         assert core.list_models() == ["a"]
+
+
+def test_a_deleted_file_is_logged_once_and_its_return_is_applied(
+    served: tuple[ServerCore, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A missing config file is one error line however often it is checked; its return applies."""
+    core, config_file = served
+    with ModelConfigFileWatcher(
+        core, str(config_file), 3600, watch_filesystem_events=False, settle_s=0
+    ) as watcher:
+        text = config_file.read_text()
+        config_file.unlink()
+        with caplog.at_level(logging.INFO, logger="servinglib.server.config_file_watcher"):
+            for _ in range(3):
+                assert watcher.check_once() is False
+            write_atomically(config_file, text)
+            assert watcher.check_once() is True
+        messages = [r.getMessage() for r in caplog.records]
+        assert sum("not applied" in m for m in messages) == 1
+        assert watcher.status().error is None
+        assert core.list_models() == ["a"]

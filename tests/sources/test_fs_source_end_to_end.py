@@ -99,6 +99,7 @@ class Pipeline:
                 [ServableToMonitor("m", str(base))],  # type: ignore[list-item]  # attrs converter
                 file_system_poll_wait_seconds=60.0,
                 watch_filesystem_events=watch_filesystem_events,
+                settle_window_s=0,  # versions are renamed into place whole (see test_publishing)
             ),
             clock=FakeClock(),  # no full poll unless the test asks
         )

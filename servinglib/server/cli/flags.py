@@ -89,6 +89,13 @@ def _port(text: str) -> int:
     return value
 
 
+def _non_negative(text: str) -> float:
+    value = _float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
+
+
 # What each value type of _flag parses with: messages name the flag, never a function.
 _PARSERS: dict[Any, Any] = {int: _int, float: _float}
 
@@ -111,6 +118,8 @@ class ServerFlags:
     model_config_file: str = ""
     model_config_file_poll_wait_seconds: float = 0.0
     file_system_poll_wait_seconds: float = 1.0
+    file_system_settle_window_seconds: float = 0.5
+    version_done_marker: str = ""
     allow_version_labels_for_unavailable_models: bool = False
     saved_model_tags: str = "serve"
     platform_config_file: str = ""
@@ -256,6 +265,13 @@ def _model_flags(group: argparse._ArgumentGroup) -> None:
     _flag(group, "model_config_file", str, "a models.config (text ModelServerConfig)")
     _flag(group, "model_config_file_poll_wait_seconds", float, "re-read it every N s; 0: never")
     _flag(group, "file_system_poll_wait_seconds", float, "poll model directories every N s")
+    _flag(
+        group,
+        "file_system_settle_window_seconds",
+        _non_negative,
+        "a new version loads once no file in it changed for N s",
+    )
+    _flag(group, "version_done_marker", str, "a version loads once this file is in it")
     _flag(group, "allow_version_labels_for_unavailable_models", bool, "labels on loading versions")
     _flag(group, "saved_model_tags", str, "comma-separated MetaGraph tags to load")
     _flag(group, "platform_config_file", str, "per-platform options: a text PlatformConfigMap")

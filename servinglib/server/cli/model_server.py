@@ -97,6 +97,8 @@ def core_options(flags: ServerFlags) -> ServerCoreOptions:
         max_num_load_retries=flags.max_num_load_retries,
         load_retry_interval_s=max(0.0, flags.load_retry_interval_micros / 1e6),
         file_system_poll_wait_seconds=flags.file_system_poll_wait_seconds,
+        file_system_settle_window_s=flags.file_system_settle_window_seconds,
+        version_done_marker=flags.version_done_marker or None,
         total_model_memory_limit_bytes=flags.total_model_memory_limit_bytes,
         allow_version_labels_for_unavailable_models=flags.allow_version_labels_for_unavailable_models,
         platform_configs=platform_configs(flags, warmup),

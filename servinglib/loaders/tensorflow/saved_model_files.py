@@ -1,0 +1,167 @@
+"""What a complete SavedModel directory holds, checked without TensorFlow.
+
+A SavedModel is ``saved_model.pb`` (or ``saved_model.pbtxt``) and, when the
+graph has variables, ``variables/variables.index`` with the data shards it
+names (``variables.data-00000-of-00001``, ...).  The index is a TensorFlow
+table (LevelDB's format: data blocks, an index block, a 48-byte footer ending
+in a magic number) whose entries say in which shard, at which offset and of
+what size each tensor is, so a shard still being copied is told by its size.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+from servinglib.sources.version_check import VersionCheck
+
+_GRAPH_FILES = ("saved_model.pb", "saved_model.pbtxt")
+_INDEX = os.path.join("variables", "variables.index")
+_FOOTER_BYTES = 48
+_MAGIC = struct.pack("<Q", 0xDB4775248B80FB57)
+_BLOCK_TRAILER_BYTES = 5  # compression type, crc32c
+_NO_COMPRESSION = 0
+
+
+class _Unreadable(Exception):  # noqa: N818 - private, never escapes this module
+    """The index is complete but not in a form this reader knows (let TensorFlow judge)."""
+
+
+def version_check(_config: Any) -> VersionCheck:  # noqa: ANN401 - the platform's config, unused
+    """The "tensorflow" platform's version check: :func:`saved_model_check`."""
+    return saved_model_check
+
+
+def saved_model_check(path: str) -> str | None:
+    """Why the SavedModel directory ``path`` is not complete yet, or None when it is.
+
+    Incomplete: no graph file; data shards but no index yet; an index whose
+    footer is not written yet; a shard the index names missing or shorter
+    than the tensors the index places in it.  An index this reader cannot
+    parse is left to the loader (None).
+    Thread safety: any thread.
+    """
+    if not any(os.path.isfile(os.path.join(path, name)) for name in _GRAPH_FILES):
+        return "no saved_model.pb or saved_model.pbtxt yet"
+    index = os.path.join(path, _INDEX)
+    try:
+        with open(index, "rb") as file:
+            table = file.read()
+    except FileNotFoundError:
+        return _no_index(path)
+    except PermissionError:
+        return None  # a copy does not make this: the loader says PERMISSION_DENIED
+    except OSError as exc:
+        return f"cannot read {_INDEX}: {exc.strerror}"
+    if len(table) < _FOOTER_BYTES or not table.endswith(_MAGIC):
+        return f"{_INDEX} is not completely written yet"
+    return _short_shard(path, table)
+
+
+def _short_shard(path: str, table: bytes) -> str | None:
+    """A data shard the index ``table`` names that is missing or too short, if any."""
+    try:
+        num_shards, needed = _shard_sizes(table)
+    except (_Unreadable, IndexError, struct.error):
+        return None
+    for shard in range(num_shards):
+        name = f"variables.data-{shard:05d}-of-{num_shards:05d}"
+        try:
+            size = os.stat(os.path.join(path, "variables", name)).st_size
+        except OSError:
+            return f"variables/{name} is missing"
+        if size < needed.get(shard, 0):
+            return f"variables/{name} holds {size} of its {needed[shard]} bytes"
+    return None
+
+
+def _no_index(path: str) -> str | None:
+    """Files in ``variables/`` without an index (data shards, a copier's temp files) are
+    half-copied; an empty or absent ``variables/`` is a graph without variables."""
+    try:
+        names = os.listdir(os.path.join(path, "variables"))
+    except OSError:
+        return None
+    return f"{_INDEX} is missing" if names else None
+
+
+def _shard_sizes(table: bytes) -> tuple[int, dict[int, int]]:
+    """The number of shards and, per shard, the end of its last tensor."""
+    footer = table[-_FOOTER_BYTES:]
+    _, pos = _varint(footer, 0)  # the metaindex block's offset
+    _, pos = _varint(footer, pos)  # and size
+    index_offset, pos = _varint(footer, pos)
+    index_size, _ = _varint(footer, pos)
+    num_shards = 1
+    needed: dict[int, int] = {}
+    for _, handle in _entries(_block(table, index_offset, index_size)):
+        offset, pos = _varint(handle, 0)
+        size, _ = _varint(handle, pos)
+        for key, value in _entries(_block(table, offset, size)):
+            fields = _varint_fields(value)
+            if key == b"":  # the BundleHeaderProto
+                num_shards = fields.get(1, 1)
+                continue
+            # BundleEntryProto: shard_id = 3, offset = 4, size = 5
+            shard, end = fields.get(3, 0), fields.get(4, 0) + fields.get(5, 0)
+            needed[shard] = max(needed.get(shard, 0), end)
+    return num_shards, needed
+
+
+def _block(table: bytes, offset: int, size: int) -> bytes:
+    if offset + size + _BLOCK_TRAILER_BYTES > len(table):
+        raise _Unreadable
+    if table[offset + size] != _NO_COMPRESSION:
+        raise _Unreadable
+    return table[offset : offset + size]
+
+
+def _entries(block: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """A table block's (key, value) pairs (keys share prefixes with the previous key)."""
+    (num_restarts,) = struct.unpack_from("<I", block, len(block) - 4)
+    limit = len(block) - 4 - 4 * num_restarts
+    pos, key = 0, b""
+    while pos < limit:
+        shared, pos = _varint(block, pos)
+        unshared, pos = _varint(block, pos)
+        value_size, pos = _varint(block, pos)
+        key = key[:shared] + block[pos : pos + unshared]
+        pos += unshared
+        yield key, block[pos : pos + value_size]
+        pos += value_size
+
+
+def _varint_fields(message: bytes) -> dict[int, int]:
+    """The varint fields of a protobuf message by number (the others skipped)."""
+    fields: dict[int, int] = {}
+    pos = 0
+    while pos < len(message):
+        tag, pos = _varint(message, pos)
+        number, wire_type = tag >> 3, tag & 7
+        if wire_type == 0:
+            fields[number], pos = _varint(message, pos)
+        elif wire_type == 1:
+            pos += 8
+        elif wire_type == 2:
+            length, pos = _varint(message, pos)
+            pos += length
+        elif wire_type == 5:
+            pos += 4
+        else:
+            raise _Unreadable
+    return fields
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise _Unreadable

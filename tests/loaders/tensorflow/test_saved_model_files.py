@@ -1,0 +1,64 @@
+"""saved_model_check: what a complete SavedModel holds, on SavedModels TensorFlow wrote."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from servinglib.loaders.tensorflow.saved_model_files import saved_model_check
+
+
+@pytest.fixture
+def model(examples_model: Path, tmp_path: Path) -> Path:
+    """A private copy of a TF 2 SavedModel with variables, free to damage."""
+    return Path(shutil.copytree(examples_model, tmp_path / "1"))
+
+
+def test_saved_models_written_by_tensorflow_are_complete(
+    examples_model: Path, tf1_model: Path, keras_models: dict[str, object]
+) -> None:
+    """TF 2, TF 1 and Keras exports are complete as written."""
+    for path in (examples_model, tf1_model, keras_models["export"]):
+        assert saved_model_check(str(path)) is None
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda m: (m / "saved_model.pb").unlink(), "no saved_model.pb"),
+        (lambda m: (m / "variables" / "variables.index").unlink(), "variables.index is missing"),
+        (
+            lambda m: _truncate(m / "variables" / "variables.index", 10),
+            "not completely written",
+        ),
+        (
+            lambda m: (m / "variables" / "variables.data-00000-of-00001").unlink(),
+            "variables.data-00000-of-00001 is missing",
+        ),
+        (
+            lambda m: _truncate(m / "variables" / "variables.data-00000-of-00001", 3),
+            "variables.data-00000-of-00001 holds 3 of its",
+        ),
+        (lambda m: _rsync_in_progress(m / "variables"), "variables.index is missing"),
+    ],
+    ids=["no-graph", "no-index", "short-index", "no-shard", "short-shard", "temp-files-only"],
+)
+def test_half_copied_saved_model_is_incomplete(model: Path, damage: object, reason: str) -> None:
+    """Each way a copy can be caught half-way says what is missing."""
+    damage(model)  # type: ignore[operator]
+    found = saved_model_check(str(model))
+    assert found is not None
+    assert reason in found
+
+
+def _rsync_in_progress(variables: Path) -> None:
+    """Leaves only rsync's hidden temp file of the data shard, and no index yet."""
+    (variables / "variables.index").unlink()
+    (variables / "variables.data-00000-of-00001").rename(variables / ".variables.data.Xa9")
+
+
+def _truncate(path: Path, size: int) -> None:
+    with open(path, "r+b") as file:
+        file.truncate(size)
