@@ -179,7 +179,11 @@ class ModelServer:
         self.core = ServerCore(self.config, core_options(flags), state_listeners=listeners)
         if self.metrics is not None:
             self.metrics.attach(self.core)
-        self.plane = DataPlane(self.core)
+        self.plane = DataPlane(
+            self.core, max_calls_per_model=flags.max_pool_calls_per_model or None
+        )
+        if self.metrics is not None:
+            self.metrics.attach_plane(self.plane)
         self.management = ModelManagement(self.core, management_options(flags))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
