@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import re
 import signal
 import socket
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -219,3 +221,174 @@ def test_v2_grpc_of_another_model_answers_while_one_hangs(
             client.close()
         (stuck / "GO").write_text("")
         assert {f.result(timeout=30).status_code for f in hanging} <= {200, 504}
+
+
+def test_shutdown_with_a_stuck_call_ends_on_time_and_cuts_requests_off(tmp_path: Path) -> None:
+    """SIGTERM with calls that never return: exit after drain + grace, 503/UNAVAILABLE, named."""
+    stuck = gated_model(tmp_path, "stuck")
+    config = tmp_path / "models.config"
+    config.write_text(config_text(tmp_path, "stuck"))
+    server = Process(
+        f"--model_config_file={config}",
+        "--drain_delay_seconds=1",
+        "--shutdown_grace_seconds=2",
+        "--max_pool_calls_per_model=2",
+    )
+    try:
+        server.wait_ready()
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            rest = [pool.submit(server.predict, "stuck", 1.0) for _ in range(3)]
+            rpcs = [
+                server.predict_rpc.future(server.grpc_request("stuck", 1.0), timeout=60)
+                for _ in range(3)
+            ]
+            wait_until(lambda: len(list((stuck / "calls").iterdir())) == 2, timeout_s=30)
+            started = time.monotonic()
+            server.process.send_signal(signal.SIGTERM)
+            status = server.process.wait(timeout=30)
+            took = time.monotonic() - started
+            answers = [f.result(timeout=10) for f in rest]
+            codes = []
+            for rpc in rpcs:
+                with pytest.raises(grpc.RpcError) as failure:
+                    rpc.result(timeout=10)
+                codes.append(failure.value.code())
+        assert status == 3
+        assert took < 1 + 2 + 5  # drain + grace + a margin for a slow machine
+        assert [a.status_code for a in answers] == [503] * 3
+        assert all("shutting down" in a.json()["error"] for a in answers)
+        assert codes == [grpc.StatusCode.UNAVAILABLE] * 3
+        out = server.output()
+        assert out.count("model stuck version 1 signature serving_default still running") == 2
+        assert "Traceback" not in out
+    finally:
+        (stuck / "GO").write_text("")
+        server.close()
+
+
+def test_sighup_re_reads_the_model_config_file(tmp_path: Path) -> None:
+    """SIGHUP applies an edited config file (no polling) and the server keeps serving."""
+    for name in ("first", "second"):
+        gated_model(tmp_path, name)
+        (tmp_path / name / "1" / "GO").write_text("")
+    config = tmp_path / "models.config"
+    config.write_text(config_text(tmp_path, "first"))
+    server = Process(f"--model_config_file={config}")
+    try:
+        server.wait_ready()
+        config.write_text(config_text(tmp_path, "second"))
+        server.process.send_signal(signal.SIGHUP)
+        wait_until(lambda: server.predict("second", 1.0).status_code == 200, timeout_s=30)
+        wait_until(lambda: server.predict("first", 1.0).status_code == 404, timeout_s=30)
+        assert server.process.poll() is None
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=30) == 0
+        out = server.output()
+        assert f"SIGHUP received: re-reading {config}" in out
+        assert f"applied model config file {config}" in out
+    finally:
+        server.close()
+
+
+@pytest.mark.skipif(os.environ.get("SERVINGLIB_SKIP_TF") == "1", reason="TensorFlow not wanted")
+def test_sighup_without_a_config_file_says_there_is_nothing_to_reload() -> None:
+    """SIGHUP to a server of --model_base_path logs that nothing is reloaded, and serves on."""
+    from servinglib.examples import HALF_PLUS_TWO
+
+    server = Process("--model_name=m", f"--model_base_path={HALF_PLUS_TWO}")
+    try:
+        server.wait_ready()
+        server.process.send_signal(signal.SIGHUP)
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=30) == 0
+        assert "SIGHUP received: no --model_config_file, nothing to reload" in server.output()
+    finally:
+        server.close()
+
+
+HANGING_LOAD_PY = """
+import time
+from pathlib import Path
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import TensorSpec
+
+class Model(PythonModel):
+    def load(self, path):
+        (Path(path) / "LOADING").write_text("")
+        deadline = time.monotonic() + 120
+        while not (Path(path) / "GO").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    @signature(name="serving_default", inputs=[TensorSpec("x", "float32", [-1])],
+               outputs=[TensorSpec("y", "float32", [-1])])
+    def predict(self, x):
+        return {"y": x}
+"""
+
+
+def test_loads_that_never_finish_block_neither_edits_nor_sigterm(tmp_path: Path) -> None:
+    """A version-less directory and a hanging load: an unload still applies, SIGTERM still exits."""
+    for name in ("keep", "gone"):
+        gated_model(tmp_path, name)
+        (tmp_path / name / "1" / "GO").write_text("")
+    etc_like = tmp_path / "etc"
+    (etc_like / "conf.d").mkdir(parents=True)
+    (etc_like / "hosts").write_text("127.0.0.1 localhost\n")
+    hanging = tmp_path / "hanging" / "1"
+    hanging.mkdir(parents=True)
+    (hanging / "model.py").write_text(textwrap.dedent(HANGING_LOAD_PY))
+    config = tmp_path / "models.config"
+    config.write_text(config_text(tmp_path, "keep", "gone"))
+    server = Process(
+        f"--model_config_file={config}",
+        "--model_config_file_poll_wait_seconds=0.2",
+        "--shutdown_grace_seconds=1",
+        "--num_load_threads=1",  # 0 (TF Serving's default) loads on the thread that unloads
+    )
+    try:
+        server.wait_ready()
+        config.write_text(config_text(tmp_path, "keep", "gone", "etc", "hanging"))
+        wait_until((hanging / "LOADING").exists, timeout_s=30)
+        assert server.http.get("/v1/models/etc").status_code != 404  # configured
+        config.write_text(config_text(tmp_path, "keep", "etc", "hanging"))
+        wait_until(lambda: server.predict("gone", 1.0).status_code == 404, timeout_s=30)
+        assert server.predict("keep", 1.0).json() == {"predictions": [2.0]}
+        started = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(timeout=60)
+        took = time.monotonic() - started
+        out = server.output()
+        assert "No versions of model etc found under base path" in out
+        # The hanging load keeps the models from unloading: the exit timer ends the process.
+        assert took < 1 + 1 + 10 + 8, out  # grace + cut-off + unload time + a slow machine
+        assert server.process.returncode == 3
+        assert "in progress: hanging v1 loading" in out
+    finally:
+        (hanging / "GO").write_text("")
+        server.close()
+
+
+def test_a_version_less_directory_fails_its_load_and_holds_nothing(tmp_path: Path) -> None:
+    """Loading a directory without versions fails; an unload and SIGTERM right after go through."""
+    for name in ("keep", "gone"):
+        gated_model(tmp_path, name)
+        (tmp_path / name / "1" / "GO").write_text("")
+    etc_like = tmp_path / "etc"
+    (etc_like / "conf.d").mkdir(parents=True)
+    (etc_like / "hosts").write_text("127.0.0.1 localhost\n")
+    config = tmp_path / "models.config"
+    config.write_text(config_text(tmp_path, "keep", "gone"))
+    server = Process(f"--model_config_file={config}", "--model_config_file_poll_wait_seconds=0.2")
+    try:
+        server.wait_ready()
+        config.write_text(config_text(tmp_path, "keep", "gone", "etc"))
+        wait_until(lambda: server.http.get("/v1/models/etc").status_code != 404, timeout_s=30)
+        config.write_text(config_text(tmp_path, "keep", "etc"))
+        wait_until(lambda: server.predict("gone", 1.0).status_code == 404, timeout_s=30)
+        started = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=30) == 0
+        assert time.monotonic() - started < 10
+        assert "No versions of model etc found under base path" in server.output()
+    finally:
+        server.close()
