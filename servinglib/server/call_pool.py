@@ -83,7 +83,7 @@ class CallPool:
         self._waiting: dict[str, collections.deque[_Job]] = {}  # guarded by: _lock
         self._live: set[_Job] = set()  # guarded by: _lock; admitted or waiting, not finished
         self._drained = threading.Condition(self._lock)  # notified when _live empties
-        self._overdue: dict[str, int] = {}  # guarded by: _lock
+        self._overdue: dict[tuple[str, int], int] = {}  # guarded by: _lock; by model, version
 
     @property
     def max_workers(self) -> int:
@@ -141,10 +141,10 @@ class CallPool:
             job.timer = loop.call_later(max(0.0, deadline - time.monotonic()), self._expire, job)
         return future
 
-    def overdue(self) -> dict[str, int]:
-        """Calls running past their deadline, by model (models with none left out)."""
+    def overdue(self) -> dict[tuple[str, int], int]:
+        """Calls running past their deadline, by model name and version (none: left out)."""
         with self._lock:
-            return {model: n for model, n in self._overdue.items() if n}
+            return {key: n for key, n in self._overdue.items() if n}
 
     def running(self) -> list[RunningCall]:
         """The calls workers run now, longest running first."""
@@ -218,7 +218,7 @@ class CallPool:
         with self._lock:
             self._live.discard(job)
             if job.overdue:
-                self._overdue[model] -= 1
+                self._overdue[model, job.site.version] -= 1
             waiting = self._waiting.get(model)
             while waiting:
                 candidate = waiting.popleft()
@@ -266,11 +266,11 @@ class CallPool:
             if job.started_at is None or job.overdue or job not in self._live:
                 return
             job.overdue = True
-            model = job.site.model_name
-            self._overdue[model] = count = self._overdue.get(model, 0) + 1
+            key = (job.site.model_name, job.site.version)
+            self._overdue[key] = count = self._overdue.get(key, 0) + 1
         _log.warning(
             "%s: a call is still running past its deadline and holds a worker until it "
-            "returns (%d such calls of this model)",
+            "returns (%d such calls of this version)",
             job.site,
             count,
         )

@@ -33,7 +33,7 @@ from servinglib.server.call_pool import (
     default_max_calls_per_model,
 )
 from servinglib.server.model_spec import ModelSpec
-from servinglib.server.server_core import ServerCore
+from servinglib.server.server_core import ModelStatus, ServerCore
 from servinglib.server.signature_cache import SignatureCache
 
 _log = logging.getLogger(__name__)
@@ -109,7 +109,28 @@ class DataPlane:
 
     def overdue_calls(self) -> dict[str, int]:
         """Calls still running past their request's deadline, by model (none: left out)."""
-        return self._pool.overdue()
+        by_model: dict[str, int] = {}
+        for (name, _version), count in self._pool.overdue().items():
+            by_model[name] = by_model.get(name, 0) + count
+        return by_model
+
+    def model_status(self, name: str, version: int | None = None) -> ModelStatus:
+        """:meth:`ServerCore.model_status`, with versions that have overdue calls flagged.
+
+        A version whose calls run past their deadline (they hold workers of
+        its model's share) carries a DEADLINE_EXCEEDED error saying how many.
+        """
+        status = self._core.model_status(name, version)
+        overdue = self._pool.overdue()
+        if not any(model == name for model, _ in overdue):
+            return status
+        versions = tuple(
+            attrs.evolve(v, error=_overdue_error(count))
+            if v.error is None and (count := overdue.get((name, v.version), 0))
+            else v
+            for v in status.versions
+        )
+        return attrs.evolve(status, versions=versions)
 
     def running_calls(self) -> list[RunningCall]:
         """The calls the worker pool runs now, longest running first."""
@@ -224,6 +245,13 @@ class DataPlane:
         """Stops the worker pool after the calls running on it, and following the core's events."""
         self._signatures.close()
         self._pool.close()
+
+
+def _overdue_error(count: int) -> DeadlineExceededError:
+    return DeadlineExceededError(
+        f"{count} call(s) still running past their deadline, each holding a worker of this "
+        "model's share until it returns"
+    )
 
 
 def _log_gave_up(

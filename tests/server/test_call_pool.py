@@ -93,7 +93,7 @@ def test_a_call_past_its_deadline_counts_as_overdue_until_it_returns(
         future = pool.submit(HANG, time.monotonic() + 0.05, lambda: None, blocked, gate, started)
         with pytest.raises(DeadlineExceededError):
             await future
-        assert pool.overdue() == {"hang": 1}
+        assert pool.overdue() == {("hang", 1): 1}
         assert [c.overdue for c in pool.running()] == [True]
 
     asyncio.run(run())

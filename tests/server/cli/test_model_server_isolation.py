@@ -186,6 +186,9 @@ def test_a_hanging_model_leaves_the_others_answered(two_models: tuple[Process, P
         assert server.predict("other", 3.0).json() == {"predictions": [6.0]}
         overdue = 'servinglib_model_calls_past_deadline{model_name="stuck"}'
         wait_until(lambda: server.metric(overdue) == running, timeout_s=10)
+        status = server.http.get("/v1/models/stuck").json()["model_version_status"][0]["status"]
+        assert status["error_code"] == "DEADLINE_EXCEEDED"
+        assert status["error_message"].startswith(f"{running} call(s) still running past")
         assert len(list(calls.iterdir())) == running  # the waiting ones were never run
         (stuck / "GO").write_text("")
         wait_until(lambda: server.metric(overdue) in (None, 0.0), timeout_s=30)
