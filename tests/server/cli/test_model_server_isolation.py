@@ -23,26 +23,32 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from servinglib.testing import wait_until
 
-# A model whose calls block until the test writes GO (or 120 s pass), noting each call started.
+# A model whose calls block until the test writes GO (or 120 s pass), noting each call started;
+# with HOLD_LOAD beside it, its load blocks so too.
 GATED_MODEL_PY = """
 import time
 from pathlib import Path
 from servinglib.loaders import PythonModel, signature
 from servinglib.servable import TensorSpec
 
+def wait_for(gate):
+    deadline = time.monotonic() + 120
+    while not gate.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
 class Model(PythonModel):
     def load(self, path):
         self.root = Path(path)
         (self.root / "calls").mkdir(exist_ok=True)
+        if (self.root / "HOLD_LOAD").exists():
+            (self.root / "LOADING").write_text("")
+            wait_for(self.root / "GO")
 
     @signature(name="serving_default", inputs=[TensorSpec("x", "float32", [-1])],
                outputs=[TensorSpec("y", "float32", [-1])])
     def predict(self, x):
         (self.root / "calls" / str(time.monotonic_ns())).write_text("")
-        gate = self.root / "GO"
-        deadline = time.monotonic() + 120
-        while not gate.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(self.root / "GO")
         return {"y": x * 2}
 """
 
@@ -56,11 +62,24 @@ def free_port() -> int:
     return port
 
 
-def gated_model(root: Path, name: str) -> Path:
+def gated_model(root: Path, name: str, *, answers: bool = False) -> Path:
     version = root / name / "1"
     version.mkdir(parents=True)
     (version / "model.py").write_text(textwrap.dedent(GATED_MODEL_PY))
+    if answers:
+        (version / "GO").write_text("")
     return version
+
+
+def keep_gone_and_etc(root: Path) -> Path:
+    """Two models that answer, an /etc-like directory without versions, and their config file."""
+    for name in ("keep", "gone"):
+        gated_model(root, name, answers=True)
+    (root / "etc" / "conf.d").mkdir(parents=True)
+    (root / "etc" / "hosts").write_text("127.0.0.1 localhost\n")
+    config = root / "models.config"
+    config.write_text(config_text(root, "keep", "gone"))
+    return config
 
 
 def config_text(root: Path, *names: str, extra: str = "") -> str:
@@ -141,8 +160,7 @@ class Process:
 @pytest.fixture
 def two_models(tmp_path: Path) -> Iterator[tuple[Process, Path]]:
     stuck = gated_model(tmp_path, "stuck")
-    gated_model(tmp_path, "other")
-    (tmp_path / "other" / "1" / "GO").write_text("")  # the other model answers at once
+    gated_model(tmp_path, "other", answers=True)
     config = tmp_path / "models.config"
     config.write_text(config_text(tmp_path, "stuck", "other"))
     server = Process(
@@ -272,8 +290,7 @@ def test_shutdown_with_a_stuck_call_ends_on_time_and_cuts_requests_off(tmp_path:
 def test_sighup_re_reads_the_model_config_file(tmp_path: Path) -> None:
     """SIGHUP applies an edited config file (no polling) and the server keeps serving."""
     for name in ("first", "second"):
-        gated_model(tmp_path, name)
-        (tmp_path / name / "1" / "GO").write_text("")
+        gated_model(tmp_path, name, answers=True)
     config = tmp_path / "models.config"
     config.write_text(config_text(tmp_path, "first"))
     server = Process(f"--model_config_file={config}")
@@ -309,39 +326,11 @@ def test_sighup_without_a_config_file_says_there_is_nothing_to_reload() -> None:
         server.close()
 
 
-HANGING_LOAD_PY = """
-import time
-from pathlib import Path
-from servinglib.loaders import PythonModel, signature
-from servinglib.servable import TensorSpec
-
-class Model(PythonModel):
-    def load(self, path):
-        (Path(path) / "LOADING").write_text("")
-        deadline = time.monotonic() + 120
-        while not (Path(path) / "GO").exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
-
-    @signature(name="serving_default", inputs=[TensorSpec("x", "float32", [-1])],
-               outputs=[TensorSpec("y", "float32", [-1])])
-    def predict(self, x):
-        return {"y": x}
-"""
-
-
 def test_loads_that_never_finish_block_neither_edits_nor_sigterm(tmp_path: Path) -> None:
     """A version-less directory and a hanging load: an unload still applies, SIGTERM still exits."""
-    for name in ("keep", "gone"):
-        gated_model(tmp_path, name)
-        (tmp_path / name / "1" / "GO").write_text("")
-    etc_like = tmp_path / "etc"
-    (etc_like / "conf.d").mkdir(parents=True)
-    (etc_like / "hosts").write_text("127.0.0.1 localhost\n")
-    hanging = tmp_path / "hanging" / "1"
-    hanging.mkdir(parents=True)
-    (hanging / "model.py").write_text(textwrap.dedent(HANGING_LOAD_PY))
-    config = tmp_path / "models.config"
-    config.write_text(config_text(tmp_path, "keep", "gone"))
+    config = keep_gone_and_etc(tmp_path)
+    hanging = gated_model(tmp_path, "hanging")
+    (hanging / "HOLD_LOAD").write_text("")
     server = Process(
         f"--model_config_file={config}",
         "--model_config_file_poll_wait_seconds=0.2",
@@ -373,14 +362,7 @@ def test_loads_that_never_finish_block_neither_edits_nor_sigterm(tmp_path: Path)
 
 def test_a_version_less_directory_fails_its_load_and_holds_nothing(tmp_path: Path) -> None:
     """Loading a directory without versions fails; an unload and SIGTERM right after go through."""
-    for name in ("keep", "gone"):
-        gated_model(tmp_path, name)
-        (tmp_path / name / "1" / "GO").write_text("")
-    etc_like = tmp_path / "etc"
-    (etc_like / "conf.d").mkdir(parents=True)
-    (etc_like / "hosts").write_text("127.0.0.1 localhost\n")
-    config = tmp_path / "models.config"
-    config.write_text(config_text(tmp_path, "keep", "gone"))
+    config = keep_gone_and_etc(tmp_path)
     server = Process(f"--model_config_file={config}", "--model_config_file_poll_wait_seconds=0.2")
     try:
         server.wait_ready()
