@@ -377,3 +377,43 @@ def test_a_version_less_directory_fails_its_load_and_holds_nothing(tmp_path: Pat
         assert "No versions of model etc found under base path" in server.output()
     finally:
         server.close()
+
+
+NEVER_ENDING_PY = """
+import asyncio
+from pathlib import Path
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import ExecutionMode, TensorSpec
+
+class Model(PythonModel):
+    def load(self, path):
+        self.started = Path(path) / "STARTED"
+
+    @signature(name="serving_default", inputs=[TensorSpec("x", "float32", [-1])],
+               outputs=[TensorSpec("y", "float32", [-1])], execution_mode=ExecutionMode.ASYNC)
+    async def predict(self, x):
+        self.started.write_text("")
+        await asyncio.Event().wait()
+"""
+
+
+def test_a_coroutine_cut_off_at_shutdown_gets_a_json_503(tmp_path: Path) -> None:
+    """An async signature still awaiting when the grace ends: JSON 503, not a plain-text 500."""
+    version = tmp_path / "never" / "1"
+    version.mkdir(parents=True)
+    (version / "model.py").write_text(textwrap.dedent(NEVER_ENDING_PY))
+    config = tmp_path / "models.config"
+    config.write_text(config_text(tmp_path, "never"))
+    server = Process(f"--model_config_file={config}", "--shutdown_grace_seconds=1")
+    try:
+        server.wait_ready()
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(server.predict, "never", 1.0)
+            wait_until((version / "STARTED").exists, timeout_s=30)
+            server.process.send_signal(signal.SIGTERM)
+            response = answer.result(timeout=30)
+        assert response.status_code == 503
+        assert "shutting down" in response.json()["error"]
+        assert server.process.wait(timeout=30) == 3
+    finally:
+        server.close()
