@@ -333,16 +333,17 @@ def test_loads_that_never_finish_block_neither_edits_nor_sigterm(tmp_path: Path)
     (hanging / "HOLD_LOAD").write_text("")
     server = Process(
         f"--model_config_file={config}",
-        "--model_config_file_poll_wait_seconds=0.2",
         "--shutdown_grace_seconds=1",
         "--num_load_threads=1",  # 0 (TF Serving's default) loads on the thread that unloads
     )
     try:
         server.wait_ready()
         config.write_text(config_text(tmp_path, "keep", "gone", "etc", "hanging"))
+        server.process.send_signal(signal.SIGHUP)  # this reload waits for the hanging load
         wait_until((hanging / "LOADING").exists, timeout_s=30)
         assert server.http.get("/v1/models/etc").status_code != 404  # configured
         config.write_text(config_text(tmp_path, "keep", "etc", "hanging"))
+        server.process.send_signal(signal.SIGHUP)
         wait_until(lambda: server.predict("gone", 1.0).status_code == 404, timeout_s=30)
         assert server.predict("keep", 1.0).json() == {"predictions": [2.0]}
         started = time.monotonic()
