@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
+import logging
 import os
-import queue
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, final
 
 import attrs
 import numpy.typing as npt
 
 from servinglib.core.servable_handle import ServableHandle
-from servinglib.errors import DeadlineExceededError, UnimplementedError
+from servinglib.errors import DeadlineExceededError, ServingError, UnimplementedError
 from servinglib.servable import (
     ExecutionMode,
     Servable,
@@ -28,9 +26,17 @@ from servinglib.servable import (
     request_deadline,
     resolve_signature,
 )
+from servinglib.server.call_pool import (
+    CallPool,
+    CallSite,
+    RunningCall,
+    default_max_calls_per_model,
+)
 from servinglib.server.model_spec import ModelSpec
-from servinglib.server.server_core import ServerCore
+from servinglib.server.server_core import ModelStatus, ServerCore
 from servinglib.server.signature_cache import SignatureCache
+
+_log = logging.getLogger(__name__)
 
 _NO_SCOPE = contextlib.nullcontext()  # reusable: it holds no state
 
@@ -64,18 +70,78 @@ class DataPlane:
     through :func:`servinglib.servable.request_deadline`.  The handle is
     released when the model call ends, even if the request gave up earlier,
     so a version never unloads under a running call.
+
+    Isolation: the worker pool (``max_workers`` threads, default 4 per CPU
+    up to 32) is shared, but at most ``max_calls_per_model`` calls of one
+    model run on it at once (default half the pool); the model's further
+    calls wait for its own calls to return, within their deadline.  Calls
+    that outlive their deadline still hold their model's share until they
+    return; :meth:`overdue_calls` counts them.  Every DEADLINE_EXCEEDED is
+    logged, one line per request.
     Thread-safe; its coroutines run on any event loop.
     """
 
-    def __init__(self, core: ServerCore, *, max_workers: int | None = None) -> None:
+    def __init__(
+        self,
+        core: ServerCore,
+        *,
+        max_workers: int | None = None,
+        max_calls_per_model: int | None = None,
+    ) -> None:
+        workers = max_workers or _default_workers()
         self._core = core
-        self._pool = _CallPool(max_workers or _default_workers(), "servinglib-call")
+        self._pool = CallPool(
+            workers,
+            max_calls_per_model or default_max_calls_per_model(workers),
+            "servinglib-call",
+        )
         self._signatures = SignatureCache(core)
 
     @property
     def core(self) -> ServerCore:
         """The ServerCore requests go to."""
         return self._core
+
+    @property
+    def max_calls_per_model(self) -> int:
+        """How many calls of one model may hold workers of the pool at once."""
+        return self._pool.max_calls_per_model
+
+    def overdue_calls(self) -> dict[str, int]:
+        """Calls still running past their request's deadline, by model (none: left out)."""
+        by_model: dict[str, int] = {}
+        for (name, _version), count in self._pool.overdue().items():
+            by_model[name] = by_model.get(name, 0) + count
+        return by_model
+
+    def model_status(self, name: str, version: int | None = None) -> ModelStatus:
+        """:meth:`ServerCore.model_status`, with versions that have overdue calls flagged.
+
+        A version whose calls run past their deadline (they hold workers of
+        its model's share) carries a DEADLINE_EXCEEDED error saying how many.
+        """
+        status = self._core.model_status(name, version)
+        overdue = self._pool.overdue()
+        if not any(model == name for model, _ in overdue):
+            return status
+        versions = tuple(
+            attrs.evolve(v, error=_overdue_error(count))
+            if v.error is None and (count := overdue.get((name, v.version), 0))
+            else v
+            for v in status.versions
+        )
+        return attrs.evolve(status, versions=versions)
+
+    def running_calls(self) -> list[RunningCall]:
+        """The calls the worker pool runs now, longest running first."""
+        return self._pool.running()
+
+    def cut_off(self, error: ServingError) -> list[RunningCall]:
+        """Answers every pool call still pending with ``error`` (at shutdown); the running ones.
+
+        The running calls' threads go on until their model returns.
+        """
+        return self._pool.cut_off(error)
 
     def signatures(self, model_spec: ModelSpec) -> tuple[ModelSpec, Mapping[str, SignatureSpec]]:
         """The specific version ``model_spec`` selects now, and that version's signatures.
@@ -119,28 +185,35 @@ class DataPlane:
                 finally:
                     handle.release()
             else:
-                outputs = await self._run(
-                    handle,
-                    servable,
-                    name,
-                    spec,
-                    inputs,
-                    output_filter=output_filter,
-                    deadline=deadline,
-                )
+                site = CallSite(model_spec.name, handle.id.version, name)
+                started = time.monotonic()
+                try:
+                    outputs = await self._run(
+                        handle,
+                        site,
+                        servable,
+                        spec,
+                        inputs,
+                        output_filter=output_filter,
+                        deadline=deadline,
+                    )
+                except (DeadlineExceededError, asyncio.CancelledError) as error:
+                    _log_gave_up(site, error, deadline, started)
+                    raise
         return InferenceResult(outputs, model_spec.name, handle.id.version, name)
 
     async def _run(
         self,
         handle: ServableHandle[Any],
+        site: CallSite,
         servable: Servable,
-        name: str,
         spec: SignatureSpec,
         inputs: Tensors,
         *,
         output_filter: Iterable[str] | None,
         deadline: float | None,
     ) -> dict[str, npt.NDArray[Any]]:
+        name = site.signature_name
         if spec.execution_mode is ExecutionMode.ASYNC:
             try:
                 return await _bounded(
@@ -153,14 +226,20 @@ class DataPlane:
             raise _deadline_exceeded()
         try:
             future = self._pool.submit(
-                handle.release, call_resolved, servable, name, spec, inputs, output_filter
+                site,
+                deadline,
+                handle.release,
+                call_resolved,
+                servable,
+                name,
+                spec,
+                inputs,
+                output_filter,
             )
         except BaseException:  # not queued (the pool is closed): nobody else releases it
             handle.release()
             raise
-        if deadline is None:
-            return await future
-        return await _bounded_future(future, deadline)
+        return await future
 
     def close(self) -> None:
         """Stops the worker pool after the calls running on it, and following the core's events."""
@@ -168,120 +247,20 @@ class DataPlane:
         self._pool.close()
 
 
-@final
-class _CallPool:
-    """Bounded worker threads that run calls for coroutines: a lean ``run_in_executor``.
-
-    Per call, one tuple on a SimpleQueue and one ``call_soon_threadsafe`` back:
-    a fifth of what ``ThreadPoolExecutor.submit`` + ``asyncio.wrap_future``
-    cost per call on one CPU (their locked concurrent Future and its chained
-    callbacks).  Threads start on demand up to ``max_workers``.  A call whose
-    asyncio future is cancelled (deadline) before a worker takes it is not run.
-    Thread safety: ``submit`` from any event loop's thread; ``close`` once.
-    """
-
-    def __init__(self, max_workers: int, thread_name_prefix: str) -> None:
-        self._max_workers = max_workers
-        self._prefix = thread_name_prefix
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)  # one count per worker waiting for a job
-        self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []  # guarded by: _lock
-        self._closed = False  # guarded by: _lock
-
-    def submit(
-        self,
-        on_done: Callable[[], None],
-        function: Callable[..., dict[str, npt.NDArray[Any]]],
-        *args: Any,  # noqa: ANN401 - the function's arguments
-    ) -> asyncio.Future[dict[str, npt.NDArray[Any]]]:
-        """Runs ``function(*args)`` on a worker in a copy of the current context.
-
-        ``on_done`` runs on the worker after the call, whether or not it ran.
-        Requires: called on a running event loop's thread, before close().
-        """
-        if self._closed:  # racy read: close() racing a submit is the caller's bug anyway
-            raise RuntimeError("the DataPlane is closed")
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[dict[str, npt.NDArray[Any]]] = loop.create_future()
-        if not self._idle.acquire(blocking=False):
-            self._start_worker()
-        self._jobs.put((contextvars.copy_context(), loop, future, on_done, function, args))
-        return future
-
-    def close(self) -> None:
-        """Lets the workers finish the calls queued so far, then joins them."""
-        with self._lock:
-            self._closed = True
-            threads = list(self._threads)
-        for _ in threads:
-            self._jobs.put(None)
-        for thread in threads:
-            thread.join()
-
-    def _start_worker(self) -> None:
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("the DataPlane is closed")
-            if len(self._threads) >= self._max_workers:
-                return  # every worker is busy: the job waits in the queue
-            thread = threading.Thread(
-                target=self._work, name=f"{self._prefix}_{len(self._threads)}", daemon=True
-            )
-            self._threads.append(thread)
-        thread.start()
-
-    def _work(self) -> None:
-        jobs = self._jobs
-        while (job := jobs.get()) is not None:
-            context, loop, future, on_done, function, args = job
-            del job
-            if future.done():  # cancelled while queued (a racy read: harmless)
-                on_done()
-            else:
-                result, error = _call(context, on_done, function, args)
-                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                    loop.call_soon_threadsafe(_settle, future, result, error)
-                del result, error
-            del future, args  # let the request's arrays go while idle
-            self._idle.release()
+def _overdue_error(count: int) -> DeadlineExceededError:
+    return DeadlineExceededError(
+        f"{count} call(s) still running past their deadline, each holding a worker of this "
+        "model's share until it returns"
+    )
 
 
-_Job = tuple[
-    contextvars.Context,
-    asyncio.AbstractEventLoop,
-    "asyncio.Future[dict[str, npt.NDArray[Any]]]",
-    Callable[[], None],
-    Callable[..., dict[str, npt.NDArray[Any]]],
-    tuple[Any, ...],
-]
-
-
-def _call(
-    context: contextvars.Context,
-    on_done: Callable[[], None],
-    function: Callable[..., dict[str, npt.NDArray[Any]]],
-    args: tuple[Any, ...],
-) -> tuple[dict[str, npt.NDArray[Any]] | None, BaseException | None]:
-    try:
-        return context.run(function, *args), None
-    except BaseException as error:  # noqa: BLE001 - handed to the awaiting coroutine
-        return None, error
-    finally:
-        on_done()
-
-
-def _settle(
-    future: asyncio.Future[dict[str, npt.NDArray[Any]]],
-    result: dict[str, npt.NDArray[Any]] | None,
-    error: BaseException | None,
+def _log_gave_up(
+    site: CallSite, error: BaseException, deadline: float | None, started: float
 ) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)  # type: ignore[arg-type] # a result whenever no error
+    """One line per request that ended without the model's answer."""
+    budget = "none" if deadline is None else f"{deadline - started:.3f} s"
+    what = "DEADLINE_EXCEEDED" if isinstance(error, DeadlineExceededError) else "cancelled"
+    _log.warning("%s: %s (deadline %s after the call)", site, what, budget)
 
 
 def _servable_of(handle: ServableHandle[Any], model_spec: ModelSpec) -> Servable:
@@ -291,28 +270,6 @@ def _servable_of(handle: ServableHandle[Any], model_spec: ModelSpec) -> Servable
             f"Model {model_spec.name} serves a {type(servable).__name__}, which has no signatures"
         )
     return servable
-
-
-async def _bounded_future(
-    future: asyncio.Future[dict[str, npt.NDArray[Any]]], deadline: float
-) -> dict[str, npt.NDArray[Any]]:
-    """``future``'s result, failed with DeadlineExceededError once ``deadline`` passes.
-
-    One timer on the loop instead of ``asyncio.timeout`` (which cancels and
-    uncancels the task): 1 µs instead of 3 on uvloop.  The failed future is
-    done, so a worker that has not taken the call yet drops it.
-    """
-    loop = future.get_loop()
-    timer = loop.call_later(max(0.0, deadline - time.monotonic()), _expire, future)
-    try:
-        return await future
-    finally:
-        timer.cancel()
-
-
-def _expire(future: asyncio.Future[dict[str, npt.NDArray[Any]]]) -> None:
-    if not future.done():
-        future.set_exception(_deadline_exceeded())
 
 
 def _deadline_exceeded() -> DeadlineExceededError:

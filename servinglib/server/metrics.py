@@ -37,6 +37,7 @@ from servinglib.protos import monitoring_config_pb2
 if TYPE_CHECKING:
     from servinglib.batching.scheduler import BatchRecord, SharedBatchScheduler
     from servinglib.core.servable_state_monitor import ServableStateMonitor
+    from servinglib.server.data_plane import DataPlane
     from servinglib.server.server_core import ServerCore
 
 # Microsecond buckets for request and queueing latencies: 50 µs .. 60 s.
@@ -173,6 +174,7 @@ class ServerMetrics:
         self._states: dict[ServableId, ManagerState] = {}  # guarded by: _lock
         self._loading_since: dict[ServableId, float] = {}  # guarded by: _lock
         self.scheduler: SharedBatchScheduler | None = None
+        self.plane: DataPlane | None = None
         registry.register(_StateCollector(self, prom))
 
     def observe_request(
@@ -197,6 +199,10 @@ class ServerMetrics:
         if scheduler is not None:
             self.scheduler = scheduler
             scheduler.add_observer(self.observe_batch)
+
+    def attach_plane(self, plane: DataPlane) -> None:
+        """Exports ``plane``'s calls running past their deadline, per model."""
+        self.plane = plane
 
     def observe_batch(self, record: BatchRecord) -> None:
         """Records one batch: sizes, padding and each request's queueing latency."""
@@ -365,7 +371,7 @@ class _RequestCollector:
 
 @final
 class _StateCollector:
-    """Gauges computed at scrape time: version states and batch queue depths."""
+    """Gauges computed at scrape time: version states, overdue calls, batch queue depths."""
 
     def __init__(self, metrics: ServerMetrics, prom: Any) -> None:  # noqa: ANN401 - the module
         self._metrics = metrics
@@ -384,6 +390,17 @@ class _StateCollector:
         for servable, state in ordered:
             states.add_metric([servable.name, str(servable.version), state.value], 1)
         yield states
+        plane = self._metrics.plane
+        if plane is not None:
+            overdue = self._gauge(
+                "servinglib_model_calls_past_deadline",
+                "Model calls still running after their request's deadline: each holds a worker "
+                "of the model's share until it returns.",
+                labels=["model_name"],
+            )
+            for name, count in sorted(plane.overdue_calls().items()):
+                overdue.add_metric([name], count)
+            yield overdue
         scheduler = self._metrics.scheduler
         if scheduler is None:
             return

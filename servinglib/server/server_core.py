@@ -175,7 +175,7 @@ class ServerCore:
     failures are logged on the ``servinglib.server`` logger (INFO; failures
     ERROR), retries on ``servinglib.core.loader_harness`` (WARNING); the
     library adds no handler.
-    Thread-safe; reloads serialize.
+    Thread-safe; config changes serialize, but not the waits for their models.
     """
 
     def __init__(
@@ -474,7 +474,8 @@ class ServerCore:
         """Reports not ready from now on (health checks fail), while requests are still served.
 
         The first step of a graceful shutdown: load balancers stop sending
-        before the servers stop accepting.  Idempotent.
+        before the servers stop accepting.  Reloads waiting for models stop
+        waiting (their new models fail with UNAVAILABLE).  Idempotent.
         """
         self._draining = True
 
@@ -497,13 +498,16 @@ class ServerCore:
         and the previous config keeps serving untouched.  New models that fail
         raise an error naming them (they stay configured, in error): of their
         errors' code when they share one (NotFoundError for a missing base
-        path), else UnknownError.
+        path), else UnknownError; a model whose base path holds no
+        version fails at once (NOT_FOUND) and loads when one appears.  The
+        wait holds no lock: other reloads, unloads and :meth:`drain` /
+        :meth:`close` (which end it) go on meanwhile.
         """
         if not isinstance(config, ModelServerConfig):
             raise wrong_type(
                 "reload_config()'s config", "a ModelServerConfig (a tuple of ModelConfig)", config
             )
-        self._reload(config, initial=False)
+        self._reload(lambda _current: config, initial=False)
 
     def load_model(self, model: ModelConfig) -> None:
         """Adds (or replaces) one model in the config and waits for it, as reload_config does."""
@@ -511,18 +515,24 @@ class ServerCore:
             raise wrong_type(
                 "load_model()'s model", "a ModelConfig (e.g. ModelConfig.python(name, path))", model
             )
-        with self._reload_lock:
-            others = [m for m in self._config.models if m.name != model.name]
-            self._reload_locked(ModelServerConfig((*others, model)), initial=False)
+
+        def with_model(current: ModelServerConfig) -> ModelServerConfig:
+            others = [m for m in current.models if m.name != model.name]
+            return ModelServerConfig((*others, model))
+
+        self._reload(with_model, initial=False)
 
     def unload_model(self, name: str) -> None:
         """Removes one model from the config (its versions unload); NotFoundError if absent."""
         if not isinstance(name, str):
             raise wrong_type("unload_model()'s name", "a model name (str)", name)
-        with self._reload_lock:
-            if self._config.model(name) is None:
+
+        def without(current: ModelServerConfig) -> ModelServerConfig:
+            if current.model(name) is None:
                 raise NotFoundError(f"Model {name} is not in the config")
-            self._reload_locked(self._config.without_model(name), initial=False)
+            return current.without_model(name)
+
+        self._reload(without, initial=False)
 
     def close(self, timeout_s: float | None = None) -> bool:
         """Stops polling and unloads every model; True once all is unloaded.  Idempotent.
@@ -581,15 +591,39 @@ class ServerCore:
         basic = self._manager.basic_manager
         basic.set_num_load_threads(self._options.num_initial_load_threads)
         try:
-            self._reload(config, initial=True)
+            self._reload(lambda _current: config, initial=True)
         finally:
             basic.set_num_load_threads(self._options.num_load_threads)
 
-    def _reload(self, config: ModelServerConfig, *, initial: bool) -> None:
-        with self._reload_lock:
-            self._reload_locked(config, initial=initial)
+    def _reload(
+        self, edit: Callable[[ModelServerConfig], ModelServerConfig], *, initial: bool
+    ) -> None:
+        """Applies ``edit(current config)`` under the reload lock, then waits without it.
 
-    def _reload_locked(self, config: ModelServerConfig, *, initial: bool) -> None:
+        The wait for new models can be long (a slow load) or endless (a load
+        that hangs): other reloads, unloads and close() must not queue behind it.
+        """
+        with self._reload_lock:
+            awaited = self._apply_locked(edit(self._config))
+        failures = self._wait_for(awaited)
+        with self._reload_lock, self._lock:  # a model removed meanwhile is no failure of ours
+            self._failed.update((n, e) for n, e in failures.items() if self._config.model(n))
+        if not failures:
+            return
+        listed = "; ".join(f"{name}: {error.message}" for name, error in sorted(failures.items()))
+        message = f"{len(failures)} model(s) did not become available: {listed}"
+        if initial and self._options.start_degraded:
+            _log.error("%s; serving the others (start_degraded)", message)
+            return
+        codes = {error.code for error in failures.values()}
+        if len(codes) == 1:
+            raise ServingError.from_code(codes.pop(), message)
+        raise UnknownError(message)
+
+    def _apply_locked(
+        self, config: ModelServerConfig
+    ) -> dict[str, Mapping[int, ServableStateAndTime]]:
+        """Makes ``config`` the desired state; returns the new models, with their states before."""
         if self._closed:
             raise FailedPreconditionError("The server core is closed")
         old = self._config
@@ -608,22 +642,11 @@ class ServerCore:
             for name in removed:
                 self._failed.pop(name, None)
         # States published before this reload (say, a re-added model's old END) do not count.
-        before = {name: self._monitor.get_version_states(name) for name in new_names}
+        before: dict[str, Mapping[int, ServableStateAndTime]] = {
+            name: self._monitor.get_version_states(name) for name in new_names
+        }
         self._source.update_config(self._source_config(config.models))
-        failures = self._wait_for(before)
-        with self._lock:
-            self._failed.update(failures)
-        if not failures:
-            return
-        listed = "; ".join(f"{name}: {error.message}" for name, error in sorted(failures.items()))
-        message = f"{len(failures)} model(s) did not become available: {listed}"
-        if initial and self._options.start_degraded:
-            _log.error("%s; serving the others (start_degraded)", message)
-            return
-        codes = {error.code for error in failures.values()}
-        if len(codes) == 1:
-            raise ServingError.from_code(codes.pop(), message)
-        raise UnknownError(message)
+        return before
 
     def _apply_tables(self, changed: list[ModelConfig], removed: list[str]) -> None:
         """Updates labels (before models are added, as TF Serving), routes and monitored paths."""
@@ -729,6 +752,8 @@ class ServerCore:
                 source_errors = self._source.servable_errors() if names else {}
                 for name in sorted(names):
                     outcome = self._outcome(name, before[name], source_errors.get(name))
+                    if outcome is None:
+                        outcome = self._abandoned(name)
                     if outcome is not None:
                         pending.discard(name)
                         if isinstance(outcome, ServingError):
@@ -745,6 +770,22 @@ class ServerCore:
                     with touched_lock:  # a quiet slice: look at all again (source errors)
                         touched.update(pending)
         return failures
+
+    def _abandoned(self, name: str) -> ServingError | None:
+        """Why waiting for ``name`` is pointless now (closed, removed, nothing to load), or None."""
+        if self._closed or self._draining:
+            return UnavailableError(f"The server stopped before model {name} became available")
+        model = self._config.model(name)
+        if model is None:
+            return FailedPreconditionError(
+                f"Model {name} was removed from the config before it became available"
+            )
+        if self._source.emitted_versions(name) == ():
+            return NotFoundError(
+                f"No versions of model {name} found under base path {model.base_path}; it "
+                "stays configured and loads when a version appears"
+            )
+        return None
 
     def _outcome(
         self,

@@ -159,6 +159,14 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         with self._lock:
             return dict(self._errors)
 
+    def emitted_versions(self, name: str) -> tuple[ServableData[StoragePath], ...] | None:
+        """The aspired versions last emitted for ``name``; None before its first good poll.
+
+        ``()``: its base path was read and holds no version to serve.
+        """
+        with self._lock:
+            return self._last.get(name)
+
     def update_config(self, config: FileSystemStoragePathSourceConfig) -> None:
         """Replaces what is monitored: removed servables get an empty aspired set (unload).
 

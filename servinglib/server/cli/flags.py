@@ -155,6 +155,7 @@ class ServerFlags:
     total_model_memory_limit_bytes: int | None = None
     start_degraded: bool = False
     max_requests_in_flight_per_model: int | None = None
+    max_pool_calls_per_model: int = 0  # 0: half the worker pool
     enable_metrics: bool = False
     drain_delay_seconds: float = 0.0
     shutdown_grace_seconds: float = 10.0
@@ -339,6 +340,12 @@ def _own_flags(group: argparse._ArgumentGroup) -> None:
         int,
         "beyond it: 503 / UNAVAILABLE at once; 0: no bound",
     )
+    _flag(
+        group,
+        "max_pool_calls_per_model",
+        int,
+        "worker-pool calls of one model at once, the rest wait; 0: half the pool",
+    )
     _flag(group, "enable_metrics", bool, "Prometheus at /monitoring/prometheus/metrics, /metrics")
     _flag(group, "drain_delay_seconds", float, "after SIGTERM: not ready, still serving, this long")
     _flag(group, "shutdown_grace_seconds", float, "then: requests in flight finish within this")
@@ -421,6 +428,8 @@ def _check(flags: ServerFlags) -> None:
             "Give --tensorflow_session_parallelism or the intra/inter-op flags, not all three"
         )
     _check_limits(flags)
+    if flags.max_pool_calls_per_model < 0:
+        raise FlagError("--max_pool_calls_per_model must not be negative (0: half the pool)")
     if flags.drain_delay_seconds < 0 or flags.shutdown_grace_seconds < 0:
         raise FlagError("--drain_delay_seconds and --shutdown_grace_seconds must not be negative")
     if flags.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:

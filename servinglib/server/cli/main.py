@@ -17,7 +17,10 @@ _log = logging.getLogger("servinglib.server")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the server; the process exit status (0 after a graceful stop, 1 if it cannot start).
+    """Runs the server; the process exit status.
+
+    0 after a graceful stop; 1 if it cannot start; 3 (EXIT_CUT_OFF) when the
+    shutdown grace ended with requests cut off or model calls left running.
 
     Startup failures (a port in use, a bad config file, models that do not
     load) print one line saying what failed, and exit 1; flag errors exit 2.
@@ -40,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from servinglib.server.cli.model_server import ModelServer
 
     previous = {signum: signal.signal(signum, _stop_starting) for signum in _STOP_SIGNALS}
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, _hangup_while_starting)
     try:
         server = ModelServer(flags)
     except (ServingError, OSError) as error:
@@ -49,10 +53,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     try:
-        return server.run()
+        status = server.run()
     except (ServingError, OSError) as error:
         print(f"{PROGRAM}: cannot serve: {_one_line(error)}", file=sys.stderr)
         return 1
+    if server.abandoned_calls:
+        # Their threads never end: exit without waiting for them (or for model unloads).
+        _log.error("Exiting with model calls still running (status %d)", status)
+        logging.shutdown()
+        sys.stdout.flush()
+        os._exit(status)
+    return status
 
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -68,6 +79,11 @@ def _stop_starting(signum: int, _frame: FrameType | None) -> None:
     )
     sys.stderr.flush()
     os._exit(0)
+
+
+def _hangup_while_starting(_signum: int, _frame: FrameType | None) -> None:
+    """SIGHUP before serving: the config is being read anyway; ignore it (it would kill us)."""
+    _log.warning("SIGHUP while loading models: ignored (send it again once serving)")
 
 
 def _one_line(error: BaseException) -> str:

@@ -6,8 +6,11 @@ Prometheus metrics, the config-file watcher.  Stop (SIGTERM or SIGINT):
 readiness turns NOT_SERVING at once on REST and gRPC health; serving goes
 on for ``--drain_delay_seconds`` so load balancers stop sending; then new
 connections are refused and requests in flight finish (at most
-``--shutdown_grace_seconds``); the models unload; exit 0.  A second
-signal exits at once.
+``--shutdown_grace_seconds``); the models unload; exit 0.  Requests still
+waiting for a model when the grace ends are cut off (503 / UNAVAILABLE),
+model calls still running are named in the log and left behind, and the
+exit status is :data:`EXIT_CUT_OFF`.  A second signal exits at once.
+SIGHUP re-reads ``--model_config_file`` (as nginx re-reads its config).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import logging
 import os
 import signal
+import threading
 from collections.abc import Callable
 from typing import Any, final
 
@@ -25,7 +29,8 @@ from servinglib.batching.options import BatchingParameters, read_batching_parame
 from servinglib.codecs.limits import DecodeLimits
 from servinglib.core.availability_preserving_policy import AvailabilityPreservingPolicy
 from servinglib.core.resource_preserving_policy import ResourcePreservingPolicy
-from servinglib.core.servable_state import ServableState
+from servinglib.core.servable_state import ManagerState, ServableState
+from servinglib.errors import ServingError, UnavailableError
 from servinglib.examples import HALF_PLUS_TWO, PYTHON_HALF_PLUS_TWO
 from servinglib.loaders.python import PythonPlatformConfig
 from servinglib.loaders.tensorflow.config import TensorFlowPlatformConfig
@@ -53,6 +58,14 @@ _log = logging.getLogger("servinglib.server")
 
 _REFREEZE_CHECK_S = 2.0  # how often the loop looks whether versions changed (see HeapFreezer)
 _TRIM_CHECK_S = 1.0  # how often the RSS is read to decide on a trim (see MemoryTrimmer)
+
+# After the grace: how long cut-off requests have to get their 503 out before the servers close.
+_CUT_OFF_S = 1.0
+# After drain delay + grace: how long the models have to unload before the process exits anyway.
+_UNLOAD_S = 10.0
+
+EXIT_CUT_OFF = 3
+"""The exit status when the shutdown grace ended with requests or model calls cut off."""
 
 # TF Serving's model server names its shared batch pool so, when no file names it.
 _BATCH_THREAD_POOL = "model_server_batch_threads"
@@ -189,23 +202,43 @@ class ModelServer:
         self.core = ServerCore(self.config, core_options(flags), state_listeners=listeners)
         if self.metrics is not None:
             self.metrics.attach(self.core)
-        self.plane = DataPlane(self.core)
+        self.plane = DataPlane(
+            self.core, max_calls_per_model=flags.max_pool_calls_per_model or None
+        )
+        if self.metrics is not None:
+            self.metrics.attach_plane(self.plane)
         self.management = ModelManagement(self.core, management_options(flags))
         # Made once the models are loaded: its floor is the RSS serving them.
         self.trimmer = MemoryTrimmer() if flags.malloc_trim else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._signals = 0
+        self._watcher: ModelConfigFileWatcher | None = None
         self.rest_port: int | None = None
         self.grpc_port: int | None = None
 
     def run(self) -> int:
-        """Serves until stopped; the exit status (0 after a graceful stop)."""
+        """Serves until stopped; the exit status (0 after a graceful stop, else EXIT_CUT_OFF).
+
+        Model calls still running after the grace are left to their threads
+        (a thread cannot be stopped): the models are then not unloaded and
+        the caller should end the process (``os._exit``) rather than wait.
+        """
+        status = 1
         try:
-            return _run(self._serve())
+            status = _run(self._serve())
         finally:
-            self.plane.close()
-            self.core.close()
+            if self.plane.running_calls():
+                status = EXIT_CUT_OFF
+            else:
+                self.plane.close()
+                self.core.close()
+        return status
+
+    @property
+    def abandoned_calls(self) -> bool:
+        """True when model calls still run (after :meth:`run`: they were left behind)."""
+        return bool(self.plane.running_calls())
 
     def request_stop(self) -> None:
         """Starts the graceful stop, as SIGTERM does."""
@@ -232,31 +265,69 @@ class ModelServer:
             trimming = asyncio.create_task(self._trim_after_growth(self.trimmer))
         self._announce()
         await self._stop.wait()
+        _start_exit_timer(
+            self.flags.drain_delay_seconds + self.flags.shutdown_grace_seconds, self._in_progress
+        )
         for task in (freezing, trimming):
             if task is not None:
                 task.cancel()
         _log.info(
             "Stopping: not ready any more; serving %.1f s more", self.flags.drain_delay_seconds
         )
-        self.core.drain()
+        self.core.drain()  # also ends the waits of reloads in progress
         if grpc_server is not None:
             grpc_server.set_not_serving()
         if self.flags.drain_delay_seconds > 0:
             await asyncio.sleep(self.flags.drain_delay_seconds)
+        cut_off = await self._stop_servers(rest, rest_task, grpc_server)
+        if watcher is not None:
+            watcher.close()
+        if cut_off:
+            return EXIT_CUT_OFF
+        _log.info("Unloading models")
+        return 0
+
+    def _in_progress(self) -> str:
+        """What a shutdown may be waiting for: model calls, loads and unloads (for the log)."""
+        parts = [f"{c.site} running for {c.running_s:.1f} s" for c in self.plane.running_calls()]
+        for name, versions in sorted(self.core.monitor.get_live_servable_states().items()):
+            for version, entry in sorted(versions.items()):
+                state = entry.state.manager_state
+                if state in {ManagerState.LOADING, ManagerState.UNLOADING}:
+                    parts.append(f"{name} v{version} {state.value.lower()}")
+        return "; ".join(parts) or "nothing known"
+
+    async def _stop_servers(self, rest: Any, rest_task: Any, grpc_server: Any) -> bool:  # noqa: ANN401 - RestServer, its task, GrpcServer
+        """Refuses new connections, lets requests finish within the grace; True if some were cut."""
         grace = self.flags.shutdown_grace_seconds
         _log.info("Refusing new connections; requests in flight have %.1f s to finish", grace)
-        stops: list[Any] = []
+        stops: list[asyncio.Future[Any]] = []
         if rest is not None:
             rest.stop(timeout_s=0)
             if rest_task is not None:
-                stops.append(asyncio.wait_for(rest_task, grace + 1))
+                stops.append(rest_task)
         if grpc_server is not None:
-            stops.append(grpc_server.stop(grace))
-        await asyncio.gather(*stops, return_exceptions=True)
-        if watcher is not None:
-            watcher.close()
-        _log.info("Unloading models")
-        return 0
+            stops.append(asyncio.ensure_future(grpc_server.stop(grace + _CUT_OFF_S)))
+        if not stops:
+            return False
+        _, pending = await asyncio.wait(stops, timeout=grace)
+        if not pending:
+            return False
+        cut = self.plane.cut_off(
+            UnavailableError("The server is shutting down: the request was cut off")
+        )
+        _log.error(
+            "Shutdown grace of %.1f s over: requests still in flight are cut off (503 / "
+            "UNAVAILABLE)%s",
+            grace,
+            "".join(
+                f"; {c.site} still running after {c.running_s:.1f} s"
+                + (" (past its deadline)" if c.overdue else "")
+                for c in cut
+            ),
+        )
+        await asyncio.wait(pending, timeout=_CUT_OFF_S + 1)
+        return True
 
     async def _refreeze_after_changes(self, freezer: HeapFreezer) -> None:
         while True:
@@ -293,7 +364,8 @@ class ModelServer:
             app,
             flags.rest_api_host,
             flags.rest_api_port,
-            graceful_timeout_s=flags.shutdown_grace_seconds,
+            # Past the grace the plane cuts requests off first (a JSON 503), then uvicorn cancels.
+            graceful_timeout_s=flags.shutdown_grace_seconds + _CUT_OFF_S,
             limits=HttpLimits(
                 max_header_bytes=flags.rest_api_max_header_bytes,
                 idle_timeout_s=flags.rest_api_idle_timeout_seconds,
@@ -344,14 +416,43 @@ class ModelServer:
         flags = self.flags
         if not flags.model_config_file or flags.model_config_file_poll_wait_seconds <= 0:
             return None
-        return ModelConfigFileWatcher(
+        self._watcher = ModelConfigFileWatcher(
             self.core, flags.model_config_file, flags.model_config_file_poll_wait_seconds
         )
+        return self._watcher
 
     def _install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._on_signal, signum)
+        loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
+
+    def _on_hangup(self) -> None:
+        """SIGHUP: re-read the model config file on a thread (a reload waits for its models)."""
+        path = self.flags.model_config_file
+        if not path:
+            _log.info("SIGHUP received: no --model_config_file, nothing to reload")
+            return
+        if self.core.draining:
+            _log.info("SIGHUP received while stopping: not reloading %s", path)
+            return
+        _log.info("SIGHUP received: re-reading %s", path)
+        threading.Thread(
+            target=self._reload_config_file, name="servinglib-sighup-reload", daemon=True
+        ).start()
+
+    def _reload_config_file(self) -> None:
+        watcher, path = self._watcher, self.flags.model_config_file
+        if watcher is not None:
+            if not watcher.check_once() and watcher.status().error is None:
+                _log.info("model config file %s unchanged", path)
+            return  # the watcher logged what it applied or why not
+        try:
+            self.core.reload_config(read_model_server_config(path))
+        except ServingError as error:
+            _log.error("model config file %s not applied: %s", path, error.message)
+        else:
+            _log.info("applied model config file %s", path)
 
     def _on_signal(self, signum: int) -> None:
         self._signals += 1
@@ -419,6 +520,29 @@ def _fan_out(observers: list[Callable[[Any], None]]) -> Callable[[Any], None] | 
             observer(record)
 
     return observe
+
+
+def _start_exit_timer(stop_s: float, in_progress: Callable[[], str]) -> None:
+    """Ends the process ``stop_s`` + unload time from now if the graceful stop has not.
+
+    The last resort behind the stop sequence (a load or unload that hangs, a
+    thread that will not end): a shutdown always ends.
+    """
+    limit_s = stop_s + _CUT_OFF_S + _UNLOAD_S
+
+    def force_exit() -> None:
+        _log.error(
+            "Shutdown did not finish within %.1f s: exiting now; in progress: %s",
+            limit_s,
+            in_progress(),
+        )
+        logging.shutdown()
+        os._exit(EXIT_CUT_OFF)
+
+    timer = threading.Timer(limit_s, force_exit)
+    timer.name = "servinglib-exit-timer"
+    timer.daemon = True
+    timer.start()
 
 
 def _run(coroutine: Any) -> int:  # noqa: ANN401 - a coroutine returning the exit status

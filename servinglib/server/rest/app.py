@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import time
@@ -10,7 +11,13 @@ from typing import Any, final
 
 import attrs
 
-from servinglib.errors import InternalError, NotFoundError, ServingError, StatusCode
+from servinglib.errors import (
+    InternalError,
+    NotFoundError,
+    ServingError,
+    StatusCode,
+    UnavailableError,
+)
 from servinglib.server.data_plane import DataPlane
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import RestRequest, RestResponse
@@ -166,6 +173,13 @@ class RestApp:
             response = RestResponse.error(error)
             if response.status >= 500 and response.status not in (503, 504):
                 response = self._log_failure(scope, method, path, error, response)
+        except asyncio.CancelledError:
+            # The server's shutdown grace ended (uvicorn cancels what still runs): a JSON 503,
+            # not uvicorn's plain-text 500. The request ends here, so nothing is left to cancel.
+            code = StatusCode.UNAVAILABLE
+            response = RestResponse.error(
+                UnavailableError("The server is shutting down: the request was cut off")
+            )
         except Exception as error:  # noqa: BLE001 - a model's own exception is a 500, never a crash
             code = StatusCode.INTERNAL
             wrapped = InternalError(f"{type(error).__name__}: {error}")

@@ -54,7 +54,7 @@ class TfServingApi:
         """``GET /v1/models``: every configured model with its versions' status (not in TFS)."""
         models = []
         for name in self._core.list_models():
-            status = self._core.model_status(name)
+            status = self._plane.model_status(name)
             models.append({"name": name, **_status_json(status)})
         return RestResponse.json({"models": models})
 
@@ -63,7 +63,7 @@ class TfServingApi:
         version = request.version
         if request.label is not None:
             version = self._core.model_metadata(request.model_spec()).version
-        status = self._core.model_status(request.model_name, version)
+        status = self._plane.model_status(request.model_name, version)
         return RestResponse.json(_status_json(status))
 
     async def metadata(self, request: RestRequest) -> RestResponse:

@@ -1,0 +1,347 @@
+"""CallPool: the worker threads models share, none of which may hold more than its share."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import contextvars
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, final
+
+import attrs
+
+from servinglib.errors import DeadlineExceededError, ServingError
+
+_log = logging.getLogger("servinglib.server.data_plane")
+
+_Outputs = dict[str, Any]
+
+
+def default_max_calls_per_model(max_workers: int) -> int:
+    """Half the pool (at least one call): a model whose calls hang leaves the rest to others."""
+    return max(1, max_workers // 2)
+
+
+@final
+@attrs.frozen
+class CallSite:
+    """Which model, version and signature a pool call runs.  Immutable."""
+
+    model_name: str
+    version: int
+    signature_name: str
+
+    def __str__(self) -> str:
+        return f"model {self.model_name} version {self.version} signature {self.signature_name}"
+
+
+@final
+@attrs.frozen
+class RunningCall:
+    """A call a worker runs now: where, for how long, and whether past its deadline.  Immutable."""
+
+    site: CallSite
+    running_s: float
+    overdue: bool
+
+
+@final
+class CallPool:
+    """Bounded worker threads that run calls for coroutines: a lean ``run_in_executor``.
+
+    Per call, one tuple on a SimpleQueue and one ``call_soon_threadsafe``
+    back (a fifth of ``ThreadPoolExecutor.submit`` + ``asyncio.wrap_future``
+    per call).  Threads start on demand up to ``max_workers``.
+
+    Isolation: at most ``max_calls_per_model`` calls of one model are
+    admitted to the workers at a time; the model's further calls wait in
+    its own queue, so a model whose calls hang holds its share and never
+    the whole pool.  A call counts against its model until the function
+    really returns, also when its request gave up at the deadline.  Past
+    its deadline a call's future fails with DeadlineExceededError; a call
+    not started yet is then never run (its ``on_done`` runs at once), and
+    a running one is *overdue*: logged once, counted by :meth:`overdue`.
+    Thread safety: ``submit`` from any event loop's thread; the rest from
+    any thread; ``close`` once.
+    """
+
+    def __init__(self, max_workers: int, max_calls_per_model: int, thread_name_prefix: str) -> None:
+        self._max_workers = max_workers
+        self._max_calls_per_model = max_calls_per_model
+        self._prefix = thread_name_prefix
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)  # one count per worker waiting for a job
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []  # guarded by: _lock
+        self._closed = False  # guarded by: _lock
+        self._admitted: dict[str, int] = {}  # guarded by: _lock; per model, queued or running
+        self._waiting: dict[str, collections.deque[_Job]] = {}  # guarded by: _lock
+        self._live: set[_Job] = set()  # guarded by: _lock; admitted or waiting, not finished
+        self._drained = threading.Condition(self._lock)  # notified when _live empties
+        self._overdue: dict[tuple[str, int], int] = {}  # guarded by: _lock; by model, version
+
+    @property
+    def max_workers(self) -> int:
+        """How many worker threads at most."""
+        return self._max_workers
+
+    @property
+    def max_calls_per_model(self) -> int:
+        """How many calls of one model may be on the workers at once."""
+        return self._max_calls_per_model
+
+    def submit(
+        self,
+        site: CallSite,
+        deadline: float | None,
+        on_done: Callable[[], None],
+        function: Callable[..., _Outputs],
+        *args: Any,  # noqa: ANN401 - the function's arguments
+    ) -> asyncio.Future[_Outputs]:
+        """Runs ``function(*args)`` on a worker in a copy of the current context.
+
+        ``on_done`` runs after the call, whether or not it ran.
+        ``deadline``: ``time.monotonic()`` seconds, or None.
+        Requires: called on a running event loop's thread.  Raises
+        RuntimeError once closed (``on_done`` is then the caller's).
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[_Outputs] = loop.create_future()
+        job = _Job(
+            site,
+            context=contextvars.copy_context(),
+            loop=loop,
+            future=future,
+            on_done=on_done,
+            function=function,
+            args=args,
+        )
+        model = site.model_name
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the DataPlane is closed")
+            self._live.add(job)
+            admitted = self._admitted.get(model, 0)
+            if admitted < self._max_calls_per_model:
+                self._admitted[model] = admitted + 1
+            else:
+                self._waiting.setdefault(model, collections.deque()).append(job)
+                job.waiting = True
+        if job.waiting:
+            # Failed (deadline) or cancelled (the client left): out of the queue at once.
+            future.add_done_callback(lambda _: self._abandon(job))
+        else:
+            self._enqueue(job)
+        if deadline is not None:
+            job.timer = loop.call_later(max(0.0, deadline - time.monotonic()), self._expire, job)
+        return future
+
+    def overdue(self) -> dict[tuple[str, int], int]:
+        """Calls running past their deadline, by model name and version (none: left out)."""
+        with self._lock:
+            return {key: n for key, n in self._overdue.items() if n}
+
+    def running(self) -> list[RunningCall]:
+        """The calls workers run now, longest running first."""
+        now = time.monotonic()
+        with self._lock:
+            jobs = [job for job in self._live if job.started_at is not None]
+        calls = [RunningCall(j.site, now - (j.started_at or now), j.overdue) for j in jobs]
+        return sorted(calls, key=lambda call: -call.running_s)
+
+    def cut_off(self, error: ServingError) -> list[RunningCall]:
+        """Fails every call not finished yet with ``error`` (at shutdown); the running ones.
+
+        Calls not started are never run; running ones go on (a thread
+        cannot be stopped) and still count until they return.
+        """
+        running = self.running()
+        with self._lock:
+            jobs = list(self._live)
+        for job in jobs:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                job.loop.call_soon_threadsafe(_fail, job.future, error)
+        return running
+
+    def close(self) -> None:
+        """Lets the workers finish the calls submitted so far, then joins them."""
+        with self._lock:
+            self._closed = True
+            while self._live:
+                self._drained.wait()
+            threads = list(self._threads)
+        for _ in threads:
+            self._jobs.put(None)
+        for thread in threads:
+            thread.join()
+
+    def _enqueue(self, job: _Job) -> None:
+        if not self._idle.acquire(blocking=False):
+            self._start_worker()
+        self._jobs.put(job)
+
+    def _start_worker(self) -> None:
+        with self._lock:
+            if len(self._threads) >= self._max_workers:
+                return  # every worker is busy: the job waits in the queue
+            thread = threading.Thread(
+                target=self._work, name=f"{self._prefix}_{len(self._threads)}", daemon=True
+            )
+            self._threads.append(thread)
+        thread.start()
+
+    def _work(self) -> None:
+        jobs = self._jobs
+        while (job := jobs.get()) is not None:
+            job.started_at = time.monotonic()  # before the look at the future: see _expire
+            if job.future.done():  # failed while queued (a racy read: see _expire)
+                job.on_done()
+            else:
+                result, error = _call(job)
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                    job.loop.call_soon_threadsafe(_settle, job, result, error)
+                del result, error
+            self._finish(job)
+            del job  # let the request's arrays go while idle
+            self._idle.release()
+
+    def _finish(self, job: _Job) -> None:
+        """The call returned (or was dropped): its model's next waiting call takes its place."""
+        model = job.site.model_name
+        dropped: list[_Job] = []
+        admit: _Job | None = None
+        with self._lock:
+            self._live.discard(job)
+            if job.overdue:
+                self._overdue[model, job.site.version] -= 1
+            waiting = self._waiting.get(model)
+            while waiting:
+                candidate = waiting.popleft()
+                candidate.waiting = False
+                if candidate.future.done():  # failed while it waited: never run
+                    self._live.discard(candidate)
+                    dropped.append(candidate)
+                else:
+                    admit = candidate
+                    break
+            if admit is None:
+                self._admitted[model] -= 1
+            if not self._live:
+                self._drained.notify_all()
+        if job.overdue:
+            _log.warning(
+                "%s: the call overdue since its deadline returned after %.1f s",
+                job.site,
+                time.monotonic() - (job.started_at or 0.0),
+            )
+        for candidate in dropped:
+            candidate.on_done()
+        if admit is not None:
+            self._enqueue(admit)
+
+    def _abandon(self, job: _Job) -> None:
+        """A waiting call's future is done (deadline, cancelled, cut off): it never runs."""
+        with self._lock:
+            if not job.waiting:
+                return
+            self._waiting[job.site.model_name].remove(job)
+            job.waiting = False
+            self._live.discard(job)
+            if not self._live:
+                self._drained.notify_all()
+        job.on_done()
+
+    def _expire(self, job: _Job) -> None:
+        """At the deadline, on the job's loop: fail the future; flag the call if it runs."""
+        if not job.future.done():
+            job.future.set_exception(_deadline_exceeded())
+        # A worker marks a job started before it looks at the future: a job
+        # not marked now will see the done future and not run.
+        with self._lock:
+            if job.started_at is None or job.overdue or job not in self._live:
+                return
+            job.overdue = True
+            key = (job.site.model_name, job.site.version)
+            self._overdue[key] = count = self._overdue.get(key, 0) + 1
+        _log.warning(
+            "%s: a call is still running past its deadline and holds a worker until it "
+            "returns (%d such calls of this version)",
+            job.site,
+            count,
+        )
+
+
+class _Job:
+    """One call: what to run, where to answer, and its place in its model's share."""
+
+    __slots__ = (
+        "args",
+        "context",
+        "function",
+        "future",
+        "loop",
+        "on_done",
+        "overdue",
+        "site",
+        "started_at",
+        "timer",
+        "waiting",
+    )
+
+    def __init__(
+        self,
+        site: CallSite,
+        *,
+        context: contextvars.Context,
+        loop: asyncio.AbstractEventLoop,
+        future: asyncio.Future[_Outputs],
+        on_done: Callable[[], None],
+        function: Callable[..., _Outputs],
+        args: tuple[Any, ...],
+    ) -> None:
+        self.site = site
+        self.context = context
+        self.loop = loop
+        self.future = future
+        self.on_done = on_done
+        self.function = function
+        self.args = args
+        self.waiting = False  # guarded by: CallPool._lock; in its model's waiting queue
+        self.overdue = False  # guarded by: CallPool._lock
+        self.started_at: float | None = None  # set once, by the worker
+        self.timer: asyncio.TimerHandle | None = None  # touched on the loop only
+
+
+def _call(job: _Job) -> tuple[_Outputs | None, BaseException | None]:
+    try:
+        return job.context.run(job.function, *job.args), None
+    except BaseException as error:  # noqa: BLE001 - handed to the awaiting coroutine
+        return None, error
+    finally:
+        job.on_done()
+
+
+def _settle(job: _Job, result: _Outputs | None, error: BaseException | None) -> None:
+    if job.timer is not None:
+        job.timer.cancel()
+    future = job.future
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)  # type: ignore[arg-type] # a result whenever no error
+
+
+def _fail(future: asyncio.Future[_Outputs], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
+def _deadline_exceeded() -> DeadlineExceededError:
+    return DeadlineExceededError("Deadline exceeded before the model answered")

@@ -1,0 +1,137 @@
+"""CallPool: each model holds at most its share of the workers; overdue calls are counted."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from servinglib.errors import DeadlineExceededError, UnavailableError
+from servinglib.server.call_pool import CallPool, CallSite, default_max_calls_per_model
+from servinglib.testing import wait_until
+
+HANG = CallSite("hang", 1, "serving_default")
+OTHER = CallSite("other", 1, "serving_default")
+
+
+@pytest.fixture
+def gate() -> Iterator[threading.Event]:
+    event = threading.Event()
+    yield event
+    event.set()  # lets the calls still blocked end, so the pool's threads can stop
+
+
+@pytest.fixture
+def pool(gate: threading.Event) -> Iterator[CallPool]:
+    pool = CallPool(4, 2, "test-call")
+    yield pool
+    gate.set()
+    pool.close()
+
+
+def blocked(gate: threading.Event, started: list[int]) -> dict[str, Any]:
+    started.append(1)
+    gate.wait(60)
+    return {"done": True}
+
+
+def test_default_share_is_half_the_pool() -> None:
+    """By default one model gets half the workers, and at least one."""
+    assert default_max_calls_per_model(8) == 4
+    assert default_max_calls_per_model(1) == 1
+
+
+def test_a_model_past_its_share_waits_while_others_run(
+    pool: CallPool, gate: threading.Event
+) -> None:
+    """Four hanging calls of one model occupy two workers; another model's call still runs."""
+    started: list[int] = []
+
+    async def run() -> None:
+        hanging = [pool.submit(HANG, None, lambda: None, blocked, gate, started) for _ in range(4)]
+        assert await pool.submit(OTHER, None, lambda: None, lambda: {"done": 1}) == {"done": 1}
+        assert len(started) == 2  # the other two wait for their model's own calls
+        gate.set()
+        assert all(r == {"done": True} for r in await asyncio.gather(*hanging))
+        assert len(started) == 4
+
+    asyncio.run(run())
+
+
+def test_a_waiting_call_that_is_cancelled_lets_go_at_once(
+    pool: CallPool, gate: threading.Event
+) -> None:
+    """A call waiting for its model's share whose request goes away runs on_done without waiting."""
+    started: list[int] = []
+    released = threading.Event()
+
+    async def run() -> None:
+        for _ in range(2):
+            pool.submit(HANG, None, lambda: None, blocked, gate, started)
+        waiting = pool.submit(HANG, None, released.set, blocked, gate, started)
+        waiting.cancel()
+        await asyncio.sleep(0)  # the done callbacks run
+        assert released.is_set()
+        gate.set()
+
+    asyncio.run(run())
+    wait_until(lambda: len(started) == 2 and not pool.running(), timeout_s=10)
+    assert len(started) == 2  # the cancelled call never ran
+
+
+def test_a_call_past_its_deadline_counts_as_overdue_until_it_returns(
+    pool: CallPool, gate: threading.Event
+) -> None:
+    """A running call fails at its deadline, is overdue while it runs on, and not after."""
+    started: list[int] = []
+
+    async def run() -> None:
+        future = pool.submit(HANG, time.monotonic() + 0.05, lambda: None, blocked, gate, started)
+        with pytest.raises(DeadlineExceededError):
+            await future
+        assert pool.overdue() == {("hang", 1): 1}
+        assert [c.overdue for c in pool.running()] == [True]
+
+    asyncio.run(run())
+    gate.set()
+    wait_until(lambda: not pool.overdue(), timeout_s=10)
+
+
+def test_a_call_waiting_at_its_deadline_never_runs(pool: CallPool, gate: threading.Event) -> None:
+    """A call still waiting for its model's share at its deadline fails and is dropped."""
+    started: list[int] = []
+    released = threading.Event()
+
+    async def run() -> None:
+        for _ in range(2):
+            pool.submit(HANG, None, lambda: None, blocked, gate, started)
+        late = pool.submit(HANG, time.monotonic() + 0.05, released.set, blocked, gate, started)
+        with pytest.raises(DeadlineExceededError):
+            await late
+        assert released.is_set()
+        assert pool.overdue() == {}
+        gate.set()
+
+    asyncio.run(run())
+    wait_until(lambda: not pool.running(), timeout_s=10)
+    assert len(started) == 2
+
+
+def test_cut_off_answers_every_pending_call(pool: CallPool, gate: threading.Event) -> None:
+    """At shutdown every call not finished fails with the given error; the running are named."""
+    started: list[int] = []
+
+    async def run() -> None:
+        futures = [pool.submit(HANG, None, lambda: None, blocked, gate, started) for _ in range(3)]
+        await asyncio.to_thread(wait_until, lambda: len(started) == 2, 10)
+        running = pool.cut_off(UnavailableError("shutting down"))
+        assert [call.site for call in running] == [HANG, HANG]
+        for future in futures:
+            with pytest.raises(UnavailableError):
+                await future
+
+    asyncio.run(run())
