@@ -780,7 +780,7 @@ class ServerCore:
             return FailedPreconditionError(
                 f"Model {name} was removed from the config before it became available"
             )
-        if self._source.emitted_versions(name) == ():
+        if self._source.holds_no_version(name):
             return NotFoundError(
                 f"No versions of model {name} found under base path {model.base_path}; it "
                 "stays configured and loads when a version appears"

@@ -125,6 +125,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         self._config = config  # guarded by: _lock
         self._errors: dict[str, ServingError] = {}  # guarded by: _lock
         self._last: dict[str, tuple[ServableData[StoragePath], ...]] = {}  # guarded by: _lock
+        self._waiting: set[str] = set()  # guarded by: _lock
         self._dirty: set[str] = set()  # guarded by: _lock
         self._full_poll_due = False  # guarded by: _lock
         self._timer: Timer | None = None  # guarded by: _lock
@@ -159,13 +160,13 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         with self._lock:
             return dict(self._errors)
 
-    def emitted_versions(self, name: str) -> tuple[ServableData[StoragePath], ...] | None:
-        """The aspired versions last emitted for ``name``; None before its first good poll.
+    def holds_no_version(self, name: str) -> bool:
+        """True if ``name``'s base path was read and holds no version to serve, nor one waiting.
 
-        ``()``: its base path was read and holds no version to serve.
+        A version directory not yet complete and quiet is waiting: False.
         """
         with self._lock:
-            return self._last.get(name)
+            return self._last.get(name) == () and name not in self._waiting
 
     def update_config(self, config: FileSystemStoragePathSourceConfig) -> None:
         """Replaces what is monitored: removed servables get an empty aspired set (unload).
@@ -190,6 +191,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
                 for name in removed:
                     self._errors.pop(name, None)
                     self._last.pop(name, None)
+                    self._waiting.discard(name)
             for name in removed:
                 self._conditions.pop(name, None)
                 self.emit_aspired_versions(name, [])
@@ -314,6 +316,10 @@ class FileSystemStoragePathSource(Source[StoragePath]):
                     self._errors.pop(name, None)
                 else:
                     self._errors[name] = scan.error
+                if scan.waiting:
+                    self._waiting.add(name)
+                else:
+                    self._waiting.discard(name)
                 unchanged = scan.versions is not None and self._last.get(name) == scan.versions
                 if scan.versions is not None:
                     self._last[name] = scan.versions
@@ -408,13 +414,15 @@ class _Scan:
     ``versions``: its aspired versions (None: keep the last ones); ``error``:
     why its base path cannot be used; ``condition``: (log level, message) of
     a lasting problem, logged when it begins; ``recheck_at``: clock time a
-    settle window ends.
+    settle window ends; ``waiting``: version directories were found, none of
+    them complete and quiet yet.
     """
 
     versions: tuple[ServableData[StoragePath], ...] | None
     error: ServingError | None = None
     condition: tuple[int, str] | None = None
     recheck_at: float | None = None
+    waiting: bool = False
 
 
 def _scan(
@@ -458,7 +466,7 @@ def _scan(
         return _Scan(versions, error, (logging.ERROR, error.message))
     if found and not ready:  # each waiting version said so once
         keep = config.servable_versions_always_present
-        return _Scan(None if keep else versions, recheck_at=recheck_at)
+        return _Scan(None if keep else versions, recheck_at=recheck_at, waiting=True)
     message = f"No versions of servable {name} found under base path {base}" + (
         f" (policy {servable.version_policy})" if ready else ""
     )
