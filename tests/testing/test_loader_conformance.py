@@ -638,7 +638,8 @@ def test_a_thread_leaked_per_load_is_caught_and_named() -> None:
 def test_threads_kept_within_the_tolerance_pass() -> None:
     """One thread started on the first load and kept is no leak; a raised bound allows more."""
     assert check_loader(StartsOnePoolForGood) == []
-    assert check_loader(LeaksAThreadPerLoad, cycles=4, max_thread_growth=3) == []
+    # 3 leaked threads, under a bound with room for a stray thread of an earlier test ending late.
+    assert check_loader(LeaksAThreadPerLoad, cycles=4, max_thread_growth=8) == []
 
 
 @needs_proc
