@@ -794,19 +794,21 @@ class ServerCore:
         source_error: ServingError | None,
     ) -> ServingError | bool | None:
         """True if ``name`` has an available version, its error if it failed, None if pending."""
-        states = {
-            v: entry
-            for v, entry in self._monitor.get_version_states(name).items()
-            if before.get(v) is not entry  # published during this reload
-        }
-        newest_first = [states[v].state for v in sorted(states, reverse=True)]
-        if any(s.manager_state is ManagerState.AVAILABLE for s in newest_first):
+        current = self._monitor.get_version_states(name)
+        # Available whenever it was published: a model removed and added again before its
+        # unload began keeps its version, and publishes nothing new.
+        if any(e.state.manager_state is ManagerState.AVAILABLE for e in current.values()):
             return True
+        states = {v: e for v, e in current.items() if before.get(v) is not e}  # this reload's
+        newest_first = [states[v].state for v in sorted(states, reverse=True)]
         if source_error is not None and not newest_first:
             return source_error
         if newest_first and all(s.manager_state is ManagerState.END for s in newest_first):
+            # A clean END is an earlier unload finishing (a model removed and added again):
+            # the version is still aspired and loads next, so only an error ends the wait.
             errors = [s.health for s in newest_first if s.health is not None]
-            return errors[0] if errors else UnknownError(f"No version of model {name} loaded")
+            if errors:
+                return errors[0]
         return None
 
 

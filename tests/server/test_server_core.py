@@ -331,6 +331,17 @@ def test_a_model_removed_and_added_again_loads_cleanly(core: ServerCore, models:
     assert core.failed_models() == {}
 
 
+def test_a_model_added_again_while_its_unload_runs_loads(core: ServerCore, models: Path) -> None:
+    """Re-adding a model whose unload is still running waits for the new load, whatever order
+    the old version's END and the new load are published in."""
+    b = python_model(models, "b")
+    for _ in range(10):
+        core.unload_model("b")
+        core.load_model(b)  # raised "No version of model b loaded" when the END came later
+        assert predict(core, ModelSpec.latest("b")) == 1.0
+    assert core.failed_models() == {}
+
+
 def test_a_model_failed_at_start_recovers_when_its_files_appear(tmp_path: Path) -> None:
     """With start_degraded, a model whose base path appears later serves and is failed no more."""
     config = ModelServerConfig((python_model(tmp_path, "late"),))
