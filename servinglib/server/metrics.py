@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from servinglib.core.servable_state_monitor import ServableStateMonitor
     from servinglib.server.data_plane import DataPlane
     from servinglib.server.server_core import ServerCore
+    from servinglib.server.worker_metrics import WorkerMetrics
 
 # Microsecond buckets for request and queueing latencies: 50 µs .. 60 s.
 _LATENCY_US_BUCKETS = (
@@ -176,6 +177,7 @@ class ServerMetrics:
         self.scheduler: SharedBatchScheduler | None = None
         self.plane: DataPlane | None = None
         registry.register(_StateCollector(self, prom))
+        self._workers: WorkerMetrics | None = None
 
     def observe_request(
         self, model_name: str, api: str, entrypoint: str, status: StatusCode, latency_s: float
@@ -241,9 +243,24 @@ class ServerMetrics:
             return dict(self._states)
 
     def render(self) -> bytes:
-        """The Prometheus text exposition of every metric (:data:`CONTENT_TYPE`)."""
+        """The Prometheus text exposition of every metric (:data:`CONTENT_TYPE`).
+
+        After :meth:`share_with_workers`, every worker's metrics (see WorkerMetrics).
+        """
+        if self._workers is not None:
+            return self._workers.render()
         rendered: bytes = self._prom.generate_latest(self.registry)
         return rendered
+
+    def share_with_workers(self, directory: str, index: int) -> WorkerMetrics:
+        """Publishes these metrics as worker ``index`` of ``directory``; renders all workers' sum.
+
+        Requires: called once, before serving (``--num_workers`` workers do).
+        """
+        from servinglib.server.worker_metrics import WorkerMetrics
+
+        self._workers = WorkerMetrics(self.registry, directory, index)
+        return self._workers
 
 
 @final

@@ -96,6 +96,25 @@ def _non_negative(text: str) -> float:
     return value
 
 
+def _num_workers(text: str) -> int:
+    if text.strip().lower() == "auto":
+        return usable_cores()
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of processes >= 1 or auto, got {value}"
+        )
+    return value
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity), as ``--num_workers=auto`` counts them."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 # What each value type of _flag parses with: messages name the flag, never a function.
 _PARSERS: dict[Any, Any] = {int: _int, float: _float}
 
@@ -159,6 +178,7 @@ class ServerFlags:
     enable_metrics: bool = False
     drain_delay_seconds: float = 0.0
     shutdown_grace_seconds: float = 10.0
+    num_workers: int = 1
     freeze_heap: bool = True
     malloc_trim: bool = True
     log_level: str = "INFO"
@@ -349,6 +369,9 @@ def _own_flags(group: argparse._ArgumentGroup) -> None:
     _flag(group, "enable_metrics", bool, "Prometheus at /monitoring/prometheus/metrics, /metrics")
     _flag(group, "drain_delay_seconds", float, "after SIGTERM: not ready, still serving, this long")
     _flag(group, "shutdown_grace_seconds", float, "then: requests in flight finish within this")
+    _flag(
+        group, "num_workers", _num_workers, "server processes sharing the ports; auto: one per core"
+    )
     _flag(group, "freeze_heap", bool, "keep loaded models out of full GC passes (gc.freeze)")
     _flag(group, "malloc_trim", bool, "give freed heap back to the OS once RSS grew 64 MiB")
     _flag(group, "log_level", str, "DEBUG, INFO, WARNING or ERROR")
@@ -432,6 +455,10 @@ def _check(flags: ServerFlags) -> None:
         raise FlagError("--max_pool_calls_per_model must not be negative (0: half the pool)")
     if flags.drain_delay_seconds < 0 or flags.shutdown_grace_seconds < 0:
         raise FlagError("--drain_delay_seconds and --shutdown_grace_seconds must not be negative")
+    if flags.num_workers > 1 and flags.grpc_socket_path:
+        raise FlagError(
+            "--grpc_socket_path serves one process: it cannot be used with --num_workers"
+        )
     if flags.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
         raise FlagError(f"--log_level must be DEBUG, INFO, WARNING or ERROR, not {flags.log_level}")
 

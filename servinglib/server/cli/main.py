@@ -11,7 +11,8 @@ from importlib.metadata import PackageNotFoundError, version
 from types import FrameType
 
 from servinglib.errors import ServingError
-from servinglib.server.cli.flags import PROGRAM, FlagError, parse_flags
+from servinglib.server.cli.flags import PROGRAM, FlagError, ServerFlags, parse_flags
+from servinglib.server.cli.worker_identity import WorkerIdentity
 
 _log = logging.getLogger("servinglib.server")
 
@@ -34,18 +35,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FlagError as error:
         print(f"{PROGRAM}: error: {error}; see {PROGRAM} --help", file=sys.stderr)
         return 2
+    worker = WorkerIdentity.from_environ()
+    whose = f"worker {worker.index} " if worker is not None else ""
     logging.basicConfig(
         level=flags.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format=f"%(asctime)s %(levelname)s {whose}%(name)s: %(message)s",
     )
-    for name in flags.ignored:
-        _log.warning("--%s is accepted and ignored: a tuning knob of TF Serving's C++ server", name)
+    if worker is None:
+        for name in flags.ignored:
+            _log.warning(
+                "--%s is accepted and ignored: a tuning knob of TF Serving's C++ server", name
+            )
+        if flags.num_workers > 1:
+            return _supervise(flags, args)
     from servinglib.server.cli.model_server import ModelServer
 
     previous = {signum: signal.signal(signum, _stop_starting) for signum in _STOP_SIGNALS}
     previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, _hangup_while_starting)
     try:
-        server = ModelServer(flags)
+        server = ModelServer(flags, worker)
     except (ServingError, OSError) as error:
         print(f"{PROGRAM}: cannot start: {_one_line(error)}", file=sys.stderr)
         return 1
@@ -67,6 +75,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _supervise(flags: ServerFlags, args: list[str]) -> int:
+    """``--num_workers``: this process starts the workers and looks after them."""
+    from servinglib.server.cli.supervisor import Supervisor
+
+    try:
+        supervisor = Supervisor(flags, args)
+    except (ServingError, OSError) as error:
+        print(f"{PROGRAM}: cannot start: {_one_line(error)}", file=sys.stderr)
+        return 1
+    return supervisor.run()
 
 
 def _stop_starting(signum: int, _frame: FrameType | None) -> None:

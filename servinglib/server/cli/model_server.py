@@ -36,9 +36,10 @@ from servinglib.loaders.python import PythonPlatformConfig
 from servinglib.loaders.tensorflow.config import TensorFlowPlatformConfig
 from servinglib.loaders.warmup import WarmupOptions
 from servinglib.server.cli.example_request import try_command
-from servinglib.server.cli.flags import ServerFlags
+from servinglib.server.cli.flags import ServerFlags, usable_cores
 from servinglib.server.cli.model_platform import flag_model
 from servinglib.server.cli.ports import check_ports, grpc_channel_arguments
+from servinglib.server.cli.worker_identity import WorkerIdentity
 from servinglib.server.config import ModelConfig, ModelServerConfig, read_model_server_config
 from servinglib.server.config_file_watcher import ModelConfigFileWatcher
 from servinglib.server.data_plane import DataPlane
@@ -136,7 +137,11 @@ def platform_configs(flags: ServerFlags, warmup: WarmupOptions) -> dict[str, Any
 
     The warmup flags apply to the built-in platforms either way.
     """
-    intra = flags.tensorflow_intra_op_parallelism or flags.tensorflow_session_parallelism
+    intra = (
+        flags.tensorflow_intra_op_parallelism
+        or flags.tensorflow_session_parallelism
+        or worker_intra_op_threads(flags)
+    )
     inter = flags.tensorflow_inter_op_parallelism or flags.tensorflow_session_parallelism
     tags = [t.strip() for t in flags.saved_model_tags.split(",") if t.strip()]
     configs: dict[str, Any] = {
@@ -152,6 +157,16 @@ def platform_configs(flags: ServerFlags, warmup: WarmupOptions) -> dict[str, Any
             builtin = isinstance(config, TensorFlowPlatformConfig | PythonPlatformConfig)
             configs[name] = attrs.evolve(config, warmup=warmup) if builtin else config
     return configs
+
+
+def worker_intra_op_threads(flags: ServerFlags) -> int:
+    """TensorFlow's intra-op threads of each of ``--num_workers`` workers: the cores shared out.
+
+    0 (TensorFlow's own choice, every core) for a single process.
+    """
+    if flags.num_workers <= 1:
+        return 0
+    return max(1, usable_cores() // flags.num_workers)
 
 
 def batching_parameters(flags: ServerFlags) -> BatchingParameters | None:
@@ -185,14 +200,21 @@ class ModelServer:
     Construction checks the ports are free, then loads the models (raising
     the error if the start fails);
     :meth:`run` serves until SIGTERM/SIGINT or :meth:`request_stop`.
+    A worker of ``--num_workers`` (``worker`` given) shares its ports with
+    the other workers (its supervisor checked them), publishes its metrics
+    for them, and tells its supervisor once it serves.
     Thread safety: :meth:`request_stop` may be called from any thread.
     """
 
-    def __init__(self, flags: ServerFlags) -> None:
-        check_ports(flags)
+    def __init__(self, flags: ServerFlags, worker: WorkerIdentity | None = None) -> None:
+        if worker is None:
+            check_ports(flags)
         self.flags = flags
+        self.worker = worker
         prometheus = prometheus_config(flags)
         self.metrics = ServerMetrics() if prometheus.enable else None
+        if self.metrics is not None and worker is not None:
+            self.metrics.share_with_workers(worker.directory, worker.index)
         self.metrics_path = prometheus.path
         self.freezer = HeapFreezer() if flags.freeze_heap else None
         listeners: list[Callable[[ServableState], None]] = []  # ServerCore logs states itself
@@ -264,6 +286,8 @@ class ModelServer:
         if self.trimmer is not None and self.trimmer.available:
             trimming = asyncio.create_task(self._trim_after_growth(self.trimmer))
         self._announce()
+        if self.worker is not None:
+            self.worker.announce_ready()
         await self._stop.wait()
         _start_exit_timer(
             self.flags.drain_delay_seconds + self.flags.shutdown_grace_seconds, self._in_progress
@@ -372,6 +396,7 @@ class ModelServer:
                 request_read_timeout_s=flags.rest_api_request_read_timeout_seconds,
                 max_connections=flags.rest_api_max_connections,
             ),
+            reuse_port=self.worker is not None,
         )
         self.rest_port = server.port
         return server
@@ -401,7 +426,7 @@ class ModelServer:
             host=flags.grpc_host,
             port=flags.port,
             unix_socket_path=flags.grpc_socket_path or None,
-            channel_arguments=grpc_channel_arguments(flags),
+            channel_arguments=grpc_channel_arguments(flags, share_port=self.worker is not None),
             ssl=SslConfig.read(flags.ssl_config_file) if flags.ssl_config_file else None,
             grace_period_s=flags.shutdown_grace_seconds,
             tensor_content_responses=flags.enable_serialization_as_tensor_content,

@@ -40,6 +40,8 @@ class RestServer:
     bound what each connection may hold (header bytes, idle and read time)
     and how many may be open (see
     :class:`~servinglib.server.rest.http_limits.HttpLimits`).
+    ``reuse_port`` shares the port with other processes that set it
+    (``SO_REUSEPORT``).
     Thread safety: :meth:`stop` may be called from any thread, any number
     of times; call :meth:`serve` or :meth:`start` once.
     """
@@ -52,6 +54,7 @@ class RestServer:
         *,
         graceful_timeout_s: float = 5.0,
         limits: HttpLimits = DEFAULT_HTTP_LIMITS,
+        reuse_port: bool = False,
     ) -> None:
         uvicorn = _import_uvicorn()
         from servinglib.server.rest._limited_protocol import limited_protocol
@@ -60,6 +63,8 @@ class RestServer:
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         try:
             self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port:  # several processes listen; the kernel spreads connections over them
+                self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             self._socket.bind((host, port))
             self._socket.listen(2048)
         except OSError:
