@@ -54,6 +54,7 @@ from servinglib.server.metrics import (
 from servinglib.server.model_management import ModelManagement, ModelManagementOptions
 from servinglib.server.platform_config_file import read_platform_config_file
 from servinglib.server.server_core import ServerCore, ServerCoreOptions
+from servinglib.server.worker_metrics import WorkerMetrics
 
 _log = logging.getLogger("servinglib.server")
 
@@ -213,8 +214,9 @@ class ModelServer:
         self.worker = worker
         prometheus = prometheus_config(flags)
         self.metrics = ServerMetrics() if prometheus.enable else None
+        self.worker_metrics: WorkerMetrics | None = None
         if self.metrics is not None and worker is not None:
-            self.metrics.share_with_workers(worker.directory, worker.index)
+            self.worker_metrics = self.metrics.share_with_workers(worker.directory, worker.index)
         self.metrics_path = prometheus.path
         self.freezer = HeapFreezer() if flags.freeze_heap else None
         listeners: list[Callable[[ServableState], None]] = []  # ServerCore logs states itself
@@ -250,6 +252,8 @@ class ModelServer:
         try:
             status = _run(self._serve())
         finally:
+            if self.worker_metrics is not None:
+                self.worker_metrics.close()  # its last counts, for the worker replacing it
             if self.plane.running_calls():
                 status = EXIT_CUT_OFF
             else:

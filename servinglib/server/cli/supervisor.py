@@ -198,7 +198,9 @@ class Supervisor:
             served = worker.ready_at is not None
             worker.ready_at = None
             if self._stops:
-                if status != 0:
+                # One still starting may die of the stop signal before it handles signals.
+                stopped_starting = not served and -status in _STOP_SIGNALS
+                if status != 0 and not stopped_starting:
                     _log.warning("Worker %d (pid %d) %s", worker.index, process.pid, _how(status))
                     self._exit_status = 1
                 continue

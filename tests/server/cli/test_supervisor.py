@@ -18,6 +18,10 @@ import grpc
 import httpx
 import pytest
 
+from servinglib.loaders.warmup import WarmupOptions
+from servinglib.server.cli import FlagError, parse_flags
+from servinglib.server.cli.model_server import platform_configs, worker_intra_op_threads
+
 PID_MODEL_PY = """
 import os
 import time
@@ -368,7 +372,7 @@ def test_a_port_in_use_fails_the_start_before_any_worker(tmp_path: Path) -> None
 
 
 SUPERVISOR_MODULES = """
-import os, signal, sys, threading, httpx
+import os, signal, sys, threading, time, httpx
 from servinglib.server.cli.main import main
 
 def check():
@@ -378,6 +382,7 @@ def check():
                 break
         except httpx.HTTPError:
             pass
+        time.sleep(0.05)
     heavy = sorted(m for m in ("tensorflow", "grpc") if m in sys.modules)
     print("supervisor imported:", heavy or "nothing heavy", flush=True)
     os.kill(os.getpid(), signal.SIGTERM)
@@ -408,4 +413,31 @@ def test_the_supervisor_imports_neither_tensorflow_nor_grpc() -> None:
         check=False,
     )
     assert "supervisor imported: nothing heavy" in result.stdout, result.stdout + result.stderr
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_num_workers_takes_a_count_or_auto() -> None:
+    """--num_workers is a count of at least 1 or auto (usable cores); a UNIX socket is refused."""
+    assert parse_flags(["--demo"]).num_workers == 1
+    assert parse_flags(["--demo", "--num_workers=3"]).num_workers == 3
+    cores = len(os.sched_getaffinity(0))
+    assert parse_flags(["--demo", "--num_workers=auto"]).num_workers == cores
+    with pytest.raises(FlagError, match=r"--num_workers: expected a number of processes >= 1"):
+        parse_flags(["--demo", "--num_workers=0"])
+    with pytest.raises(FlagError, match="--grpc_socket_path serves one process"):
+        parse_flags(["--demo", "--num_workers=2", "--grpc_socket_path=/tmp/s.sock"])
+
+
+def test_workers_share_the_cores_among_tensorflow_intra_op_pools() -> None:
+    """Each of N workers gets cores/N intra-op threads (at least 1) unless the flags set them."""
+    cores = len(os.sched_getaffinity(0))
+    two = parse_flags(["--demo", "--num_workers=2"])
+    assert worker_intra_op_threads(two) == max(1, cores // 2)
+    assert platform_configs(two, WarmupOptions())["tensorflow"].intra_op_parallelism_threads == (
+        max(1, cores // 2)
+    )
+    many = parse_flags(["--demo", f"--num_workers={cores * 2}"])
+    assert worker_intra_op_threads(many) == 1
+    assert worker_intra_op_threads(parse_flags(["--demo"])) == 0
+    chosen = parse_flags(["--demo", "--num_workers=2", "--tensorflow_intra_op_parallelism=7"])
+    assert platform_configs(chosen, WarmupOptions())["tensorflow"].intra_op_parallelism_threads == 7
