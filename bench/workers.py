@@ -24,16 +24,16 @@ import argparse
 import dataclasses
 import importlib.util
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from _common import INDENT, percentile, print_environment, print_target
-from _servers import ROOT, free_port, pinned, write_trivial_models
+from _servers import free_port, pinned, running, write_trivial_models
 from rest import WRK_LUA, X, predict_body, wrk
 
 HERE = Path(__file__).resolve().parent
@@ -129,9 +129,8 @@ def all_cpus() -> str:
     return f"0-{(os.cpu_count() or 1) - 1}"
 
 
-def start_server(
-    num_workers: int, config: Path, rest_port: int, grpc_port: int, log: Path
-) -> subprocess.Popen[bytes]:
+def server_command(num_workers: int, config: Path, rest_port: int, grpc_port: int) -> list[str]:
+    """The CLI serving ``config`` with ``num_workers`` workers, allowed on every CPU."""
     command = [
         sys.executable,
         "-m",
@@ -145,17 +144,21 @@ def start_server(
         "--grpc_host=127.0.0.1",
         "--enable_metrics",
     ]
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            pinned(command, all_cpus()), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
-        )
+    return pinned(command, all_cpus())
+
+
+def ready_waiter(num_workers: int, log: Path) -> Callable[[subprocess.Popen[bytes]], None]:
+    """Waits until the log says every worker (or the one process) serves."""
     ready = "Serving with" if num_workers > 1 else "Serving models"
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while ready not in log.read_text():
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the server did not start:\n{log.read_text()}")
-        time.sleep(0.1)
-    return process
+
+    def wait(process: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while ready not in log.read_text():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not start:\n{log.read_text()}")
+            time.sleep(0.1)
+
+    return wait
 
 
 def worker_pids(pid: int) -> list[int]:
@@ -226,10 +229,9 @@ def grpc_cell(
 
 def measure(num_workers: int, config: Path, args: argparse.Namespace, tmp: Path) -> Run:
     rest_port, grpc_port = free_port(), free_port()
-    process = start_server(
-        num_workers, config, rest_port, grpc_port, tmp / f"server{num_workers}.log"
-    )
-    try:
+    log = tmp / f"server{num_workers}.log"
+    command = server_command(num_workers, config, rest_port, grpc_port)
+    with running(command, log, ready_waiter(num_workers, log)) as process:
         # taskset execs the server: process.pid is servinglib's own (the supervisor for N > 1).
         supervisor = process.pid if num_workers > 1 else None
         for model in (PYTHON_MODEL, TRIVIAL_MODEL):  # one checked request each
@@ -281,13 +283,6 @@ def measure(num_workers: int, config: Path, args: argparse.Namespace, tmp: Path)
             cpu_used,
             measured_s,
         )
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def report(runs: list[Run]) -> None:

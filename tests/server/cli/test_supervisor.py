@@ -21,6 +21,7 @@ import pytest
 from servinglib.loaders.warmup import WarmupOptions
 from servinglib.server.cli import FlagError, parse_flags
 from servinglib.server.cli.model_server import platform_configs, worker_intra_op_threads
+from tests.server.cli.test_model_server import config_of, free_port
 
 PID_MODEL_PY = """
 import os
@@ -58,28 +59,11 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float) -> None:
         time.sleep(0.02)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
 def pid_model(root: Path, name: str) -> Path:
     version = root / name / "1"
     version.mkdir(parents=True)
     (version / "model.py").write_text(textwrap.dedent(PID_MODEL_PY))
     return root / name
-
-
-def write_config(root: Path, *names: str) -> Path:
-    config = root / "models.config"
-    entries = "".join(
-        f'config {{ name: "{n}" base_path: "{root / n}" model_platform: "python" }}\n'
-        for n in names
-    )
-    config.write_text(f"model_config_list {{\n{entries}}}\n")
-    return config
 
 
 class Workers:
@@ -175,7 +159,7 @@ def worker_pids(supervisor: int) -> set[int]:
 @pytest.fixture
 def workers(tmp_path: Path) -> Iterator[Workers]:
     pid_model(tmp_path, "m")
-    running = Workers(tmp_path, f"--model_config_file={write_config(tmp_path, 'm')}")
+    running = Workers(tmp_path, f"--model_config_file={config_of(tmp_path, 'm')}")
     try:
         running.wait_serving()
         yield running
@@ -214,7 +198,7 @@ def test_sigterm_drains_requests_in_flight_on_both_workers(tmp_path: Path) -> No
     pid_model(tmp_path, "m")
     running = Workers(
         tmp_path,
-        f"--model_config_file={write_config(tmp_path, 'm')}",
+        f"--model_config_file={config_of(tmp_path, 'm')}",
         "--shutdown_grace_seconds=30",
     )
     try:
@@ -250,60 +234,57 @@ def request_count(text: str) -> float:
     return float(found.group(1)) if found else 0.0
 
 
-def test_metrics_sum_over_workers(tmp_path: Path) -> None:
+@pytest.fixture
+def metered(tmp_path: Path) -> Iterator[Workers]:
+    pid_model(tmp_path, "m")
+    running = Workers(
+        tmp_path, f"--model_config_file={config_of(tmp_path, 'm')}", "--enable_metrics"
+    )
+    try:
+        running.wait_serving()
+        yield running
+    finally:
+        running.stop()
+
+
+def test_metrics_sum_over_workers(metered: Workers) -> None:
     """A scrape on either worker counts the requests of both, and labels gauges by worker."""
-    pid_model(tmp_path, "m")
-    running = Workers(
-        tmp_path, f"--model_config_file={write_config(tmp_path, 'm')}", "--enable_metrics"
-    )
-    try:
-        running.wait_serving()
-        answered = [running.rest_pid() for _ in range(30)]
-        assert len(set(answered)) == 2, "the kernel gave all 30 connections to one worker"
-        wait_until(lambda: request_count(scrape(running)) == 30, timeout_s=30)
-        text = scrape(running)
-        for worker in ("0", "1"):
-            assert (
-                f'servinglib_model_version_state{{model_name="m",state="AVAILABLE",'
-                f'version="1",worker="{worker}"}} 1.0' in text
-            )
-        assert re.search(r'servinglib_model_load_seconds_count\{model_name="m"\} 2.0', text)
-    finally:
-        running.stop()
+    answered = [metered.rest_pid() for _ in range(30)]
+    assert len(set(answered)) == 2, "the kernel gave all 30 connections to one worker"
+    wait_until(lambda: request_count(scrape(metered)) == 30, timeout_s=30)
+    text = scrape(metered)
+    for worker in ("0", "1"):
+        assert (
+            f'servinglib_model_version_state{{model_name="m",state="AVAILABLE",'
+            f'version="1",worker="{worker}"}} 1.0' in text
+        )
+    assert re.search(r'servinglib_model_load_seconds_count\{model_name="m"\} 2.0', text)
 
 
-def test_a_restarted_worker_keeps_the_counters_growing(tmp_path: Path) -> None:
+def test_a_restarted_worker_keeps_the_counters_growing(metered: Workers) -> None:
     """Killing a worker never makes the summed request count go down."""
-    pid_model(tmp_path, "m")
-    running = Workers(
-        tmp_path, f"--model_config_file={write_config(tmp_path, 'm')}", "--enable_metrics"
-    )
-    try:
-        running.wait_serving()
-        for _ in range(20):
-            running.rest_pid()
-        wait_until(lambda: request_count(scrape(running)) == 20, timeout_s=30)
-        before = worker_pids(running.process.pid)
-        for pid in before:
-            os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: len(worker_pids(running.process.pid) - before) == 2, timeout_s=90)
-        wait_until(lambda: running.output().count(") serves") >= 4, timeout_s=90)
-        assert request_count(scrape(running)) == 20
-    finally:
-        running.stop()
+    for _ in range(20):
+        metered.rest_pid()
+    wait_until(lambda: request_count(scrape(metered)) == 20, timeout_s=30)
+    before = worker_pids(metered.process.pid)
+    for pid in before:
+        os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: len(worker_pids(metered.process.pid) - before) == 2, timeout_s=90)
+    wait_until(lambda: metered.output().count(") serves") >= 4, timeout_s=90)
+    assert request_count(scrape(metered)) == 20
 
 
 def test_a_config_change_reaches_every_worker(tmp_path: Path) -> None:
     """A model added to the config file is served by both workers; a rejected config by none."""
     pid_model(tmp_path, "m")
     pid_model(tmp_path, "n")
-    config = write_config(tmp_path, "m")
+    config = config_of(tmp_path, "m")
     running = Workers(
         tmp_path, f"--model_config_file={config}", "--model_config_file_poll_wait_seconds=0.5"
     )
     try:
         running.wait_serving()
-        write_config(tmp_path, "m", "n")
+        config_of(tmp_path, "m", "n")
         children = worker_pids(running.process.pid)
 
         def n_served_by_both() -> bool:
@@ -330,7 +311,7 @@ def test_a_worker_that_cannot_start_stops_the_server(tmp_path: Path) -> None:
     (base / "model.py").write_text("raise ValueError('this version is broken')\n")
     running = Workers(
         tmp_path,
-        f"--model_config_file={write_config(tmp_path, 'broken')}",
+        f"--model_config_file={config_of(tmp_path, 'broken')}",
         "--max_num_load_retries=0",
     )
     try:
@@ -358,7 +339,7 @@ def test_a_port_in_use_fails_the_start_before_any_worker(tmp_path: Path) -> None
                 f"--rest_api_port={port}",
                 f"--port={free_port()}",
                 "--rest_api_host=127.0.0.1",
-                f"--model_config_file={write_config(tmp_path, 'm')}",
+                f"--model_config_file={config_of(tmp_path, 'm')}",
                 "--allow_python_code_execution",
             ],
             capture_output=True,
