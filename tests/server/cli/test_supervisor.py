@@ -180,6 +180,8 @@ def test_a_killed_worker_comes_back_and_the_port_keeps_answering(workers: Worker
     before = worker_pids(workers.process.pid)
     killed = min(before)
     os.kill(killed, signal.SIGKILL)
+    # Connections the kernel queued on the killed worker's socket before it closed are lost.
+    wait_until(lambda: killed not in worker_pids(workers.process.pid), timeout_s=30)
     for _ in range(20):
         assert workers.rest_pid() in before | worker_pids(workers.process.pid)
     wait_until(
