@@ -14,8 +14,9 @@ starts the workers, and then only waits for signals and exits.
   started again after a backoff (1 s, doubling to 30 s; back to 1 s once
   a worker served for 30 s).
 - SIGTERM / SIGINT are passed on: every worker drains with the usual
-  sequence; exit 0 when every worker exited 0.  A second one kills them.
-- SIGHUP is passed on to every worker.
+  sequence; exit 0 when every worker exited 0, else the worst worker's
+  status.  A second one kills them.
+- SIGHUP is passed on to every worker (each re-reads the config file).
 """
 
 from __future__ import annotations
@@ -202,7 +203,7 @@ class Supervisor:
                 stopped_starting = not served and -status in _STOP_SIGNALS
                 if status != 0 and not stopped_starting:
                     _log.warning("Worker %d (pid %d) %s", worker.index, process.pid, _how(status))
-                    self._exit_status = 1
+                    self._exit_status = max(self._exit_status, status if status > 0 else 1)
                 continue
             if not self._serving:
                 return self._start_failed(worker, status)

@@ -306,6 +306,30 @@ def test_a_config_change_reaches_every_worker(tmp_path: Path) -> None:
         running.stop()
 
 
+def test_sighup_reloads_the_config_in_every_worker(tmp_path: Path) -> None:
+    """SIGHUP to the supervisor makes both workers re-read the config file and serve its model."""
+    pid_model(tmp_path, "m")
+    pid_model(tmp_path, "n")
+    running = Workers(tmp_path, f"--model_config_file={config_of(tmp_path, 'm')}")
+    try:
+        running.wait_serving()
+        children = worker_pids(running.process.pid)
+        config_of(tmp_path, "m", "n")
+        running.process.send_signal(signal.SIGHUP)
+        wait_until(lambda: running.output().count("SIGHUP received: re-reading") == 2, timeout_s=60)
+
+        def n_served_by_both() -> bool:
+            try:
+                return running.pids_seen("rest", 2, model="n") == children
+            except AssertionError:  # 404 from a worker still loading n
+                return False
+
+        wait_until(n_served_by_both, timeout_s=60)
+        assert worker_pids(running.process.pid) == children  # reloaded, not restarted
+    finally:
+        running.stop()
+
+
 def test_a_worker_that_cannot_start_stops_the_server(tmp_path: Path) -> None:
     """A model that fails to load in the workers exits 1 with the worker's error and the cause."""
     base = tmp_path / "broken" / "1"
