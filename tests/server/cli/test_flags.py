@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import attrs
 import pytest
 
 from servinglib.server.cli import FlagError, ServerFlags, parse_flags
@@ -169,8 +171,6 @@ def test_demo_allows_python_code_only_for_the_bundled_models() -> None:
 
 def test_the_python_platforms_refusal_names_a_flag_the_cli_takes() -> None:
     """The python platform's refusal quotes a flag that parses and allows python models."""
-    import re
-
     from servinglib.core import ServableData, ServableId
     from servinglib.loaders import PythonPlatformConfig
     from servinglib.loaders.python import make_adapter
@@ -204,3 +204,31 @@ def test_relative_paths_are_resolved_against_the_working_directory(
     assert served.models[0].base_path == str(tmp_path / "models" / "m")
     uri = model_config(parse_flags(["--model_base_path=gs://bucket/m"], environ={}))
     assert uri.models[0].base_path == "gs://bucket/m"
+
+
+def _parser_flags() -> set[str]:
+    """Every flag --help shows: each ServerFlags field and --version."""
+    names = {field.name for field in attrs.fields(ServerFlags)} - {"ignored"}
+    return {f"--{name}" for name in names} | {"--version"}
+
+
+def test_help_shows_every_flag_with_its_default() -> None:
+    """--help lists every flag the parser takes, each valued one as --name=default."""
+    text = make_parser().format_help()
+    for field in attrs.fields(ServerFlags):
+        if field.name == "ignored":
+            continue
+        assert re.search(rf"--{field.name}=\S", text), field.name
+    assert "--version " in text
+
+
+def test_the_cli_guide_lists_every_flag() -> None:
+    """docs/guides/cli.md's flag tables name every flag the parser has, and no other."""
+    guide = Path(__file__).parents[3] / "docs" / "guides" / "cli.md"
+    listed = {
+        flag
+        for line in guide.read_text().splitlines()
+        if line.startswith("| `--")
+        for flag in re.findall(r"`(--\w+)`", line.split(" | ")[0])
+    }
+    assert listed == _parser_flags()
