@@ -10,10 +10,10 @@ import grpc.aio
 from servinglib.core.servable_state import ManagerState
 from servinglib.protos import get_model_status_pb2, model_management_pb2
 from servinglib.server.config import ModelServerConfig
+from servinglib.server.data_plane import DataPlane
 from servinglib.server.grpc._convert import model_spec_of
 from servinglib.server.grpc._rpc import Rpc
 from servinglib.server.model_management import ModelManagement
-from servinglib.server.server_core import ServerCore
 
 SERVICE: Final = "tensorflow.serving.ModelService"
 
@@ -30,7 +30,7 @@ _STATE: Final[dict[ManagerState, int]] = {
 
 @final
 class ModelServicer:
-    """TF Serving's ModelService over a ServerCore.
+    """TF Serving's ModelService over a DataPlane.
 
     A reload goes through ``management`` (PERMISSION_DENIED unless remote
     management is on; paths confined to its roots) and runs on a worker
@@ -39,8 +39,8 @@ class ModelServicer:
     Thread-safe: it holds no mutable state.
     """
 
-    def __init__(self, core: ServerCore, management: ModelManagement) -> None:
-        self._core = core
+    def __init__(self, plane: DataPlane, management: ModelManagement) -> None:
+        self._plane = plane
         self._management = management
 
     def rpcs(self) -> list[Rpc[Any]]:
@@ -68,8 +68,9 @@ class ModelServicer:
         spec = model_spec_of(request.model_spec, request.HasField("model_spec"))
         version = spec.version
         if spec.version_label is not None:
-            version = self._core.label_version(spec.name, spec.version_label)
-        status = self._core.model_status(spec.name, version)
+            version = self._plane.core.label_version(spec.name, spec.version_label)
+        # The plane's status: a version whose calls hang says so, as over REST.
+        status = self._plane.model_status(spec.name, version)
         response = get_model_status_pb2.GetModelStatusResponse()
         for entry in status.versions:
             item = response.model_version_status.add(version=entry.version)

@@ -113,7 +113,7 @@ def create_server(
             tensor_content=options.tensor_content_responses,
             decode_limits=options.decode_limits,
         ).rpcs(),
-        model_service.SERVICE: model_service.ModelServicer(plane.core, management).rpcs(),
+        model_service.SERVICE: model_service.ModelServicer(plane, management).rpcs(),
         inference_service.SERVICE: inference_service.InferenceServicer(
             plane, management, server_version=_version(), decode_limits=options.decode_limits
         ).rpcs(),

@@ -19,7 +19,12 @@ import httpx
 import numpy as np
 import pytest
 import tritonclient.grpc as triton_grpc
-from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+from tensorflow_serving.apis import (
+    get_model_status_pb2,
+    model_service_pb2_grpc,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+)
 
 from servinglib.testing import wait_until
 
@@ -207,6 +212,15 @@ def test_a_hanging_model_leaves_the_others_answered(two_models: tuple[Process, P
         status = server.http.get("/v1/models/stuck").json()["model_version_status"][0]["status"]
         assert status["error_code"] == "DEADLINE_EXCEEDED"
         assert status["error_message"].startswith(f"{running} call(s) still running past")
+        # gRPC's GetModelStatus asks the same plane, and says the same.
+        request = get_model_status_pb2.GetModelStatusRequest()
+        request.model_spec.name = "stuck"
+        answer = model_service_pb2_grpc.ModelServiceStub(server.channel).GetModelStatus(
+            request, timeout=10
+        )
+        grpc_status = answer.model_version_status[0].status
+        assert grpc_status.error_code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
+        assert grpc_status.error_message == status["error_message"]
         assert len(list(calls.iterdir())) == running  # the waiting ones were never run
         (stuck / "GO").write_text("")
         wait_until(lambda: server.metric(overdue) in (None, 0.0), timeout_s=30)
