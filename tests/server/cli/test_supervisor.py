@@ -208,19 +208,33 @@ def test_sigterm_drains_requests_in_flight_on_both_workers(tmp_path: Path) -> No
         children = worker_pids(running.process.pid)
         calls_dir = tmp_path / "m" / "1" / "calls"
 
-        def calls_made() -> list[int]:
-            return [int(path.name.split("-")[0]) for path in calls_dir.iterdir()]
+        def pid_on(client: httpx.Client, seconds: float) -> int:
+            response = client.post("/v1/models/m:predict", json={"instances": [seconds]})
+            assert response.status_code == 200, response.text
+            return int(response.json()["predictions"][0])
 
-        with concurrent.futures.ThreadPoolExecutor(16) as pool:
-            calls: list[concurrent.futures.Future[int]] = []
-            # New connections, one at a time, until both workers run one (each takes 5 s).
-            while set(calls_made()) != children and len(calls) < 16:
-                calls.append(pool.submit(running.rest_pid, "m", 5.0))
-                wait_until(lambda: len(calls_made()) == len(calls), timeout_s=30)
-            assert set(calls_made()) == children
-            assert not any(call.done() for call in calls)
+        # One kept-alive connection per worker, found by asking which PID answers on it (the
+        # kernel picks a worker per connection), so each worker gets exactly one slow call.
+        clients: dict[int, httpx.Client] = {}
+        for _ in range(64):
+            client = httpx.Client(base_url=running.url, timeout=60)
+            pid = pid_on(client, 0.0)
+            if pid in clients:
+                client.close()
+            else:
+                clients[pid] = client
+            if set(clients) == children:
+                break
+        assert set(clients) == children
+        probes = len(list(calls_dir.iterdir()))
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            calls = [pool.submit(pid_on, client, 5.0) for client in clients.values()]
+            wait_until(lambda: len(list(calls_dir.iterdir())) == probes + 2, timeout_s=30)
+            assert not any(call.done() for call in calls)  # both in flight
             running.process.send_signal(signal.SIGTERM)
             answered = {call.result(timeout=60) for call in calls}
+        for client in clients.values():
+            client.close()
         assert answered == children
         assert running.process.wait(timeout=60) == 0, running.output()
     finally:
