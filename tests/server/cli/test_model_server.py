@@ -57,7 +57,7 @@ def python_model(root: Path, name: str, factor: int) -> Path:
 class Server:
     """A servinglib-server process on free ports, and clients of it."""
 
-    def __init__(self, *args: str, cwd: Path | None = None) -> None:
+    def __init__(self, *args: str, cwd: Path | None = None, http_timeout_s: float = 10) -> None:
         self.rest_port, self.grpc_port = free_port(), free_port()
         self.process = subprocess.Popen(
             [
@@ -75,7 +75,9 @@ class Server:
             text=True,
             cwd=cwd,
         )
-        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.rest_port}", timeout=10)
+        self.http = httpx.Client(
+            base_url=f"http://127.0.0.1:{self.rest_port}", timeout=http_timeout_s
+        )
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
         self._output: str | None = None
 

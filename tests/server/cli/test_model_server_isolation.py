@@ -6,9 +6,6 @@ import concurrent.futures
 import os
 import re
 import signal
-import socket
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -27,6 +24,7 @@ from tensorflow_serving.apis import (
 )
 
 from servinglib.testing import wait_until
+from tests.server.cli.test_model_server import Server
 
 # A model whose calls block until the test writes GO (or 120 s pass), noting each call started;
 # with HOLD_LOAD beside it, its load blocks so too.
@@ -60,13 +58,6 @@ class Model(PythonModel):
 X_GRPC_TIMEOUT_S = 3.0
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
 def gated_model(root: Path, name: str, *, answers: bool = False) -> Path:
     version = root / name / "1"
     version.mkdir(parents=True)
@@ -95,41 +86,12 @@ def config_text(root: Path, *names: str, extra: str = "") -> str:
     return f"model_config_list {{\n{entries}{extra}}}\n"
 
 
-class Process:
-    """A servinglib-server process on free ports of 127.0.0.1, with REST and gRPC clients."""
+class Process(Server):
+    """A servinglib-server process (python models allowed) with REST and gRPC clients."""
 
     def __init__(self, *args: str) -> None:
-        self.rest_port, self.grpc_port = free_port(), free_port()
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "servinglib",
-                f"--rest_api_port={self.rest_port}",
-                f"--port={self.grpc_port}",
-                "--rest_api_host=127.0.0.1",
-                "--grpc_host=127.0.0.1",
-                "--allow_python_code_execution",
-                *args,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.rest_port}", timeout=30)
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
+        super().__init__("--allow_python_code_execution", *args, http_timeout_s=30)
         self.predict_rpc = prediction_service_pb2_grpc.PredictionServiceStub(self.channel).Predict
-        self._output: str | None = None
-
-    def wait_ready(self) -> None:
-        def ready() -> bool:
-            try:
-                return self.http.get("/v2/health/ready").status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until(lambda: ready() or self.process.poll() is not None, timeout_s=60)
-        assert self.process.poll() is None, self.output()
 
     def predict(self, model: str, value: float) -> httpx.Response:
         return self.http.post(f"/v1/models/{model}:predict", json={"instances": [value]})
@@ -147,19 +109,6 @@ class Process:
             if line.startswith(line_start):
                 return float(line.rsplit(" ", 1)[1])
         return None
-
-    def output(self) -> str:
-        """Everything the process printed (killing it first if it still runs)."""
-        if self._output is None:
-            if self.process.poll() is None:
-                self.process.kill()
-            self._output, _ = self.process.communicate(timeout=30)
-        return self._output
-
-    def close(self) -> None:
-        self.http.close()
-        self.channel.close()
-        self.output()
 
 
 @pytest.fixture
