@@ -482,7 +482,7 @@ def profile(args: argparse.Namespace) -> None:
 
     from servinglib.loaders.python import PythonPlatformConfig
     from servinglib.server import ServerCore, ServerCoreOptions, read_model_server_config
-    from servinglib.server.metrics import ServerMetrics
+    from servinglib.server.plane.metrics import ServerMetrics
     from servinglib.server.rest import create_app
     from servinglib.server.rest.metrics_endpoint import MetricsEndpoint, record_request
 

@@ -35,9 +35,9 @@ import pytest
 from servinglib.batching import parse_batching_parameters
 from servinglib.loaders.registry import ENTRY_POINT_GROUP
 from servinglib.server import parse_model_server_config
+from servinglib.server.cli.monitoring_config import parse_monitoring_config
+from servinglib.server.cli.platform_config_file import parse_platform_config_file
 from servinglib.server.grpc import SslConfig
-from servinglib.server.metrics import parse_monitoring_config
-from servinglib.server.platform_config_file import parse_platform_config_file
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]

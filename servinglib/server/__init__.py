@@ -8,20 +8,20 @@ from servinglib.server.config_file_watcher import ConfigFileStatus as ConfigFile
 from servinglib.server.config_file_watcher import (
     ModelConfigFileWatcher as ModelConfigFileWatcher,
 )
-from servinglib.server.data_plane import DataPlane as DataPlane
-from servinglib.server.data_plane import InferenceResult as InferenceResult
-from servinglib.server.metadata import signature_def_map as signature_def_map
-from servinglib.server.metadata import v2_model_metadata as v2_model_metadata
-from servinglib.server.model_management import ModelManagement as ModelManagement
-from servinglib.server.model_management import (
+from servinglib.server.model_spec import ModelSpec as ModelSpec
+from servinglib.server.plane.data_plane import DataPlane as DataPlane
+from servinglib.server.plane.data_plane import InferenceResult as InferenceResult
+from servinglib.server.plane.metadata import signature_def_map as signature_def_map
+from servinglib.server.plane.metadata import v2_model_metadata as v2_model_metadata
+from servinglib.server.plane.model_management import ModelManagement as ModelManagement
+from servinglib.server.plane.model_management import (
     ModelManagementOptions as ModelManagementOptions,
 )
-from servinglib.server.model_spec import ModelSpec as ModelSpec
-from servinglib.server.server_core import ModelMetadata as ModelMetadata
-from servinglib.server.server_core import ModelStatus as ModelStatus
 from servinglib.server.server_core import ServerCore as ServerCore
 from servinglib.server.server_core import ServerCoreOptions as ServerCoreOptions
-from servinglib.server.server_core import VersionStatus as VersionStatus
+from servinglib.server.status import ModelMetadata as ModelMetadata
+from servinglib.server.status import ModelStatus as ModelStatus
+from servinglib.server.status import VersionStatus as VersionStatus
 
 __all__ = [
     "ConfigFileStatus",

@@ -40,11 +40,12 @@ from servinglib.errors import (
     UnknownError,
 )
 from servinglib.loaders.registry import PlatformRegistry, default_registry
-from servinglib.servable import Servable, SignatureSpec
+from servinglib.servable import Servable
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_batching import ModelBatching
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.state_log import ServableStateLog
+from servinglib.server.status import ModelMetadata, ModelStatus, VersionStatus
 from servinglib.sources.file_system_storage_path_source import (
     FileSystemStoragePathSource,
     FileSystemStoragePathSourceConfig,
@@ -128,37 +129,6 @@ class ServerCoreOptions:
     manage_state_interval_s: float = attrs.field(default=0.1, validator=attrs.validators.gt(0))
     batching_parameters: BatchingParameters | None = None
     enable_per_model_batching_parameters: bool = False
-
-
-@final
-@attrs.frozen
-class VersionStatus:
-    """One version's published state and its error, if any.  Immutable."""
-
-    version: int
-    state: ManagerState
-    error: ServingError | None = None
-
-
-@final
-@attrs.frozen
-class ModelStatus:
-    """A model's versions, newest first, and a model-level problem (storage, failed start)."""
-
-    name: str
-    versions: tuple[VersionStatus, ...]
-    error: ServingError | None = None
-
-
-@final
-@attrs.frozen
-class ModelMetadata:
-    """What a loaded version offers: its platform and signatures.  Immutable."""
-
-    name: str
-    version: int
-    platform: str
-    signatures: Mapping[str, SignatureSpec]
 
 
 @final

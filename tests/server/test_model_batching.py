@@ -16,9 +16,9 @@ from servinglib.errors import InvalidArgumentError
 from servinglib.examples import HALF_PLUS_TWO
 from servinglib.servable import ExecutionMode
 from servinglib.server.config import ModelConfig, ModelServerConfig
-from servinglib.server.data_plane import DataPlane
 from servinglib.server.model_batching import BATCHING_PARAMS_FILENAME
 from servinglib.server.model_spec import ModelSpec
+from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.server_core import ServerCore, ServerCoreOptions
 from servinglib.testing import wait_until
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS

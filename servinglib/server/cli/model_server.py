@@ -37,24 +37,20 @@ from servinglib.loaders.tensorflow.config import TensorFlowPlatformConfig
 from servinglib.loaders.warmup import WarmupOptions
 from servinglib.server.cli.example_request import try_command
 from servinglib.server.cli.flags import ServerFlags, usable_cores
+from servinglib.server.cli.heap_freezer import HeapFreezer
+from servinglib.server.cli.memory_trimmer import MemoryTrimmer
 from servinglib.server.cli.model_platform import flag_model
+from servinglib.server.cli.monitoring_config import PrometheusConfig, read_monitoring_config
+from servinglib.server.cli.platform_config_file import read_platform_config_file
 from servinglib.server.cli.ports import check_ports, grpc_channel_arguments
 from servinglib.server.cli.worker_identity import WorkerIdentity
 from servinglib.server.config import ModelConfig, ModelServerConfig, read_model_server_config
 from servinglib.server.config_file_watcher import ModelConfigFileWatcher
-from servinglib.server.data_plane import DataPlane
-from servinglib.server.heap_freezer import HeapFreezer
-from servinglib.server.memory_trimmer import MemoryTrimmer
-from servinglib.server.metrics import (
-    DEFAULT_METRICS_PATH,
-    PrometheusConfig,
-    ServerMetrics,
-    read_monitoring_config,
-)
-from servinglib.server.model_management import ModelManagement, ModelManagementOptions
-from servinglib.server.platform_config_file import read_platform_config_file
+from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.metrics import DEFAULT_METRICS_PATH, ServerMetrics
+from servinglib.server.plane.model_management import ModelManagement, ModelManagementOptions
+from servinglib.server.plane.worker_metrics import WorkerMetrics
 from servinglib.server.server_core import ServerCore, ServerCoreOptions
-from servinglib.server.worker_metrics import WorkerMetrics
 
 _log = logging.getLogger("servinglib.server")
 

@@ -10,14 +10,14 @@ from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
 from servinglib.core.servable_state import ManagerState
 from servinglib.errors import InvalidArgumentError, NotFoundError, UnimplementedError
 from servinglib.protos import grpc_service_pb2 as v2
-from servinglib.server.data_plane import DataPlane
 from servinglib.server.grpc._convert import cached_spec, deadline_of
 from servinglib.server.grpc._rpc import Rpc
 from servinglib.server.grpc._v2_tensors import decode_inputs, encode_outputs
 from servinglib.server.grpc.repository import ModelRepository
-from servinglib.server.metadata import v2_config_data_type, v2_model_metadata
-from servinglib.server.model_management import ModelManagement
 from servinglib.server.model_spec import ModelSpec
+from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.metadata import v2_config_data_type, v2_model_metadata
+from servinglib.server.plane.model_management import ModelManagement
 
 SERVICE: Final = "inference.GRPCInferenceService"
 SERVER_NAME: Final = "servinglib"

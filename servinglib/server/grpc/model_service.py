@@ -10,10 +10,10 @@ import grpc.aio
 from servinglib.core.servable_state import ManagerState
 from servinglib.protos import get_model_status_pb2, model_management_pb2
 from servinglib.server.config import ModelServerConfig
-from servinglib.server.data_plane import DataPlane
 from servinglib.server.grpc._convert import model_spec_of
 from servinglib.server.grpc._rpc import Rpc
-from servinglib.server.model_management import ModelManagement
+from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.model_management import ModelManagement
 
 SERVICE: Final = "tensorflow.serving.ModelService"
 

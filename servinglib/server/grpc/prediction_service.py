@@ -17,8 +17,6 @@ from servinglib.protos import (
     regression_pb2,
 )
 from servinglib.servable import CLASSIFY_METHOD, REGRESS_METHOD
-from servinglib.server.classify_regress import classify, regress
-from servinglib.server.data_plane import DataPlane
 from servinglib.server.grpc._convert import (
     deadline_of,
     fill_model_spec,
@@ -31,8 +29,10 @@ from servinglib.server.grpc._examples import (
     serialized_examples,
 )
 from servinglib.server.grpc._rpc import Rpc
-from servinglib.server.metadata import SIGNATURE_DEF_MAP_TYPE_URL, signature_def_map
 from servinglib.server.model_spec import ModelSpec
+from servinglib.server.plane.classify_regress import classify, regress
+from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.metadata import SIGNATURE_DEF_MAP_TYPE_URL, signature_def_map
 
 SERVICE: Final = "tensorflow.serving.PredictionService"
 SIGNATURE_DEF_FIELD: Final = "signature_def"

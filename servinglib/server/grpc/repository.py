@@ -10,8 +10,8 @@ from typing import Final, final
 from servinglib.errors import InvalidArgumentError, NotFoundError, UnimplementedError
 from servinglib.protos import grpc_service_pb2 as v2
 from servinglib.server.config import ModelConfig
-from servinglib.server.model_management import ModelManagement
-from servinglib.server.repository_index import repository_index
+from servinglib.server.plane.model_management import ModelManagement
+from servinglib.server.plane.repository_index import repository_index
 from servinglib.server.server_core import ServerCore
 
 CONFIG_PARAMETER: Final = "config"

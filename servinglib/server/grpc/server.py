@@ -12,11 +12,11 @@ import grpc.aio
 
 from servinglib.errors import UnavailableError
 from servinglib.protos import health_pb2
-from servinglib.server.data_plane import DataPlane
 from servinglib.server.grpc import health, inference_service, model_service, prediction_service
 from servinglib.server.grpc._rpc import Rpc, RpcObserver, method_handler, stream_handler
 from servinglib.server.grpc.options import GrpcServerOptions, SslConfig
-from servinglib.server.model_management import ModelManagement
+from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.model_management import ModelManagement
 from servinglib.server.server_core import ServerCore
 
 

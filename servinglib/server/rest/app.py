@@ -18,7 +18,7 @@ from servinglib.errors import (
     StatusCode,
     UnavailableError,
 )
-from servinglib.server.data_plane import DataPlane
+from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import RestRequest, RestResponse
 from servinglib.server.rest.kserve_v2 import KServeV2Api

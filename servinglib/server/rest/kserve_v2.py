@@ -21,9 +21,9 @@ from servinglib.codecs import decode_raw, encode_raw, numpy_to_v2_datatype, v2_d
 from servinglib.codecs.limits import DecodeLimits, element_count
 from servinglib.core.servable_state import ManagerState
 from servinglib.errors import InvalidArgumentError, ServingError
-from servinglib.server.data_plane import DataPlane
-from servinglib.server.metadata import v2_config_data_type, v2_model_metadata
-from servinglib.server.repository_index import repository_index
+from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.metadata import v2_config_data_type, v2_model_metadata
+from servinglib.server.plane.repository_index import repository_index
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import RestRequest, RestResponse
 from servinglib.server.rest.options import RestOptions

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, final
 
-from servinglib.server.metrics import CONTENT_TYPE, DEFAULT_METRICS_PATH, ServerMetrics
+from servinglib.server.plane.metrics import CONTENT_TYPE, DEFAULT_METRICS_PATH, ServerMetrics
 from servinglib.server.rest.app import RequestRecord
 from servinglib.server.rest.router import below_root
 

@@ -19,9 +19,9 @@ import numpy.typing as npt
 from servinglib.codecs import make_example
 from servinglib.errors import InvalidArgumentError
 from servinglib.servable import SignatureSpec, find_signature
-from servinglib.server.classify_regress import classify, regress
-from servinglib.server.data_plane import DataPlane
-from servinglib.server.metadata import signature_def_map
+from servinglib.server.plane.classify_regress import classify, regress
+from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.metadata import signature_def_map
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import RestRequest, RestResponse
 from servinglib.server.rest.tensor_json import (
@@ -32,7 +32,8 @@ from servinglib.server.rest.tensor_json import (
     strings_to_json,
     to_array,
 )
-from servinglib.server.server_core import ModelStatus, ServerCore
+from servinglib.server.server_core import ServerCore
+from servinglib.server.status import ModelStatus
 
 _MISSING = object()
 _BYTES_SUFFIX = "_bytes"

@@ -17,7 +17,7 @@ from tritonclient.utils import InferenceServerException
 
 from servinglib.examples import HALF_PLUS_TWO
 from servinglib.server.config import ModelConfig, ModelServerConfig
-from servinglib.server.model_management import ModelManagementOptions
+from servinglib.server.plane.model_management import ModelManagementOptions
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS

@@ -17,7 +17,7 @@ import attrs
 
 from servinglib.errors import DeadlineExceededError, ServingError
 
-_log = logging.getLogger("servinglib.server.data_plane")
+_log = logging.getLogger("servinglib.server.plane.data_plane")
 
 _Outputs = dict[str, Any]
 

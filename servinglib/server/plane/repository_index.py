@@ -9,7 +9,8 @@ import attrs
 
 from servinglib.core.servable_state import ManagerState
 from servinglib.errors import NotFoundError
-from servinglib.server.server_core import ServerCore, VersionStatus
+from servinglib.server.server_core import ServerCore
+from servinglib.server.status import VersionStatus
 
 V2_REPOSITORY_STATE: Final[dict[ManagerState, str]] = {
     ManagerState.START: "LOADING",

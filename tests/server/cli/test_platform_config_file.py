@@ -11,7 +11,7 @@ from servinglib.errors import InvalidArgumentError, NotFoundError
 from servinglib.loaders.python import PythonPlatformConfig
 from servinglib.loaders.registry import Platform, PlatformRegistry
 from servinglib.loaders.tensorflow.config import TensorFlowPlatformConfig
-from servinglib.server.platform_config_file import (
+from servinglib.server.cli.platform_config_file import (
     parse_platform_config_file,
     read_platform_config_file,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from servinglib.server.memory_trimmer import MemoryTrimmer
+from servinglib.server.cli.memory_trimmer import MemoryTrimmer
 from servinglib.testing import FakeClock
 
 MIB = 1 << 20

@@ -10,7 +10,7 @@ import pytest
 
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_state import ManagerState, ServableState
-from servinglib.server.heap_freezer import HeapFreezer
+from servinglib.server.cli.heap_freezer import HeapFreezer
 
 
 @pytest.fixture(autouse=True)

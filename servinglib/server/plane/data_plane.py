@@ -26,15 +26,16 @@ from servinglib.servable import (
     request_deadline,
     resolve_signature,
 )
-from servinglib.server.call_pool import (
+from servinglib.server.model_spec import ModelSpec
+from servinglib.server.plane.call_pool import (
     CallPool,
     CallSite,
     RunningCall,
     default_max_calls_per_model,
 )
-from servinglib.server.model_spec import ModelSpec
-from servinglib.server.server_core import ModelStatus, ServerCore
-from servinglib.server.signature_cache import SignatureCache
+from servinglib.server.plane.signature_cache import SignatureCache
+from servinglib.server.server_core import ServerCore
+from servinglib.server.status import ModelStatus
 
 _log = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ import pytest
 from servinglib.codecs import make_example
 from servinglib.errors import FailedPreconditionError, InvalidArgumentError
 from servinglib.examples import HALF_PLUS_TWO
-from servinglib.server.classify_regress import classify, regress
 from servinglib.server.config import ModelConfig, ModelServerConfig
-from servinglib.server.data_plane import DataPlane
 from servinglib.server.model_spec import ModelSpec
+from servinglib.server.plane.classify_regress import classify, regress
+from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.server_core import ServerCore, ServerCoreOptions
 
 SPEC = ModelSpec.latest("half_plus_two")  # version 2: y = 0.5·x + 3

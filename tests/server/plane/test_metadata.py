@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from servinglib.servable import CLASSIFY_METHOD, SignatureSpec, TensorSpec
-from servinglib.server.metadata import (
+from servinglib.server.plane.metadata import (
     SIGNATURE_DEF_MAP_TYPE_URL,
     signature_def_map,
     v2_model_metadata,

@@ -16,18 +16,15 @@ from servinglib.core.event_bus import EventBus
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_state import ManagerState, ServableState
 from servinglib.core.servable_state_monitor import ServableStateMonitor
-from servinglib.errors import InvalidArgumentError, NotFoundError, StatusCode
+from servinglib.errors import StatusCode
 from servinglib.server.config import ModelConfig, ModelServerConfig
-from servinglib.server.data_plane import DataPlane
-from servinglib.server.metrics import (
+from servinglib.server.model_spec import ModelSpec
+from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.metrics import (
     DEFAULT_METRICS_PATH,
-    PrometheusConfig,
     ServerMetrics,
     _Follower,
-    parse_monitoring_config,
-    read_monitoring_config,
 )
-from servinglib.server.model_spec import ModelSpec
 from servinglib.server.rest import RestServer, create_app
 from servinglib.server.rest.metrics_endpoint import MetricsEndpoint, record_request
 from servinglib.server.server_core import ServerCore
@@ -154,27 +151,6 @@ def test_attached_core_reports_states_loads_and_batches(tmp_path: Path) -> None:
         )
         core.reload_config(ModelServerConfig())
         wait_until(lambda: not metrics.states())
-
-
-def test_monitoring_config_file(tmp_path: Path) -> None:
-    """TF Serving's --monitoring_config_file parses; an empty path is the default one."""
-    assert parse_monitoring_config("prometheus_config { enable: true }") == PrometheusConfig(
-        True, DEFAULT_METRICS_PATH
-    )
-    path = tmp_path / "monitoring.config"
-    path.write_text('prometheus_config { enable: true, path: "/metrics/custom" }')
-    assert read_monitoring_config(path) == PrometheusConfig(True, "/metrics/custom")
-    assert parse_monitoring_config("") == PrometheusConfig(False, DEFAULT_METRICS_PATH)
-
-
-def test_bad_monitoring_configs_are_clear_errors(tmp_path: Path) -> None:
-    """Unparsable text, a relative path and a missing file say what is wrong."""
-    with pytest.raises(InvalidArgumentError, match=r"m\.config"):
-        parse_monitoring_config("prometheus_config { enabel: true }", source="m.config")
-    with pytest.raises(InvalidArgumentError, match="must start with '/'"):
-        parse_monitoring_config('prometheus_config { enable: true, path: "metrics" }')
-    with pytest.raises(NotFoundError):
-        read_monitoring_config(tmp_path / "missing.config")
 
 
 BROKEN_MODEL_PY = """

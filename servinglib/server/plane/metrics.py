@@ -13,33 +13,25 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
-
-import attrs
-from google.protobuf import text_format
 
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_state import ManagerState, ServableState
 from servinglib.core.servable_state_monitor import ServableStateAndTime
 from servinglib.errors import (
     FailedPreconditionError,
-    InvalidArgumentError,
-    NotFoundError,
     StatusCode,
 )
-from servinglib.protos import monitoring_config_pb2
 
 if TYPE_CHECKING:
     from servinglib.batching.scheduler import BatchRecord, SharedBatchScheduler
     from servinglib.core.servable_state_monitor import ServableStateMonitor
-    from servinglib.server.data_plane import DataPlane
+    from servinglib.server.plane.data_plane import DataPlane
+    from servinglib.server.plane.worker_metrics import WorkerMetrics
     from servinglib.server.server_core import ServerCore
-    from servinglib.server.worker_metrics import WorkerMetrics
 
 # Microsecond buckets for request and queueing latencies: 50 µs .. 60 s.
 _LATENCY_US_BUCKETS = (
@@ -54,46 +46,6 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 DEFAULT_METRICS_PATH = "/monitoring/prometheus/metrics"
 """Where TF Serving serves Prometheus metrics (the REST app also answers ``/metrics``)."""
-
-
-@final
-@attrs.frozen
-class PrometheusConfig:
-    """Whether to export Prometheus metrics, and at which REST path.  Immutable."""
-
-    enable: bool = False
-    path: str = DEFAULT_METRICS_PATH
-
-
-def parse_monitoring_config(text: str, *, source: str = "<text>") -> PrometheusConfig:
-    """Parses TF Serving's ``--monitoring_config_file`` text format.
-
-    ``prometheus_config { enable: true, path: "/metrics" }``; an empty
-    path means the default.  Raises InvalidArgumentError naming ``source``
-    for text that does not parse or a path not starting with ``/``.
-    """
-    message = monitoring_config_pb2.MonitoringConfig()
-    try:
-        text_format.Parse(text, message)
-    except text_format.ParseError as error:
-        raise InvalidArgumentError(f"Invalid monitoring config in {source}: {error}") from None
-    prometheus = message.prometheus_config
-    path = prometheus.path or DEFAULT_METRICS_PATH
-    if not path.startswith("/"):
-        raise InvalidArgumentError(
-            f"Invalid monitoring config in {source}: the Prometheus path must start with '/', "
-            f"got {path!r}"
-        )
-    return PrometheusConfig(prometheus.enable, path)
-
-
-def read_monitoring_config(path: str | os.PathLike[str]) -> PrometheusConfig:
-    """Reads a ``--monitoring_config_file`` (unreadable: NOT_FOUND); see parse_monitoring_config."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise NotFoundError(f"Cannot read the monitoring config file {path}: {error}") from None
-    return parse_monitoring_config(text, source=os.fspath(path))
 
 
 def _prometheus() -> Any:  # noqa: ANN401 - the module, imported lazily
@@ -257,7 +209,7 @@ class ServerMetrics:
 
         Requires: called once, before serving (``--num_workers`` workers do).
         """
-        from servinglib.server.worker_metrics import WorkerMetrics
+        from servinglib.server.plane.worker_metrics import WorkerMetrics
 
         self._workers = WorkerMetrics(self.registry, directory, index)
         return self._workers

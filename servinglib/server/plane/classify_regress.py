@@ -31,8 +31,8 @@ from servinglib.servable import (
     SignatureSpec,
     find_signature,
 )
-from servinglib.server.data_plane import DataPlane
 from servinglib.server.model_spec import ModelSpec
+from servinglib.server.plane.data_plane import DataPlane
 
 CLASSIFY_INPUTS = "inputs"
 CLASSIFY_OUTPUT_CLASSES = "classes"
