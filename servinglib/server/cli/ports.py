@@ -34,17 +34,17 @@ def check_ports(flags: ServerFlags) -> None:
 def grpc_channel_arguments(
     flags: ServerFlags, *, share_port: bool = False
 ) -> tuple[tuple[str, Any], ...]:
-    """``--grpc_channel_arguments`` with gRPC's port sharing off unless they set it.
+    """``--grpc_channel_arguments`` after gRPC's port sharing, off unless they set it.
 
-    ``share_port``: on (a worker of ``--num_workers``, sharing it with the others).
+    A later pair overrides an earlier one (``GrpcServerOptions.grpc_options``),
+    so a ``grpc.so_reuseport`` the user gives wins.  ``share_port``: on, whatever
+    they gave (a worker of ``--num_workers``, sharing it with the others).
     """
     from servinglib.server.grpc import parse_channel_arguments  # imports grpc
 
     given = parse_channel_arguments(flags.grpc_channel_arguments)
     if share_port:
-        return ((_PORT_REUSE, 1), *((key, value) for key, value in given if key != _PORT_REUSE))
-    if any(key == _PORT_REUSE for key, _ in given):
-        return given
+        return (*given, (_PORT_REUSE, 1))
     return ((_PORT_REUSE, 0), *given)
 
 

@@ -20,13 +20,9 @@ import numpy.typing as npt
 
 from servinglib.errors import InvalidArgumentError
 
-# numpy's own first step of np.asarray, public in behaviour (numpy's tests use it) though not in
-# name: the dtype (None for no elements) and shape a value would make, found without allocating.
-_discover_dtype_and_shape: Callable[[Any], tuple[np.dtype[Any] | None, tuple[int, ...]]] = (
-    importlib.import_module("numpy._core._multiarray_umath")._discover_array_parameters  # noqa: SLF001 - see above
-)
-
 _MAX_RANK = 32  # deeper nesting is refused before numpy (whose limit is 64) or recursion sees it
+
+
 _MAX_ECHO = 200  # characters of numpy's message quoted in an error (it may quote the value)
 _OBJECT = np.dtype(object)
 # JSON kinds numpy infers (b: true/false, i/u: integers, f: numbers with a fraction or exponent)
@@ -222,3 +218,35 @@ def numbers_to_json(array: npt.NDArray[Any]) -> Any:  # noqa: ANN401 - an array 
     if not array.flags.c_contiguous or array.dtype.byteorder == ">":
         array = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("="))
     return array
+
+
+def _holds_string(value: Any, depth: int = 0) -> bool:  # noqa: ANN401 - a JSON value
+    """Whether nested lists hold a string anywhere (the slow way, element by element)."""
+    if isinstance(value, str):
+        return True
+    if not isinstance(value, list) or depth > _MAX_RANK:
+        return False
+    return any(_holds_string(item, depth + 1) for item in value)
+
+
+def _string_dtype_by_walking(value: Any) -> tuple[np.dtype[Any] | None, tuple[int, ...]]:  # noqa: ANN401
+    """The fallback of :data:`_discover_dtype_and_shape`: answers only whether it is strings."""
+    return (np.dtype("U1") if _holds_string(value) else None), ()
+
+
+def _dtype_discovery() -> Callable[[Any], tuple[np.dtype[Any] | None, tuple[int, ...]]]:
+    """numpy's own first step of np.asarray, or a walk of the lists where numpy lacks it.
+
+    ``_discover_array_parameters`` is public in behaviour (numpy's tests use
+    it) though not in name: the dtype (None for no elements) and shape a
+    value would make, found without allocating.  A numpy that renames it
+    costs speed on string checks, never the import.
+    """
+    try:
+        module = importlib.import_module("numpy._core._multiarray_umath")
+        return module._discover_array_parameters  # type: ignore[no-any-return]  # noqa: SLF001 - see above
+    except (ImportError, AttributeError):
+        return _string_dtype_by_walking
+
+
+_discover_dtype_and_shape = _dtype_discovery()

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from servinglib.errors import InvalidArgumentError
-from servinglib.server.rest import json_codec
+from servinglib.server.rest import json_codec, tensor_json
 from servinglib.server.rest.tensor_json import numbers_to_json, to_array
 from tests.codecs.test_limits import (
     BODY_MULTIPLE,
@@ -119,3 +119,29 @@ JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=
 def test_json_tensors_decode_or_are_refused_cheaply(value: object, dtype: type) -> None:
     """Random JSON values (row or columnar, b64 included) decode, or are refused cheaply."""
     decode_bounded(lambda: to_array(value, np.dtype(dtype), "Input 'x'"), len(json.dumps(value)))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [[1, 2, "x"], [[1.5], ["a"]], "s", [[[["deep"]]]]],
+)
+def test_the_fallback_finds_strings_as_numpy_does(value: object) -> None:
+    """Without numpy's private dtype discovery, strings among numbers are still found first."""
+    assert tensor_json._discover_dtype_and_shape(value)[0].kind in "SU"  # type: ignore[union-attr]
+    assert tensor_json._string_dtype_by_walking(value)[0] == np.dtype("U1")
+
+
+@pytest.mark.parametrize("value", [[1, 2.5], [[True], [False]], [], 3, [[1], [2, 3]]])
+def test_the_fallback_passes_numbers_on(value: object) -> None:
+    """Numbers, empties and ragged numbers are left to np.asarray, as with numpy's discovery."""
+    assert tensor_json._string_dtype_by_walking(value)[0] is None
+
+
+def test_to_array_refuses_strings_through_the_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the fallback in place, a string among numbers is refused before numpy widens it."""
+    monkeypatch.setattr(
+        tensor_json, "_discover_dtype_and_shape", tensor_json._string_dtype_by_walking
+    )
+    with pytest.raises(InvalidArgumentError, match="strings where numbers"):
+        to_array([1.0, "x" * 10_000], np.dtype(np.float32), "x")
+    assert to_array([[1, 2]], np.dtype(np.float32), "x").tolist() == [[1.0, 2.0]]
