@@ -7,6 +7,7 @@ from typing import Any
 
 from servinglib.servable import Tensors
 from servinglib.testing._loader_run import L, LoaderRun, RunSettings
+from servinglib.testing._memory import collections_of_new_objects_only
 from servinglib.testing._violation import Violation, check_skip, violations_text
 
 LOADER_CHECKS = (
@@ -102,9 +103,10 @@ def check_loader(
             skip=check_skip(skip, LOADER_CHECKS),
         )
     )
-    run.check(factory)
-    if failing_factory is not None:
-        run.check_failures(failing_factory, heal_failure)
+    with collections_of_new_objects_only():
+        run.check(factory)
+        if failing_factory is not None:
+            run.check_failures(failing_factory, heal_failure)
     return run.violations
 
 

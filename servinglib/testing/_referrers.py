@@ -11,13 +11,23 @@ def describe_referrers(obj: object) -> str:
     """What refers to ``obj``, for messages: "LeakyLoader._servable", "a list in the global
     cache of module m", ... (frames left out).
 
+    Objects moved to the permanent generation (:func:`gc.freeze`, which
+    get_referrers does not search) are searched too: they are thawed for
+    the search and frozen again with everything alive.
     Thread safety: any thread; the answer is a snapshot.
     """
-    # Plain loops: a comprehension naming ``obj`` would hold it in a cell of its own.
-    found = set()
-    for holder in gc.get_referrers(obj):
-        if not isinstance(holder, types.FrameType):
-            found.add(_describe_holder(holder, obj, depth=2))
+    frozen = gc.get_freeze_count() > 0
+    if frozen:
+        gc.unfreeze()
+    try:
+        # Plain loops: a comprehension naming ``obj`` would hold it in a cell of its own.
+        found = set()
+        for holder in gc.get_referrers(obj):
+            if not isinstance(holder, types.FrameType):
+                found.add(_describe_holder(holder, obj, depth=2))
+    finally:
+        if frozen:
+            gc.freeze()
     return ", ".join(sorted(found)) if found else "objects the garbage collector does not track"
 
 
