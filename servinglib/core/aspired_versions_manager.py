@@ -164,6 +164,9 @@ class AspiredVersionsManager(Manager):
     def servable_handle(self, request: ServableRequest) -> ServableHandle[Any]:
         return self._basic.servable_handle(request)
 
+    def resolve(self, request: ServableRequest) -> ServableId:
+        return self._basic.resolve(request)
+
     def list_available_servable_ids(self) -> list[ServableId]:
         return self._basic.list_available_servable_ids()
 

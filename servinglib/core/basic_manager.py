@@ -158,6 +158,14 @@ class BasicManager(Manager):
             raise self._lookup_error(request)
         return handle
 
+    def resolve(self, request: ServableRequest) -> ServableId:
+        if not isinstance(request, ServableRequest):
+            raise not_a_servable_request(request)
+        found = self._serving.find(request)
+        if found is None:
+            raise self._lookup_error(request)
+        return found
+
     def list_available_servable_ids(self) -> list[ServableId]:
         return self._serving.ids()
 

@@ -27,6 +27,17 @@ class Manager(abc.ABC):
         each message names the servable.
         """
 
+    def resolve(self, request: ServableRequest) -> ServableId:
+        """The version :meth:`servable_handle` would give for ``request`` now, without a handle.
+
+        For questions about what serves (readiness, which version a label
+        means) that must not count as requests.  Raises what
+        servable_handle raises.  This default takes a handle and releases
+        it; the managers of this package look the version up without one.
+        """
+        with self.servable_handle(request) as handle:
+            return handle.id
+
     @abc.abstractmethod
     def list_available_servable_ids(self) -> list[ServableId]:
         """Every version a handle can be obtained for now, sorted."""

@@ -39,6 +39,12 @@ class ServingMap:
                 return ServableHandle(entry)
             # The entry closed after we read the map: the map was swapped, look again.
 
+    def find(self, request: ServableRequest) -> ServableId | None:
+        """The version ``request`` selects now, without acquiring it; None if none serves."""
+        versions = self._by_name.get(request.name)
+        entry = versions.find(request) if versions is not None else None
+        return entry.id if entry is not None else None
+
     def ids(self) -> list[ServableId]:
         """Every serving version, sorted."""
         return sorted(e.id for versions in self._by_name.values() for e in versions.entries)

@@ -344,12 +344,15 @@ class ServerCore:
         """The version ``label`` of model ``name`` points at.
 
         Raises InvalidArgumentError (TF Serving's code) when labels are not
-        allowed or the model has no such label.
+        allowed or the model has no such label, NotFoundError for a model
+        that is not configured.
         """
         if not self._options.allow_version_labels:
             raise InvalidArgumentError(
                 "Model version labels are not allowed by this server (allow_version_labels)"
             )
+        if self._config.model(name) is None:
+            raise NotFoundError(f"Could not find model {name}")
         version = self._labels.get(name, {}).get(label)
         if version is None:
             raise InvalidArgumentError(
@@ -365,12 +368,27 @@ class ServerCore:
             return ServableRequest.specific(model_spec.name, model_spec.version)
         return ServableRequest.latest(model_spec.name)
 
+    def resolve_version(self, model_spec: ModelSpec) -> int:
+        """The version ``model_spec`` selects now (number, label, or latest), taking no handle.
+
+        A question, not a request: the in-flight bound does not apply.
+        Raises what :meth:`servable_handle` raises but UnavailableError for
+        the bound.
+        """
+        if not isinstance(model_spec, ModelSpec):
+            raise _not_a_model_spec("resolve_version()", model_spec)
+        return self._manager.resolve(self._request_for(model_spec)).version
+
     def model_metadata(self, model_spec: ModelSpec) -> ModelMetadata:
-        """The platform and signatures of the version ``model_spec`` selects."""
+        """The platform and signatures of the version ``model_spec`` selects.
+
+        A question, not a request: the in-flight bound does not apply (the
+        servable is held only while its signatures are read).
+        """
         if not isinstance(model_spec, ModelSpec):
             raise _not_a_model_spec("model_metadata()", model_spec)
         config = self._config.model(model_spec.name)
-        with self.servable_handle(model_spec) as handle:
+        with self._manager.servable_handle(self._request_for(model_spec)) as handle:
             servable = handle.servable
             if not isinstance(servable, Servable):
                 raise UnimplementedError(

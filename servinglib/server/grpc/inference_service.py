@@ -7,8 +7,7 @@ from typing import Any, Final, final
 import grpc.aio
 
 from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
-from servinglib.core.servable_state import ManagerState
-from servinglib.errors import InvalidArgumentError, NotFoundError, UnimplementedError
+from servinglib.errors import InvalidArgumentError, UnimplementedError
 from servinglib.protos import grpc_service_pb2 as v2
 from servinglib.server.grpc._convert import cached_spec, deadline_of
 from servinglib.server.grpc._rpc import Rpc
@@ -16,7 +15,6 @@ from servinglib.server.grpc._v2_tensors import decode_inputs, encode_outputs
 from servinglib.server.grpc.repository import ModelRepository
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.metadata import v2_config_data_type, v2_model_metadata
 from servinglib.server.plane.model_management import ModelManagement
 
 SERVICE: Final = "inference.GRPCInferenceService"
@@ -107,23 +105,14 @@ class InferenceServicer:
         self, _request: v2.ServerReadyRequest, _context: Context
     ) -> v2.ServerReadyResponse:
         """Ready when every configured model has an available version (ServerCore.ready)."""
-        return v2.ServerReadyResponse(ready=self._core.ready())
+        return v2.ServerReadyResponse(ready=self._plane.server_ready())
 
     async def model_ready(
         self, request: v2.ModelReadyRequest, _context: Context
     ) -> v2.ModelReadyResponse:
-        """Whether the version (or, without one, any version) is available; unknown: not ready."""
-        name = _name(request.name)
-        version = _version(name, request.version)
-        try:
-            versions = self._core.model_status(name).versions
-        except NotFoundError:
-            return v2.ModelReadyResponse(ready=False)
-        ready = any(
-            v.state is ManagerState.AVAILABLE and (version is None or v.version == version)
-            for v in versions
-        )
-        return v2.ModelReadyResponse(ready=ready)
+        """Whether the version (or, without one, the latest) serves; unknown: not ready."""
+        readiness = self._plane.model_ready(_spec(request.name, request.version))
+        return v2.ModelReadyResponse(ready=readiness.ready)
 
     async def server_metadata(
         self, _request: v2.ServerMetadataRequest, _context: Context
@@ -137,14 +126,7 @@ class InferenceServicer:
         self, request: v2.ModelMetadataRequest, _context: Context
     ) -> v2.ModelMetadataResponse:
         """The model's available versions, platform and default signature's tensors."""
-        spec = _spec(request.name, request.version)
-        metadata = self._core.model_metadata(spec)
-        available = [
-            v.version
-            for v in self._core.model_status(spec.name).versions
-            if v.state is ManagerState.AVAILABLE
-        ]
-        fields = v2_model_metadata(spec.name, available, metadata.platform, metadata.signatures)
+        fields = self._plane.v2_model_metadata(_spec(request.name, request.version))
         response = v2.ModelMetadataResponse(
             name=fields["name"], versions=fields["versions"], platform=fields["platform"]
         )
@@ -187,18 +169,22 @@ class InferenceServicer:
         self, request: v2.ModelConfigRequest, _context: Context
     ) -> v2.ModelConfigResponse:
         """Triton's model configuration: name, platform and the default signature's tensors."""
-        metadata = self._core.model_metadata(_spec(request.name, request.version))
-        fields = v2_model_metadata(
-            metadata.name, [metadata.version], metadata.platform, metadata.signatures
-        )
+        fields = self._plane.v2_model_config(_spec(request.name, request.version))
         response = v2.ModelConfigResponse()
         config = response.config
-        config.name = metadata.name
-        config.platform = config.backend = metadata.platform
-        for key, entries in (("inputs", config.input), ("outputs", config.output)):
+        config.name, config.platform, config.backend = (
+            fields["name"],
+            fields["platform"],
+            fields["backend"],
+        )
+        config.max_batch_size = fields["max_batch_size"]
+        for key, entries in (("input", config.input), ("output", config.output)):
             for tensor in fields[key]:
-                data_type = v2.DataType.Value(v2_config_data_type(tensor["datatype"]))
-                entries.add(name=tensor["name"], data_type=data_type, dims=tensor["shape"])
+                entries.add(
+                    name=tensor["name"],
+                    data_type=v2.DataType.Value(tensor["data_type"]),
+                    dims=tensor["dims"],
+                )
         return response
 
     async def repository_index(

@@ -66,11 +66,8 @@ class ModelServicer:
     ) -> get_model_status_pb2.GetModelStatusResponse:
         """Every version's state and error (or just the version the spec names), newest first."""
         spec = model_spec_of(request.model_spec, request.HasField("model_spec"))
-        version = spec.version
-        if spec.version_label is not None:
-            version = self._plane.core.label_version(spec.name, spec.version_label)
-        # The plane's status: a version whose calls hang says so, as over REST.
-        status = self._plane.model_status(spec.name, version)
+        # The plane's status: labels resolved as over REST; a version whose calls hang says so.
+        status = self._plane.model_status(spec)
         response = get_model_status_pb2.GetModelStatusResponse()
         for entry in status.versions:
             item = response.model_version_status.add(version=entry.version)

@@ -14,6 +14,7 @@ import attrs
 import numpy.typing as npt
 
 from servinglib.core.servable_handle import ServableHandle
+from servinglib.core.servable_state import ManagerState
 from servinglib.errors import DeadlineExceededError, ServingError, UnimplementedError
 from servinglib.servable import (
     ExecutionMode,
@@ -33,9 +34,10 @@ from servinglib.server.plane.call_pool import (
     RunningCall,
     default_max_calls_per_model,
 )
+from servinglib.server.plane.metadata import v2_config_data_type, v2_model_metadata
 from servinglib.server.plane.signature_cache import SignatureCache
 from servinglib.server.server_core import ServerCore
-from servinglib.server.status import ModelStatus
+from servinglib.server.status import ModelMetadata, ModelStatus
 
 _log = logging.getLogger(__name__)
 
@@ -55,6 +57,22 @@ class InferenceResult:
     model_name: str
     version: int
     signature_name: str
+
+
+@final
+@attrs.frozen
+class ModelReadiness:
+    """Whether a model (or one version of it) can serve now, and why not.  Immutable.
+
+    ``error`` says why not: NotFoundError for a model or version this
+    server does not know, InvalidArgumentError for an unknown label,
+    UnavailableError or NotFoundError (naming the load's error) for a
+    version loading or failed.
+    """
+
+    name: str
+    ready: bool
+    error: ServingError | None = None
 
 
 @final
@@ -79,6 +97,10 @@ class DataPlane:
     that outlive their deadline still hold their model's share until they
     return; :meth:`overdue_calls` counts them.  Every DEADLINE_EXCEEDED is
     logged, one line per request.
+    Questions about models (readiness, status, metadata, which version a
+    label or "latest" means) are answered here too, for every front end
+    alike; they count as no request, so the in-flight bound and a model's
+    busy calls never change their answers.
     Thread-safe; its coroutines run on any event loop.
     """
 
@@ -115,12 +137,82 @@ class DataPlane:
             by_model[name] = by_model.get(name, 0) + count
         return by_model
 
-    def model_status(self, name: str, version: int | None = None) -> ModelStatus:
-        """:meth:`ServerCore.model_status`, with versions that have overdue calls flagged.
+    # -- questions: answered alike for every front end, counted as no request --
 
-        A version whose calls run past their deadline (they hold workers of
-        its model's share) carries a DEADLINE_EXCEEDED error saying how many.
+    def server_live(self) -> bool:
+        """True: the process answers (liveness says nothing about models)."""
+        return True
+
+    def server_ready(self) -> bool:
+        """Whether every configured model has an available version (:meth:`ServerCore.ready`)."""
+        return self._core.ready()
+
+    def list_models(self) -> list[str]:
+        """The configured models' names, sorted."""
+        return self._core.list_models()
+
+    def model_ready(self, model_spec: ModelSpec) -> ModelReadiness:
+        """Whether the version ``model_spec`` selects (number, label, or any) serves now."""
+        try:
+            self._core.resolve_version(model_spec)
+        except ServingError as error:
+            return ModelReadiness(model_spec.name, False, error)
+        return ModelReadiness(model_spec.name, True)
+
+    def resolve_version(self, model_spec: ModelSpec) -> int:
+        """The version ``model_spec`` selects now, to pin several calls to one (MultiInference)."""
+        return self._core.resolve_version(model_spec)
+
+    def model_metadata(self, model_spec: ModelSpec) -> ModelMetadata:
+        """The platform and signatures of the version ``model_spec`` selects."""
+        return self._core.model_metadata(model_spec)
+
+    def v2_model_metadata(self, model_spec: ModelSpec) -> dict[str, Any]:
+        """KServe V2 model metadata (:func:`v2_model_metadata`): every available version."""
+        metadata = self._core.model_metadata(model_spec)
+        return v2_model_metadata(
+            metadata.name,
+            self._available_versions(metadata),
+            metadata.platform,
+            metadata.signatures,
+        )
+
+    def v2_model_config(self, model_spec: ModelSpec) -> dict[str, Any]:
+        """Triton's model configuration of the selected version, as its JSON object.
+
+        ``platform`` and ``backend`` both name the model's platform; the
+        tensors are the default signature's (``data_type`` as ``TYPE_FP32``).
         """
+        metadata = self._core.model_metadata(model_spec)
+        summary = v2_model_metadata(
+            metadata.name, [metadata.version], metadata.platform, metadata.signatures
+        )
+        return {
+            "name": metadata.name,
+            "platform": metadata.platform,
+            "backend": metadata.platform,
+            "max_batch_size": 0,
+            "input": [_config_tensor(t) for t in summary["inputs"]],
+            "output": [_config_tensor(t) for t in summary["outputs"]],
+        }
+
+    def model_status(self, model: str | ModelSpec, version: int | None = None) -> ModelStatus:
+        """Every version of a model (or the one ``version`` or a spec's label names).
+
+        :meth:`ServerCore.model_status`, with versions that have overdue calls
+        flagged: a version whose calls run past their deadline (they hold
+        workers of its model's share) carries a DEADLINE_EXCEEDED error
+        saying how many.  A label names its version whatever that version's
+        state (InvalidArgumentError for an unknown label).
+        """
+        if isinstance(model, ModelSpec):
+            name = model.name
+            if model.version_label is not None:
+                version = self._core.label_version(name, model.version_label)
+            elif model.version is not None:
+                version = model.version
+        else:
+            name = model
         status = self._core.model_status(name, version)
         overdue = self._pool.overdue()
         if not any(model == name for model, _ in overdue):
@@ -132,6 +224,11 @@ class DataPlane:
             for v in status.versions
         )
         return attrs.evolve(status, versions=versions)
+
+    def _available_versions(self, metadata: ModelMetadata) -> list[int]:
+        status = self._core.model_status(metadata.name)
+        available = {v.version for v in status.versions if v.state is ManagerState.AVAILABLE}
+        return sorted(available | {metadata.version})
 
     def running_calls(self) -> list[RunningCall]:
         """The calls the worker pool runs now, longest running first."""
@@ -246,6 +343,14 @@ class DataPlane:
         """Stops the worker pool after the calls running on it, and following the core's events."""
         self._signatures.close()
         self._pool.close()
+
+
+def _config_tensor(tensor: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": tensor["name"],
+        "data_type": v2_config_data_type(tensor["datatype"]),
+        "dims": tensor["shape"],
+    }
 
 
 def _overdue_error(count: int) -> DeadlineExceededError:

@@ -13,7 +13,6 @@ import attrs
 
 from servinglib.errors import (
     InternalError,
-    NotFoundError,
     ServingError,
     StatusCode,
     UnavailableError,
@@ -199,16 +198,9 @@ class RestApp:
             )
 
     def _check_label(self, route: Route) -> None:
-        """Unknown labels of configured models are 404, as unknown versions are."""
-        if not self._core.options.allow_version_labels:
-            return  # the core answers: labels are not allowed here
-        model = self._core.config.model(route.model_name)
-        if model is None:
-            raise NotFoundError(f"Servable not found for request: {route.model_name}")
-        if route.label not in model.version_labels:
-            raise NotFoundError(
-                f"Unrecognized servable version label: {route.label} (model {route.model_name})"
-            )
+        """A label the core does not know fails before the body is read, as the core says."""
+        assert route.label is not None
+        self._core.label_version(route.model_name, route.label)
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
         limit = self._max_body

@@ -19,10 +19,8 @@ import numpy.typing as npt
 
 from servinglib.codecs import decode_raw, encode_raw, numpy_to_v2_datatype, v2_datatype_to_numpy
 from servinglib.codecs.limits import DecodeLimits, element_count
-from servinglib.core.servable_state import ManagerState
-from servinglib.errors import InvalidArgumentError, ServingError
+from servinglib.errors import InvalidArgumentError, NotFoundError, ServingError
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.metadata import v2_config_data_type, v2_model_metadata
 from servinglib.server.plane.repository_index import repository_index
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import RestRequest, RestResponse
@@ -64,12 +62,12 @@ class KServeV2Api:
 
     async def ready(self, _request: RestRequest) -> RestResponse:
         """``GET /v2/health/ready``: 200 when every configured model is available, else 503."""
-        ready = self._core.ready()
+        ready = self._plane.server_ready()
         return RestResponse.json({"ready": ready}, 200 if ready else 503)
 
     async def list_models(self, _request: RestRequest) -> RestResponse:
         """``GET /v2/models``: the names of the configured models."""
-        return RestResponse.json({"models": self._core.list_models()})
+        return RestResponse.json({"models": self._plane.list_models()})
 
     async def repository_index(self, request: RestRequest) -> RestResponse:
         """``POST /v2/repository/index``: every model version with its state (``ready`` filters)."""
@@ -87,39 +85,28 @@ class KServeV2Api:
 
     async def model_metadata(self, request: RestRequest) -> RestResponse:
         """``GET /v2/models/{m}[/versions/{v}]``: name, versions, platform, inputs, outputs."""
-        metadata = self._core.model_metadata(request.model_spec())
-        status = self._core.model_status(request.model_name)
-        versions = [v.version for v in status.versions if v.state is ManagerState.AVAILABLE]
-        return RestResponse.json(
-            v2_model_metadata(
-                metadata.name,
-                versions or [metadata.version],
-                metadata.platform,
-                metadata.signatures,
-            )
-        )
+        return RestResponse.json(self._plane.v2_model_metadata(request.model_spec()))
 
     async def model_ready(self, request: RestRequest) -> RestResponse:
-        """``GET …/ready``: 200 when the selected version can serve, else the lookup's error."""
-        self._core.servable_handle(request.model_spec()).release()
-        return RestResponse.json({"name": request.model_name, "ready": True})
+        """``GET …/ready``: 200 when the selected version can serve, else 4xx as V2 says.
+
+        404 for a model or version this server does not know or whose load
+        failed (NOT_FOUND, as the lookup says), 400 for one not serving now
+        (loading, unloading, an unknown label), with why.
+        """
+        readiness = self._plane.model_ready(request.model_spec())
+        if readiness.ready:
+            return RestResponse.json({"name": readiness.name, "ready": True})
+        error = readiness.error
+        status = 404 if isinstance(error, NotFoundError) else 400
+        body = {"name": readiness.name, "ready": False}
+        if error is not None:
+            body["error"] = error.message
+        return RestResponse.json(body, status)
 
     async def model_config(self, request: RestRequest) -> RestResponse:
         """``GET …/config``: a Triton model configuration (tritonclient, perf_analyzer read it)."""
-        metadata = self._core.model_metadata(request.model_spec())
-        summary = v2_model_metadata(
-            metadata.name, [metadata.version], metadata.platform, metadata.signatures
-        )
-        return RestResponse.json(
-            {
-                "name": metadata.name,
-                "platform": metadata.platform,
-                "backend": "",
-                "max_batch_size": 0,
-                "input": [_config_tensor(t) for t in summary["inputs"]],
-                "output": [_config_tensor(t) for t in summary["outputs"]],
-            }
-        )
+        return RestResponse.json(self._plane.v2_model_config(request.model_spec()))
 
     async def infer(self, request: RestRequest) -> RestResponse:
         """``POST …/infer``: JSON or binary tensors in, JSON or binary tensors out."""
@@ -155,14 +142,6 @@ class KServeV2Api:
             _OCTET_STREAM,
             ((HEADER_LENGTH, str(len(encoded)).encode("ascii")),),
         )
-
-
-def _config_tensor(tensor: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "name": tensor["name"],
-        "data_type": v2_config_data_type(tensor["datatype"]),
-        "dims": tensor["shape"],
-    }
 
 
 def _split_body(request: RestRequest) -> tuple[bytes, memoryview]:

@@ -54,24 +54,21 @@ class TfServingApi:
     async def list_models(self, _request: RestRequest) -> RestResponse:
         """``GET /v1/models``: every configured model with its versions' status (not in TFS)."""
         models = []
-        for name in self._core.list_models():
+        for name in self._plane.list_models():
             status = self._plane.model_status(name)
             models.append({"name": name, **_status_json(status)})
         return RestResponse.json({"models": models})
 
     async def status(self, request: RestRequest) -> RestResponse:
         """``GET /v1/models/{m}[/versions/{v}|/labels/{l}]``: GetModelStatus as JSON."""
-        version = request.version
-        if request.label is not None:
-            version = self._core.model_metadata(request.model_spec()).version
-        status = self._plane.model_status(request.model_name, version)
+        status = self._plane.model_status(request.model_spec())
         return RestResponse.json(_status_json(status))
 
     async def metadata(self, request: RestRequest) -> RestResponse:
         """``GET …/metadata``: the model spec and its SignatureDefMap as JSON."""
         from google.protobuf import json_format
 
-        metadata = self._core.model_metadata(request.model_spec())
+        metadata = self._plane.model_metadata(request.model_spec())
         signature_def = json_format.MessageToDict(
             signature_def_map(metadata.signatures),
             preserving_proto_field_name=True,

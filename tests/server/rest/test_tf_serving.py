@@ -188,7 +188,7 @@ def test_classify_rejects_a_predict_signature(client: Client) -> None:
     [
         ("/v1/models/nope:predict", 404, "nope"),
         ("/v1/models/half_plus_two/versions/9:predict", 404, "9"),
-        ("/v1/models/half_plus_two/labels/nope:predict", 404, "nope"),
+        ("/v1/models/half_plus_two/labels/nope:predict", 400, "nope"),
         ("/v1/models/..%2F..%2Fetc%2Fpasswd:predict", 404, "../../etc/passwd"),
         ("/v1/models/half_plus_two/versions/x:predict", 400, "Malformed request"),
     ],
@@ -196,7 +196,8 @@ def test_classify_rejects_a_predict_signature(client: Client) -> None:
 def test_unknown_model_version_or_label(
     client: Client, path: str, status: int, fragment: str
 ) -> None:
-    """Unknown models, versions and labels are 404; names are looked up, never opened as paths."""
+    """Unknown models and versions are 404, labels 400 (TF Serving's INVALID_ARGUMENT); names are
+    looked up, never opened as paths."""
     response = client.post(path, json={"instances": [1.0]})
     assert response.status_code == status
     assert fragment in response.json()["error"]
