@@ -481,10 +481,15 @@ def profile(args: argparse.Namespace) -> None:
     import uvloop
 
     from servinglib.loaders.python import PythonPlatformConfig
-    from servinglib.server import ServerCore, ServerCoreOptions, read_model_server_config
+    from servinglib.server import (
+        ServerCore,
+        ServerCoreOptions,
+        read_model_server_config,
+        record_request,
+    )
     from servinglib.server.plane.metrics import ServerMetrics
     from servinglib.server.rest import create_app
-    from servinglib.server.rest.metrics_endpoint import MetricsEndpoint, record_request
+    from servinglib.server.rest.metrics_endpoint import MetricsEndpoint
 
     print("\n1. In-process: the app called directly, one request at a time (CPU µs per request)")
     with tempfile.TemporaryDirectory() as name:

@@ -11,12 +11,16 @@ from servinglib.server.config_file_watcher import (
 from servinglib.server.model_spec import ModelSpec as ModelSpec
 from servinglib.server.plane.data_plane import DataPlane as DataPlane
 from servinglib.server.plane.data_plane import InferenceResult as InferenceResult
+from servinglib.server.plane.data_plane import ModelReadiness as ModelReadiness
 from servinglib.server.plane.metadata import signature_def_map as signature_def_map
 from servinglib.server.plane.metadata import v2_model_metadata as v2_model_metadata
 from servinglib.server.plane.model_management import ModelManagement as ModelManagement
 from servinglib.server.plane.model_management import (
     ModelManagementOptions as ModelManagementOptions,
 )
+from servinglib.server.plane.request_record import RequestObserver as RequestObserver
+from servinglib.server.plane.request_record import RequestRecord as RequestRecord
+from servinglib.server.plane.request_record import record_request as record_request
 from servinglib.server.server_core import ServerCore as ServerCore
 from servinglib.server.server_core import ServerCoreOptions as ServerCoreOptions
 from servinglib.server.status import ModelMetadata as ModelMetadata
@@ -32,14 +36,18 @@ __all__ = [
     "ModelManagement",
     "ModelManagementOptions",
     "ModelMetadata",
+    "ModelReadiness",
     "ModelServerConfig",
     "ModelSpec",
     "ModelStatus",
+    "RequestObserver",
+    "RequestRecord",
     "ServerCore",
     "ServerCoreOptions",
     "VersionStatus",
     "parse_model_server_config",
     "read_model_server_config",
+    "record_request",
     "signature_def_map",
     "v2_model_metadata",
 ]

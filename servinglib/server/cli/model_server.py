@@ -49,6 +49,11 @@ from servinglib.server.config_file_watcher import ModelConfigFileWatcher
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.metrics import DEFAULT_METRICS_PATH, ServerMetrics
 from servinglib.server.plane.model_management import ModelManagement, ModelManagementOptions
+from servinglib.server.plane.request_record import (
+    RequestObserver,
+    RequestRecord,
+    record_request,
+)
 from servinglib.server.plane.worker_metrics import WorkerMetrics
 from servinglib.server.server_core import ServerCore, ServerCoreOptions
 
@@ -368,19 +373,14 @@ class ModelServer:
         if not flags.rest_api_port:
             return None
         from servinglib.server.rest import HttpLimits, RestOptions, RestServer, create_app
-        from servinglib.server.rest.metrics_endpoint import MetricsEndpoint, record_request
+        from servinglib.server.rest.metrics_endpoint import MetricsEndpoint
 
         options = RestOptions(
             request_timeout_s=flags.rest_api_timeout_in_ms / 1e3,
             enable_cors_support=flags.rest_api_enable_cors_support,
             decode_limits=decode_limits(flags),
         )
-        observers: list[Callable[[Any], None]] = []
-        if self.metrics is not None:
-            observers.append(record_request(self.metrics))
-        if flags.log_requests:
-            observers.append(_log_rest_request)
-        app: Any = create_app(self.core, options, plane=self.plane, on_request=_fan_out(observers))
+        app: Any = create_app(self.plane, options, on_request=self._request_observer())
         if self.metrics is not None:
             paths = {self.metrics_path, DEFAULT_METRICS_PATH, "/metrics"}
             app = MetricsEndpoint(app, self.metrics, paths)
@@ -407,21 +407,6 @@ class ModelServer:
             return None
         from servinglib.server.grpc import GrpcServerOptions, SslConfig, create_server
 
-        metrics = self.metrics
-        observers: list[Callable[[Any], None]] = []
-        if metrics is not None:
-
-            def record(rpc: Any) -> None:  # noqa: ANN401 - an RpcRecord
-                if rpc.model_name:
-                    metrics.observe_request(
-                        rpc.model_name, rpc.api, "GRPC", rpc.code, rpc.latency_s
-                    )
-
-            observers.append(record)
-        if flags.log_requests:
-            observers.append(_log_rpc)
-        observer = _fan_out(observers)
-
         options = GrpcServerOptions(
             host=flags.grpc_host,
             port=flags.port,
@@ -431,11 +416,28 @@ class ModelServer:
             grace_period_s=flags.shutdown_grace_seconds,
             tensor_content_responses=flags.enable_serialization_as_tensor_content,
             decode_limits=decode_limits(flags),
-            rpc_observer=observer,
         )
-        server, port = create_server(self.plane, options, management=self.management)
+        server, port = create_server(
+            self.plane, options, management=self.management, on_request=self._request_observer()
+        )
         self.grpc_port = port if flags.port else None
         return server
+
+    def _request_observer(self) -> RequestObserver | None:
+        """What both front ends report each request to: the metrics, the request log."""
+        observers: list[RequestObserver] = []
+        if self.metrics is not None:
+            observers.append(record_request(self.metrics))
+        if self.flags.log_requests:
+            observers.append(_log_request)
+        if len(observers) <= 1:
+            return observers[0] if observers else None
+
+        def observe(record: RequestRecord) -> None:
+            for observer in observers:
+                observer(record)
+
+        return observe
 
     def _make_watcher(self) -> ModelConfigFileWatcher | None:
         flags = self.flags
@@ -513,38 +515,25 @@ class ModelServer:
 _requests_log = logging.getLogger("servinglib.requests")
 
 
-def _log_rest_request(record: Any) -> None:  # noqa: ANN401 - a RequestRecord
-    _requests_log.info(
-        "REST %s %s %d %.2f ms",
-        record.model_name or "-",
-        record.api,
-        record.status,
-        record.latency_s * 1e3,
-    )
-
-
-def _log_rpc(record: Any) -> None:  # noqa: ANN401 - an RpcRecord
-    _requests_log.info(
-        "GRPC %s %s/%s %s %.2f ms",
-        record.model_name or "-",
-        record.service,
-        record.method,
-        record.code.name,
-        record.latency_s * 1e3,
-    )
-
-
-def _fan_out(observers: list[Callable[[Any], None]]) -> Callable[[Any], None] | None:
-    if not observers:
-        return None
-    if len(observers) == 1:
-        return observers[0]
-
-    def observe(record: Any) -> None:  # noqa: ANN401 - a request or RPC record
-        for observer in observers:
-            observer(record)
-
-    return observe
+def _log_request(record: RequestRecord) -> None:
+    """One access-log line per request, in each protocol's terms."""
+    if record.service:  # gRPC
+        _requests_log.info(
+            "GRPC %s %s/%s %s %.2f ms",
+            record.model_name or "-",
+            record.service,
+            record.method,
+            record.code.name,
+            record.latency_s * 1e3,
+        )
+    else:
+        _requests_log.info(
+            "REST %s %s %d %.2f ms",
+            record.model_name or "-",
+            record.api,
+            record.status,
+            record.latency_s * 1e3,
+        )
 
 
 def _start_exit_timer(stop_s: float, in_progress: Callable[[], str]) -> None:

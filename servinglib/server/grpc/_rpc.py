@@ -24,6 +24,7 @@ import grpc.aio
 from google.protobuf import message as pb_message
 
 from servinglib.errors import InvalidArgumentError, ServingError, StatusCode
+from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 
 _log = logging.getLogger("servinglib.server.grpc")
 
@@ -41,27 +42,11 @@ _GRPC_CODE: Final[dict[StatusCode, grpc.StatusCode]] = {
 }
 
 
-@final
-@attrs.frozen
-class RpcRecord:
-    """What one finished RPC did: which model and API, its status code, and how long it took.
+RpcRecord = RequestRecord
+"""The record of a finished RPC: :class:`~servinglib.server.plane.request_record.RequestRecord`,
+the one record of both front ends (``service`` and ``method`` set, ``status`` 0)."""
 
-    ``model_name`` is empty for RPCs about no model (ServerLive, ...) and for
-    requests that could not be decoded.  ``latency_s`` runs from the request
-    bytes' arrival in the handler to the response's serialization (or the
-    error).  Immutable, so thread-safe.
-    """
-
-    service: str
-    method: str
-    api: str
-    model_name: str
-    code: StatusCode
-    latency_s: float
-    entrypoint: str = ENTRYPOINT
-
-
-RpcObserver = Callable[[RpcRecord], None]
+RpcObserver = RequestObserver
 """Called once per finished RPC, on the event loop; must be quick and must not raise."""
 
 
@@ -109,7 +94,17 @@ def method_handler(
         finally:
             if observer is not None:
                 latency = time.perf_counter() - start
-                observer(RpcRecord(service, rpc.method, rpc.api, model, code, latency))
+                observer(
+                    RequestRecord(
+                        model_name=model,
+                        api=rpc.api,
+                        entrypoint=ENTRYPOINT,
+                        code=code,
+                        latency_s=latency,
+                        service=service,
+                        method=rpc.method,
+                    )
+                )
 
     return grpc.unary_unary_rpc_method_handler(call)
 

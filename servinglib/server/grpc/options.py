@@ -164,7 +164,7 @@ class GrpcServerOptions:
     - ``decode_limits``: how large the tensors a request declares may be, and
       how far TensorFlow's fill of a few values may grow them (see
       :class:`~servinglib.codecs.limits.DecodeLimits`).
-    - ``rpc_observer``: called with an RpcRecord when each RPC ends.
+    - ``rpc_observer``: deprecated; pass ``create_server(..., on_request=...)``.
 
     Immutable, so thread-safe.
     """

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import warnings
 from collections.abc import Sequence
 from typing import Any, final
 
@@ -17,6 +18,7 @@ from servinglib.server.grpc._rpc import Rpc, RpcObserver, method_handler, stream
 from servinglib.server.grpc.options import GrpcServerOptions, SslConfig
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.model_management import ModelManagement
+from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 from servinglib.server.server_core import ServerCore
 
 
@@ -82,16 +84,22 @@ class GrpcServer:
 
 
 def create_server(
-    plane_or_core: DataPlane | ServerCore,
+    target: DataPlane | ServerCore,
     options: GrpcServerOptions | None = None,
     *,
     management: ModelManagement | None = None,
+    on_request: RequestObserver | None = None,
 ) -> tuple[GrpcServer, int]:
     """A gRPC server with TF Serving's PredictionService and ModelService, KServe V2's
     GRPCInferenceService and grpc.health.v1.Health, bound but not started; and its port.
 
-    Given a ServerCore, the server makes (and on stop closes) its own
-    DataPlane.  ``management`` decides whether RepositoryModelLoad / Unload
+    ``target``: the DataPlane every RPC goes through (share one with the
+    REST app: both then answer alike from one worker pool), or a
+    ServerCore, for which the server makes (and on stop closes) its own;
+    the REST ``create_app`` takes the same.  ``on_request``: called with a
+    :class:`~servinglib.server.plane.request_record.RequestRecord` when each
+    RPC ends (e.g. ``record_request(metrics)``); ``options.rpc_observer`` is
+    its deprecated spelling.  ``management`` decides whether RepositoryModelLoad / Unload
     and HandleReloadConfigRequest may change what is served; default: a
     ModelManagement with remote management off (they answer
     PERMISSION_DENIED).  Servicers are registered under the wire service
@@ -101,10 +109,11 @@ def create_server(
     cannot be bound.
     """
     options = options or GrpcServerOptions()
-    if isinstance(plane_or_core, DataPlane):
-        plane, owns_plane = plane_or_core, False
+    observer = _observer(on_request, options.rpc_observer)
+    if isinstance(target, DataPlane):
+        plane, owns_plane = target, False
     else:
-        plane, owns_plane = DataPlane(plane_or_core), True
+        plane, owns_plane = DataPlane(target), True
     if management is None:
         management = ModelManagement(plane.core)
     services = {
@@ -124,10 +133,9 @@ def create_server(
     server = grpc.aio.server(
         options=options.grpc_options(), maximum_concurrent_rpcs=options.max_concurrent_rpcs
     )
-    handlers = [_generic(name, rpcs, options.rpc_observer) for name, rpcs in services.items()]
+    handlers = [_generic(name, rpcs, observer) for name, rpcs in services.items()]
     health_handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
-        rpc.method: method_handler(health.SERVICE, rpc, options.rpc_observer)
-        for rpc in health_servicer.rpcs()
+        rpc.method: method_handler(health.SERVICE, rpc, observer) for rpc in health_servicer.rpcs()
     }
     health_handlers["Watch"] = stream_handler(health_pb2.HealthCheckRequest, health_servicer.watch)
     handlers.append(grpc.method_handlers_generic_handler(health.SERVICE, health_handlers))
@@ -144,6 +152,26 @@ def create_server(
         ),
         port,
     )
+
+
+def _observer(
+    on_request: RequestObserver | None, deprecated: RequestObserver | None
+) -> RequestObserver | None:
+    if deprecated is None:
+        return on_request
+    warnings.warn(
+        "GrpcServerOptions.rpc_observer is deprecated: pass create_server(..., on_request=...)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    if on_request is None:
+        return deprecated
+
+    def both(record: RequestRecord) -> None:
+        on_request(record)
+        deprecated(record)
+
+    return both
 
 
 def _generic(

@@ -159,6 +159,10 @@ class DataPlane:
             return ModelReadiness(model_spec.name, False, error)
         return ModelReadiness(model_spec.name, True)
 
+    def label_version(self, name: str, label: str) -> int:
+        """The version ``label`` of ``name`` names (:meth:`ServerCore.label_version`)."""
+        return self._core.label_version(name, label)
+
     def resolve_version(self, model_spec: ModelSpec) -> int:
         """The version ``model_spec`` selects now, to pin several calls to one (MultiInference)."""
         return self._core.resolve_version(model_spec)

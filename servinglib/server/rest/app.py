@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import logging
 import time
+import warnings
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, final
 
@@ -18,6 +19,7 @@ from servinglib.errors import (
     UnavailableError,
 )
 from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import RestRequest, RestResponse
 from servinglib.server.rest.kserve_v2 import KServeV2Api
@@ -43,32 +45,6 @@ _REQUEST_ID = b"x-request-id"
 
 
 @final
-@attrs.frozen
-class RequestRecord:
-    """What one finished request was: model, API, entrypoint, HTTP status, latency, status code.
-
-    ``code`` is the canonical status behind the HTTP status (OK for 2xx;
-    e.g. FAILED_PRECONDITION and INVALID_ARGUMENT are both HTTP 400).
-
-    ``model_name`` is empty for server-level endpoints and unmatched paths;
-    ``api`` is the endpoint ("predict", "classify", "regress", "status",
-    "metadata", "infer", "model_metadata", "health_ready", ...; "unknown"
-    for unmatched paths).  Immutable, so thread-safe.
-    """
-
-    model_name: str
-    api: str
-    entrypoint: str
-    status: int
-    latency_s: float
-    code: StatusCode = StatusCode.OK
-
-
-RequestObserver = Callable[[RequestRecord], None]
-"""Called once per finished request, on the event loop: keep it to microseconds."""
-
-
-@final
 class RestApp:
     """An ASGI 3 application: TF Serving's REST API, KServe V2, model listing and health.
 
@@ -88,16 +64,15 @@ class RestApp:
 
     def __init__(
         self,
-        core: ServerCore,
+        target: DataPlane | ServerCore,
         options: RestOptions | None = None,
         *,
-        plane: DataPlane | None = None,
         on_request: RequestObserver | None = None,
     ) -> None:
-        self._core = core
+        self._owns_plane = not isinstance(target, DataPlane)
+        self._plane = target if isinstance(target, DataPlane) else DataPlane(target)
+        core = self._core = self._plane.core
         self._options = options or RestOptions()
-        self._owns_plane = plane is None
-        self._plane = plane if plane is not None else DataPlane(core)
         self._tfs = TfServingApi(core, self._plane)
         self._router = Router(self._tfs, KServeV2Api(core, self._plane, self._options))
         self._on_request = on_request
@@ -188,19 +163,19 @@ class RestApp:
         if self._on_request is not None:
             self._on_request(
                 RequestRecord(
-                    route.model_name if route is not None else "",
-                    route.api if route is not None else "unknown",
-                    ENTRYPOINT,
-                    response.status,
-                    time.perf_counter() - started,
-                    code,
+                    model_name=route.model_name if route is not None else "",
+                    api=route.api if route is not None else "unknown",
+                    entrypoint=ENTRYPOINT,
+                    code=code,
+                    latency_s=time.perf_counter() - started,
+                    status=response.status,
                 )
             )
 
     def _check_label(self, route: Route) -> None:
         """A label the core does not know fails before the body is read, as the core says."""
         assert route.label is not None
-        self._core.label_version(route.model_name, route.label)
+        self._plane.label_version(route.model_name, route.label)
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
         limit = self._max_body
@@ -280,17 +255,28 @@ async def _lifespan(receive: Receive, send: Send) -> None:
 
 
 def create_app(
-    core: ServerCore,
+    target: DataPlane | ServerCore,
     options: RestOptions | None = None,
     *,
-    plane: DataPlane | None = None,
     on_request: RequestObserver | None = None,
+    plane: DataPlane | None = None,
 ) -> RestApp:
-    """The REST app serving ``core``: TF Serving's REST API, KServe V2, listing and health.
+    """The REST app serving ``target``: TF Serving's REST API, KServe V2, listing and health.
 
-    ``plane``: the DataPlane model calls go through (default: a new one,
-    stopped by :meth:`RestApp.close`); share one with the gRPC front end to
-    share its worker pool.  ``on_request``: called with a
-    :class:`RequestRecord` after each response (e.g. to record metrics).
+    ``target``: the DataPlane every request goes through (share one with
+    the gRPC front end: both then answer alike from one worker pool), or a
+    ServerCore, for which the app makes its own (stopped by
+    :meth:`RestApp.close`); the gRPC ``create_server`` takes the same.
+    ``on_request``: called with a :class:`RequestRecord` after each
+    response (e.g. :func:`record_request` to record metrics).
+    ``plane``: deprecated; pass the DataPlane as ``target``.
     """
-    return RestApp(core, options, plane=plane, on_request=on_request)
+    if plane is not None:
+        warnings.warn(
+            "create_app(core, plane=plane) is deprecated: pass the DataPlane itself, "
+            "create_app(plane)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        target = plane
+    return RestApp(target, options, on_request=on_request)

@@ -1,4 +1,8 @@
-"""The Prometheus scrape endpoint, in front of the REST app, and the request metrics it feeds."""
+"""The Prometheus scrape endpoint, in front of the REST app.
+
+``record_request`` (which feeds the metrics from either front end) is
+:mod:`servinglib.server`'s, also importable from here as before.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +10,15 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, final
 
 from servinglib.server.plane.metrics import CONTENT_TYPE, DEFAULT_METRICS_PATH, ServerMetrics
-from servinglib.server.rest.app import RequestRecord
+from servinglib.server.plane.request_record import record_request
 from servinglib.server.rest.router import below_root
+
+__all__ = ["MetricsEndpoint", "record_request"]
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-def record_request(metrics: ServerMetrics) -> Callable[[RequestRecord], None]:
-    """A REST ``on_request`` observer feeding ``metrics`` (model requests only)."""
-
-    def observe(record: RequestRecord) -> None:
-        if not record.model_name:
-            return  # server-level endpoints (health, listing) are not model requests
-        metrics.observe_request(
-            record.model_name, record.api, record.entrypoint, record.code, record.latency_s
-        )
-
-    return observe
 
 
 @final

@@ -142,12 +142,14 @@ def serving(
     """
     records: list[RpcRecord] = []
     loop = LoopThread()
-    chosen = GrpcServerOptions(host="127.0.0.1", port=0, rpc_observer=records.append, **options)
+    chosen = GrpcServerOptions(host="127.0.0.1", port=0, **options)
     core = target.core if isinstance(target, DataPlane) else target
 
     async def start() -> GrpcServer:
         plane = ModelManagement(core, management)
-        server, port = create_server(target, chosen, management=plane)
+        server, port = create_server(
+            target, chosen, management=plane, on_request=records.append
+        )
         assert port == server.port > 0
         await server.start()
         return server

@@ -17,6 +17,7 @@ from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_state import ManagerState, ServableState
 from servinglib.core.servable_state_monitor import ServableStateMonitor
 from servinglib.errors import StatusCode
+from servinglib.server import record_request
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.data_plane import DataPlane
@@ -26,7 +27,7 @@ from servinglib.server.plane.metrics import (
     _Follower,
 )
 from servinglib.server.rest import RestServer, create_app
-from servinglib.server.rest.metrics_endpoint import MetricsEndpoint, record_request
+from servinglib.server.rest.metrics_endpoint import MetricsEndpoint
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import FakeClock, wait_until
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS

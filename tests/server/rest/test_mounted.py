@@ -14,9 +14,10 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
 
+from servinglib.server import record_request
 from servinglib.server.plane.metrics import ServerMetrics
 from servinglib.server.rest import RestServer, create_app, create_server
-from servinglib.server.rest.metrics_endpoint import MetricsEndpoint, record_request
+from servinglib.server.rest.metrics_endpoint import MetricsEndpoint
 from servinglib.server.rest.router import below_root
 from servinglib.server.server_core import ServerCore
 

@@ -7,9 +7,10 @@ import asyncio
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from servinglib.server import record_request
 from servinglib.server.plane.metrics import ServerMetrics
 from servinglib.server.rest import RestOptions, create_app
-from servinglib.server.rest.metrics_endpoint import MetricsEndpoint, record_request
+from servinglib.server.rest.metrics_endpoint import MetricsEndpoint
 from servinglib.server.server_core import ServerCore
 
 

@@ -1,0 +1,58 @@
+"""RequestRecord: what one finished request was, the same record for every front end."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, final
+
+import attrs
+
+from servinglib.errors import StatusCode
+
+if TYPE_CHECKING:
+    from servinglib.server.plane.metrics import ServerMetrics
+
+
+@final
+@attrs.frozen(kw_only=True)
+class RequestRecord:
+    """What one finished request or RPC was: model, API, entrypoint, status code, latency.
+
+    ``code`` is the canonical status (OK on success; over REST the one
+    behind the HTTP status, e.g. FAILED_PRECONDITION and INVALID_ARGUMENT
+    are both HTTP 400).  ``model_name`` is empty for requests about no model
+    (health, listing, unmatched paths, requests that could not be decoded).
+    ``api`` names the endpoint or RPC ("predict", "classify", "metadata",
+    "infer", "model_ready", ...; REST says "unknown" for unmatched paths).
+    ``entrypoint`` is the front end, in TF Serving's words: ``REST`` or ``GRPC``.
+    ``latency_s`` runs from the request's arrival at the front end to its
+    response.  REST sets ``status`` (the HTTP status; 0 over gRPC); gRPC sets
+    ``service`` and ``method`` (the wire names; empty over REST).
+    Immutable, so thread-safe.
+    """
+
+    model_name: str
+    api: str
+    entrypoint: str
+    code: StatusCode
+    latency_s: float
+    status: int = 0
+    service: str = ""
+    method: str = ""
+
+
+RequestObserver = Callable[[RequestRecord], None]
+"""Called once per finished request, on the front end's event loop: keep it to microseconds,
+and never raise."""
+
+
+def record_request(metrics: ServerMetrics) -> RequestObserver:
+    """An observer feeding ``metrics`` with each model request, from either front end."""
+
+    def observe(record: RequestRecord) -> None:
+        if record.model_name:  # server-level requests (health, listing) are not model requests
+            metrics.observe_request(
+                record.model_name, record.api, record.entrypoint, record.code, record.latency_s
+            )
+
+    return observe
