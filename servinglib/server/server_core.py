@@ -166,6 +166,8 @@ class ServerCore:
         self._reload_lock = threading.Lock()
         self._lock = threading.Lock()
         self._config = ModelServerConfig()  # guarded by: _reload_lock (writes)
+        # Every model config served, now or before (the repository index): replaced whole.
+        self._known: Mapping[str, ModelConfig] = {}
         self._labels: Mapping[str, Mapping[str, int]] = {}  # replaced whole
         self._routes: dict[str, int] = {}  # guarded by: _reload_lock
         self._monitored: dict[str, ServableToMonitor] = {}  # guarded by: _reload_lock
@@ -408,6 +410,14 @@ class ServerCore:
         """The names of the configured models, sorted."""
         return sorted(self._config.names)
 
+    def known_models(self) -> dict[str, ModelConfig]:
+        """Every model this core has served, configured now or removed since, by name.
+
+        What a repository index lists, and what a remote load of a model by
+        name alone brings back.
+        """
+        return dict(self._known)
+
     def model_status(self, name: str, version: int | None = None) -> ModelStatus:
         """Every known version of ``name`` (or just ``version``), newest first, with errors.
 
@@ -626,6 +636,7 @@ class ServerCore:
         new_names = [m.name for m in changed if old.model(m.name) is None]
         self._apply_tables(resolved, removed)
         self._config = config
+        self._known = {**self._known, **{m.name: m for m in config.models}}
         with self._lock:
             for name in removed:
                 self._failed.pop(name, None)

@@ -12,10 +12,10 @@ from servinglib.protos import grpc_service_pb2 as v2
 from servinglib.server.grpc._convert import cached_spec, deadline_of
 from servinglib.server.grpc._rpc import Rpc
 from servinglib.server.grpc._v2_tensors import decode_inputs, encode_outputs
-from servinglib.server.grpc.repository import ModelRepository
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.model_management import ModelManagement
+from servinglib.server.plane.repository import ModelRepository
 
 SERVICE: Final = "inference.GRPCInferenceService"
 SERVER_NAME: Final = "servinglib"
@@ -48,7 +48,6 @@ class InferenceServicer:
     ) -> None:
         self._plane = plane
         self._decode_limits = decode_limits
-        self._core = plane.core
         self._repository = ModelRepository(plane.core, management)
         self._server_version = server_version
 
@@ -191,19 +190,27 @@ class InferenceServicer:
         self, request: v2.RepositoryIndexRequest, _context: Context
     ) -> v2.RepositoryIndexResponse:
         """Every known model's versions and states."""
-        return self._repository.index(request)
+        response = v2.RepositoryIndexResponse()
+        for entry in self._plane.repository_index(ready_only=request.ready):
+            response.models.add(
+                name=entry.name, version=entry.version, state=entry.state, reason=entry.reason
+            )
+        return response
 
     async def repository_model_load(
         self, request: v2.RepositoryModelLoadRequest, _context: Context
     ) -> v2.RepositoryModelLoadResponse:
         """Loads (or reloads) a model; see :class:`ModelRepository`."""
-        return await self._repository.load(request)
+        parameters = {key: value.string_param for key, value in request.parameters.items()}
+        await self._repository.load(request.model_name, parameters)
+        return v2.RepositoryModelLoadResponse()
 
     async def repository_model_unload(
         self, request: v2.RepositoryModelUnloadRequest, _context: Context
     ) -> v2.RepositoryModelUnloadResponse:
         """Unloads a model; see :class:`ModelRepository`."""
-        return await self._repository.unload(request)
+        await self._repository.unload(request.model_name)
+        return v2.RepositoryModelUnloadResponse()
 
 
 def _name(name: str) -> str:

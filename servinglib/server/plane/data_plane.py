@@ -35,6 +35,7 @@ from servinglib.server.plane.call_pool import (
     default_max_calls_per_model,
 )
 from servinglib.server.plane.metadata import v2_config_data_type, v2_model_metadata
+from servinglib.server.plane.repository import RepositoryEntry, repository_index
 from servinglib.server.plane.signature_cache import SignatureCache
 from servinglib.server.server_core import ServerCore
 from servinglib.server.status import ModelMetadata, ModelStatus
@@ -158,6 +159,10 @@ class DataPlane:
         except ServingError as error:
             return ModelReadiness(model_spec.name, False, error)
         return ModelReadiness(model_spec.name, True)
+
+    def repository_index(self, *, ready_only: bool = False) -> list[RepositoryEntry]:
+        """Every model the core has served, each version with its state (Triton's index)."""
+        return repository_index(self._core, ready_only=ready_only)
 
     def label_version(self, name: str, label: str) -> int:
         """The version ``label`` of ``name`` names (:meth:`ServerCore.label_version`)."""

@@ -71,10 +71,9 @@ class RestApp:
     ) -> None:
         self._owns_plane = not isinstance(target, DataPlane)
         self._plane = target if isinstance(target, DataPlane) else DataPlane(target)
-        core = self._core = self._plane.core
         self._options = options or RestOptions()
-        self._tfs = TfServingApi(core, self._plane)
-        self._router = Router(self._tfs, KServeV2Api(core, self._plane, self._options))
+        self._tfs = TfServingApi(self._plane)
+        self._router = Router(self._tfs, KServeV2Api(self._plane, self._options))
         self._on_request = on_request
         self._timeout_s = self._options.request_timeout_s
         self._max_body = self._options.max_request_body_bytes

@@ -21,12 +21,10 @@ from servinglib.codecs import decode_raw, encode_raw, numpy_to_v2_datatype, v2_d
 from servinglib.codecs.limits import DecodeLimits, element_count
 from servinglib.errors import InvalidArgumentError, NotFoundError, ServingError
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.repository_index import repository_index
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import RestRequest, RestResponse
 from servinglib.server.rest.options import RestOptions
 from servinglib.server.rest.tensor_json import json_type, numbers_to_json, strings_to_json, to_array
-from servinglib.server.server_core import ServerCore
 
 HEADER_LENGTH = b"inference-header-content-length"
 _OCTET_STREAM = b"application/octet-stream"
@@ -40,8 +38,7 @@ class KServeV2Api:
     Thread-safe: holds no mutable state.
     """
 
-    def __init__(self, core: ServerCore, plane: DataPlane, options: RestOptions) -> None:
-        self._core = core
+    def __init__(self, plane: DataPlane, options: RestOptions) -> None:
         self._plane = plane
         self._decode_limits = options.decode_limits
         self._server_metadata = json_codec.dumps(
@@ -75,7 +72,7 @@ class KServeV2Api:
         if request.body.strip():
             ready_only = request.json_object().get("ready", False) is True
         index: list[dict[str, Any]] = []
-        for entry in repository_index(self._core, self._core.list_models(), ready_only=ready_only):
+        for entry in self._plane.repository_index(ready_only=ready_only):
             row = {"name": entry.name, "version": entry.version, "state": entry.state}
             if not entry.version:
                 del row["version"]

@@ -32,7 +32,6 @@ from servinglib.server.rest.tensor_json import (
     strings_to_json,
     to_array,
 )
-from servinglib.server.server_core import ServerCore
 from servinglib.server.status import ModelStatus
 
 _MISSING = object()
@@ -47,8 +46,7 @@ class TfServingApi:
     Thread-safe: holds no mutable state.
     """
 
-    def __init__(self, core: ServerCore, plane: DataPlane) -> None:
-        self._core = core
+    def __init__(self, plane: DataPlane) -> None:
         self._plane = plane
 
     async def list_models(self, _request: RestRequest) -> RestResponse:

@@ -362,3 +362,23 @@ def test_rest_and_grpc_agree_on_a_model_loading_and_one_unloading(
         (tmp_path / "slow" / "HOLD").unlink()
         assert held.result(timeout=60).status_code == 200
         removing.join(30)
+
+
+def test_the_repository_index_is_one_list_for_both(both: Both) -> None:
+    """REST and gRPC list the same models, removed ones too, with the same states."""
+    both.core.unload_model("broken")
+
+    def over_rest(ready: bool) -> list[tuple[str, str, str]]:
+        response = httpx.post(
+            f"{both.rest.url}/v2/repository/index", json={"ready": ready}, timeout=30
+        )
+        return [(row["name"], row.get("version", ""), row["state"]) for row in response.json()]
+
+    def over_grpc(ready: bool) -> list[tuple[str, str, str]]:
+        stub = v2_grpc.GRPCInferenceServiceStub(both.channel)
+        index = stub.RepositoryIndex(v2.RepositoryIndexRequest(ready=ready), timeout=30)
+        return [(row.name, row.version, row.state) for row in index.models]
+
+    assert over_rest(False) == over_grpc(False)
+    assert ("broken", "1", "UNAVAILABLE") in over_rest(False)  # removed, still known
+    assert over_rest(True) == over_grpc(True) == [("m", "1", "READY")]

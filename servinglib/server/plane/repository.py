@@ -1,0 +1,153 @@
+"""Triton's model repository extension (index, load, unload), for both front ends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Mapping
+from typing import Final, final
+
+import attrs
+
+from servinglib.core.servable_state import ManagerState
+from servinglib.errors import InvalidArgumentError, NotFoundError, UnimplementedError
+from servinglib.server.config import ModelConfig
+from servinglib.server.plane.model_management import ModelManagement
+from servinglib.server.server_core import ServerCore
+from servinglib.server.status import VersionStatus
+
+CONFIG_PARAMETER: Final = "config"
+"""The load parameter naming a model's base path and platform, as JSON."""
+
+V2_REPOSITORY_STATE: Final[dict[ManagerState, str]] = {
+    ManagerState.START: "LOADING",
+    ManagerState.LOADING: "LOADING",
+    ManagerState.AVAILABLE: "READY",
+    ManagerState.UNLOADING: "UNLOADING",
+    ManagerState.END: "UNAVAILABLE",
+}
+"""Our version states in the repository extension's words."""
+
+
+@final
+@attrs.frozen
+class RepositoryEntry:
+    """One row of the index: a model version (or a model without versions) and its state."""
+
+    name: str
+    version: str
+    state: str
+    reason: str
+
+
+def repository_index(
+    core: ServerCore, names: Iterable[str] | None = None, *, ready_only: bool = False
+) -> list[RepositoryEntry]:
+    """Each version of each model with its state; a model without versions as UNAVAILABLE.
+
+    ``names``: the models to list (default: every model the core has
+    served, :meth:`ServerCore.known_models`, sorted).  ``ready_only``: only
+    READY versions (the extension's ``ready`` flag).
+    """
+    if names is None:
+        names = sorted(core.known_models())
+    index: list[RepositoryEntry] = []
+    for name in names:
+        versions: tuple[VersionStatus, ...]
+        try:
+            status = core.model_status(name)
+        except NotFoundError:
+            versions, problem = (), "unloaded"
+        else:
+            versions = status.versions
+            problem = status.error.message if status.error is not None else ""
+        for version in versions:
+            state = V2_REPOSITORY_STATE[version.state]
+            if ready_only and state != "READY":
+                continue
+            reason = version.error.message if version.error is not None else ""
+            index.append(RepositoryEntry(name, str(version.version), state, reason))
+        if not versions and not ready_only:
+            index.append(RepositoryEntry(name, "", "UNAVAILABLE", problem))
+    return index
+
+
+@final
+class ModelRepository:
+    """The models a server knows, loadable and unloadable by name, for any front end.
+
+    The repository is every model the core has served
+    (:meth:`ServerCore.known_models`: unloaded ones stay known, so they can
+    be loaded again by name).  Loading an unknown model needs the ``config``
+    parameter, a JSON object ``{"base_path": "/models/m", "platform":
+    "tensorflow"}`` (servinglib's keys; Triton's config.pbtxt has no base
+    path).  Loads and unloads go through ``management`` (refused unless
+    remote management is on, and confined to its roots), on a worker
+    thread, and wait as ServerCore's do.  Front ends decode their request
+    into these calls' arguments.
+    Thread-safe: holds no state of its own.
+    """
+
+    def __init__(self, core: ServerCore, management: ModelManagement) -> None:
+        self._core = core
+        self._management = management
+
+    def index(self, *, ready_only: bool = False) -> list[RepositoryEntry]:
+        """One entry per known version (or per model without versions), READY ones if asked."""
+        return repository_index(self._core, ready_only=ready_only)
+
+    async def load(self, name: str, parameters: Mapping[str, str]) -> None:
+        """Adds (or reloads) model ``name`` and waits until it serves or fails.
+
+        ``parameters``: the request's string parameters (``config``; Triton's
+        ``file:`` overrides are refused as UNIMPLEMENTED).
+        """
+        self._management.check_enabled(f"Loading model {name}")
+        model = self._config_for(_model_name(name), parameters)
+        await asyncio.to_thread(self._management.load_model, model)
+
+    async def unload(self, name: str) -> None:
+        """Removes the model from the config; its versions unload.  NOT_FOUND if not loaded."""
+        self._management.check_enabled(f"Unloading model {name}")
+        await asyncio.to_thread(self._management.unload_model, _model_name(name))
+
+    def _config_for(self, name: str, parameters: Mapping[str, str]) -> ModelConfig:
+        files = sorted(key for key in parameters if key.startswith("file:"))
+        if files:
+            raise UnimplementedError(
+                f"Model {name}: override files ({files[0]}, ...) are not supported; load a model "
+                "from its base path"
+            )
+        if CONFIG_PARAMETER in parameters:
+            return _parse_config(name, parameters[CONFIG_PARAMETER])
+        known = self._core.known_models().get(name)
+        if known is None:
+            raise NotFoundError(
+                f"Model {name} is not in the repository; to add it, pass its base path and "
+                'platform in the "config" parameter: {"base_path": ..., "platform": ...}'
+            )
+        return known
+
+
+def _model_name(name: str) -> str:
+    if not name:
+        raise InvalidArgumentError("The request names no model (model_name is empty)")
+    return name
+
+
+def _parse_config(name: str, text: str) -> ModelConfig:
+    try:
+        fields = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidArgumentError(
+            f"Model {name}: the config parameter is not JSON: {error}"
+        ) from None
+    if not isinstance(fields, dict) or not isinstance(fields.get("base_path"), str):
+        raise InvalidArgumentError(
+            f'Model {name}: the config parameter must be a JSON object with a "base_path" string'
+            ' (and optionally "platform")'
+        )
+    platform = fields.get("platform", fields.get("model_platform", "tensorflow"))
+    if not isinstance(platform, str):
+        raise InvalidArgumentError(f'Model {name}: "platform" must be a string')
+    return ModelConfig(name, fields["base_path"], platform)
