@@ -59,8 +59,6 @@ from servinglib.sources.version_check import VersionCheck
 
 _log = logging.getLogger(__name__)
 
-_WAIT_SLICE_S = 0.05  # how often a wait for models also looks at the source's errors
-
 
 def _default_initial_load_threads() -> int:
     return 4 * (os.cpu_count() or 1)
@@ -178,6 +176,7 @@ class ServerCore:
         self._close_error: BaseException | None = None  # set by the closer thread
         self._draining = False
         self._bus: EventBus[ServableState] = EventBus()
+        self._stopping: EventBus[None] = EventBus()  # drain() and close(): waits end
         self._monitor = ServableStateMonitor(self._bus, max_count_log_events=1000, clock=clock)
         self._bus.subscribe(self._on_state)
         self._bus.subscribe(ServableStateLog().on_state)
@@ -476,6 +475,7 @@ class ServerCore:
         waiting (their new models fail with UNAVAILABLE).  Idempotent.
         """
         self._draining = True
+        self._stopping.publish(None)
 
     @property
     def draining(self) -> bool:
@@ -549,6 +549,7 @@ class ServerCore:
                     target=self._close_all, name="servinglib-close", daemon=True
                 )
                 closer.start()
+        self._stopping.publish(None)
         closer.join(timeout_s)
         if closer.is_alive():
             held = self._manager.basic_manager.held_handles()
@@ -742,7 +743,21 @@ class ServerCore:
                 touched.add(event.id.name)
             changed.set()
 
-        with self._bus.subscribe(on_event):
+        def on_look(name: str) -> None:
+            with touched_lock:
+                touched.add(name)
+            changed.set()
+
+        def on_stop(_: None) -> None:  # drain() or close(): every pending wait ends
+            with touched_lock:
+                touched.update(pending)
+            changed.set()
+
+        with (
+            self._bus.subscribe(on_event),
+            self._source.looked_at.subscribe(on_look),
+            self._stopping.subscribe(on_stop),
+        ):
             while pending:
                 changed.clear()
                 with touched_lock:
@@ -765,9 +780,7 @@ class ServerCore:
                             f"Model {name} did not become available within {timeout} s"
                         )
                     break
-                if not changed.wait(_WAIT_SLICE_S):
-                    with touched_lock:  # a quiet slice: look at all again (source errors)
-                        touched.update(pending)
+                changed.wait(None if deadline is None else deadline - time.monotonic())
         return failures
 
     def _abandoned(self, name: str) -> ServingError | None:

@@ -12,6 +12,7 @@ from typing import final
 import attrs
 
 from servinglib.core.clock import Clock, SystemClock, Timer
+from servinglib.core.event_bus import EventBus
 from servinglib.core.servable_data import ServableData
 from servinglib.core.servable_id import ServableId, check_name
 from servinglib.errors import (
@@ -139,6 +140,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._events = FsEventTrigger(self._on_fs_event)
+        self._looked = EventBus[str]()
 
     @property
     def config(self) -> FileSystemStoragePathSourceConfig:
@@ -159,6 +161,18 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         """
         with self._lock:
             return dict(self._errors)
+
+    @property
+    def looked_at(self) -> EventBus[str]:
+        """Publishes a servable's name each time its base path was looked at.
+
+        After the event, :meth:`servable_errors` and :meth:`holds_no_version`
+        say what that look found: subscribe to wait for a base path to be
+        read (a version found, an error, or none there) instead of polling
+        them.  Delivered on the polling thread (or the caller of
+        :meth:`update_config` / :meth:`poll_now`): keep subscribers quick.
+        """
+        return self._looked
 
     def holds_no_version(self, name: str) -> bool:
         """True if ``name``'s base path was read and holds no version to serve, nor one waiting.
@@ -328,6 +342,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
                 recheck[name] = scan.recheck_at
             if scan.versions is not None and (emit_unchanged or not unchanged):
                 self.emit_aspired_versions(name, scan.versions)
+            self._looked.publish(name)
         if recheck:
             self._schedule_recheck(recheck)
 

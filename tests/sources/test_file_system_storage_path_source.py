@@ -604,6 +604,32 @@ def test_missing_base_path_keeps_serving_what_was_loaded(
         assert source.polling
 
 
+def test_each_look_at_a_base_path_is_published_after_its_findings(
+    tmp_path: Path, stepped: SteppedManager
+) -> None:
+    """looked_at names a servable once its look is done: its errors are current by then."""
+    base = tmp_path / "m"
+    make_version(base, 1)
+    source = FileSystemStoragePathSource(
+        config(monitor("m", base), period_s=PERIOD_S), clock=FakeClock()
+    )
+    seen: list[tuple[str, bool, bool]] = []
+
+    def on_look(name: str) -> None:
+        seen.append((name, name in source.servable_errors(), source.holds_no_version(name)))
+
+    with source, source.looked_at.subscribe(on_look):
+        connect(source, stepped.adapter)
+        stepped.settle()
+        assert seen[-1] == ("m", False, False)
+        base.rename(tmp_path / "away")
+        source.poll_once()
+        assert seen[-1] == ("m", True, False)
+        (tmp_path / "m").mkdir()
+        source.poll_once()
+        assert seen[-1] == ("m", False, True)
+
+
 def test_version_dir_deleted_while_serving_is_unloaded(
     tmp_path: Path, stepped: SteppedManager
 ) -> None:
