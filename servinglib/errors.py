@@ -111,66 +111,98 @@ class ServingError(Exception):
 
 
 class CancelledError(ServingError):
+    """The operation was cancelled, usually by its caller (a client that went away)."""
+
     code = StatusCode.CANCELLED
 
 
 class UnknownError(ServingError):
+    """An error with no better code, e.g. several models failing for different reasons."""
+
     code = StatusCode.UNKNOWN
 
 
 class InvalidArgumentError(ServingError):
+    """The caller sent something malformed: a bad request, config or argument (HTTP 400)."""
+
     code = StatusCode.INVALID_ARGUMENT
 
 
 class DeadlineExceededError(ServingError):
+    """The request's deadline passed before the model answered (HTTP 504)."""
+
     code = StatusCode.DEADLINE_EXCEEDED
 
 
 class NotFoundError(ServingError):
+    """No such model, version or file; also a version whose load failed for good (HTTP 404)."""
+
     code = StatusCode.NOT_FOUND
 
 
 class AlreadyExistsError(ServingError):
+    """What the caller tried to create exists already, e.g. a servable id managed twice."""
+
     code = StatusCode.ALREADY_EXISTS
 
 
 class PermissionDeniedError(ServingError):
+    """Not allowed here, e.g. remote model management while it is off (HTTP 403)."""
+
     code = StatusCode.PERMISSION_DENIED
 
 
 class ResourceExhaustedError(ServingError):
+    """Out of a bounded resource: RAM for a load, a queue, a size limit (HTTP 429)."""
+
     code = StatusCode.RESOURCE_EXHAUSTED
 
 
 class FailedPreconditionError(ServingError):
+    """Refused in the current state, e.g. a label to a version not available (HTTP 400)."""
+
     code = StatusCode.FAILED_PRECONDITION
 
 
 class AbortedError(ServingError):
+    """Given up because of a concurrent change; retrying at a higher level may work."""
+
     code = StatusCode.ABORTED
 
 
 class OutOfRangeError(ServingError):
+    """A value past the valid range, e.g. reading beyond the end of a file."""
+
     code = StatusCode.OUT_OF_RANGE
 
 
 class UnimplementedError(ServingError):
+    """Not supported by this server or this servable, e.g. a servable without signatures."""
+
     code = StatusCode.UNIMPLEMENTED
 
 
 class InternalError(ServingError):
+    """A broken invariant in servinglib or a model: a bug to report (HTTP 500)."""
+
     code = StatusCode.INTERNAL
 
 
 class UnavailableError(ServingError):
+    """Not serving now but may be soon: loading, unloading, at the in-flight limit (HTTP 503)."""
+
     code = StatusCode.UNAVAILABLE
 
 
 class DataLossError(ServingError):
+    """Data is corrupt or truncated, e.g. a half-written variables file."""
+
     code = StatusCode.DATA_LOSS
 
 
 class UnauthenticatedError(ServingError):
+    """The caller's credentials are missing or not valid."""
+
     code = StatusCode.UNAUTHENTICATED
 
 

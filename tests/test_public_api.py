@@ -13,10 +13,14 @@ import pytest
 
 PUBLIC_MODULES = [
     "servinglib",
+    "servinglib.batching",
     "servinglib.codecs",
     "servinglib.core",
     "servinglib.loaders",
+    "servinglib.loaders.tensorflow",
     "servinglib.server",
+    "servinglib.server.grpc",
+    "servinglib.server.rest",
     "servinglib.sources",
     "servinglib.testing",
 ]

@@ -514,11 +514,7 @@ class ServerCore:
                 "load_model()'s model", "a ModelConfig (e.g. ModelConfig.python(name, path))", model
             )
 
-        def with_model(current: ModelServerConfig) -> ModelServerConfig:
-            others = [m for m in current.models if m.name != model.name]
-            return ModelServerConfig((*others, model))
-
-        self._reload(with_model, initial=False)
+        self._reload(lambda current: current.with_model(model), initial=False)
 
     def unload_model(self, name: str) -> None:
         """Removes one model from the config (its versions unload); NotFoundError if absent."""

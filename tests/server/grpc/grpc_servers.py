@@ -147,9 +147,7 @@ def serving(
 
     async def start() -> GrpcServer:
         plane = ModelManagement(core, management)
-        server, port = create_server(
-            target, chosen, management=plane, on_request=records.append
-        )
+        server, port = create_server(target, chosen, management=plane, on_request=records.append)
         assert port == server.port > 0
         await server.start()
         return server
