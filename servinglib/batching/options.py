@@ -5,12 +5,11 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any, final
 
 import attrs
 
-from servinglib.errors import InvalidArgumentError, NotFoundError
+from servinglib.errors import InvalidArgumentError
 
 DEFAULT_MAX_BATCH_SIZE = 1000
 DEFAULT_MAX_ENQUEUED_BATCHES = 10
@@ -118,15 +117,11 @@ def parse_batching_parameters(
     or values that do not fit together.
     """
     # Imported here: `import servinglib` must not load protobuf.
-    from google.protobuf import text_format
 
     from servinglib.protos import session_bundle_config_pb2 as pb
+    from servinglib.protos.text_files import parse_text
 
-    message = pb.BatchingParameters()
-    try:
-        text_format.Parse(text, message)
-    except text_format.ParseError as error:
-        raise InvalidArgumentError(f"Invalid batching parameters in {source}: {error}") from None
+    message = parse_text(text, pb.BatchingParameters(), "batching parameters", source)
     base = defaults if defaults is not None else BatchingParameters()
     changes: dict[str, Any] = {}
     for field in ("max_batch_size", "max_enqueued_batches", "num_batch_threads"):
@@ -155,11 +150,11 @@ def read_batching_parameters(
 ) -> BatchingParameters:
     """Reads a batching parameters file (``--batching_parameters_file``, ``batching_params.pbtxt``).
 
-    Raises NotFoundError if the file cannot be read and InvalidArgumentError
-    if it does not parse.
+    Raises as :func:`~servinglib.protos.text_files.read_text_file` if the
+    file cannot be read (NOT_FOUND when missing), InvalidArgumentError if it
+    does not parse.
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise NotFoundError(f"Cannot read the batching parameters file {path}: {error}") from None
+    from servinglib.protos.text_files import read_text_file
+
+    text = read_text_file(path, "batching parameters")
     return parse_batching_parameters(text, defaults=defaults, source=os.fspath(path))

@@ -20,11 +20,9 @@ import attrs
 
 from servinglib.errors import (
     InvalidArgumentError,
-    NotFoundError,
-    PermissionDeniedError,
-    UnavailableError,
     UnimplementedError,
 )
+from servinglib.protos.text_files import decode_text, parse_text, read_bytes
 from servinglib.server._config_support import (
     DEFAULT_MODEL_PLATFORM,
     FrozenLabels,
@@ -49,8 +47,6 @@ _UINT32_MAX = 2**32 - 1
 _LABEL = re.compile(r"[^/:]+")
 # A URI such as gs://bucket/model is never relative (TF Serving's UriIsRelativePath).
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-_PARSER_POSITION = re.compile(r"^\d+:\d+ : ")
-_OUR_PROTO_PACKAGE = "servinglib.tfs."
 _TF_SERVING_CONFIG = "tensorflow.serving.ModelServerConfig"
 _TF_SERVING_MODEL_CONFIG = "tensorflow.serving.ModelConfig"
 
@@ -350,50 +346,23 @@ def read_model_server_config(
     """
     path = os.fspath(path)
     if content is None:
-        try:
-            with open(path, "rb") as file:
-                content = file.read()
-        except FileNotFoundError:
-            raise NotFoundError(f"Model config file {path} not found") from None
-        except PermissionError as error:
-            raise PermissionDeniedError(f"Cannot read model config file {path}: {error}") from None
-        except IsADirectoryError:
-            raise InvalidArgumentError(f"Model config file {path} is a directory") from None
-        except OSError as error:
-            raise UnavailableError(f"Cannot read model config file {path}: {error}") from None
-    try:
-        # utf-8-sig: a byte-order mark some editors write is dropped, not a syntax error.
-        text = content.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise InvalidArgumentError(f"Model config file {path} is not UTF-8 text: {error}") from None
+        content = read_bytes(path, "model config")
+    text = decode_text(content, path, "model config")
     if base_dir is None:
         base_dir = os.path.dirname(os.path.abspath(path))
-    return _parse(text, base_dir=base_dir, source=f" {path}")
+    return _parse(text, base_dir=base_dir, source=path)
 
 
 def _parse(text: str, *, base_dir: str | os.PathLike[str] | None, source: str) -> ModelServerConfig:
-    from google.protobuf import text_format
-
     from servinglib.protos import model_server_config_pb2 as config_pb2
 
-    message = config_pb2.ModelServerConfig()
-    try:
-        # Parse, unlike Merge, rejects a non-repeated field given twice; unknown fields are
-        # errors either way.
-        text_format.Parse(text, message)
-    except text_format.ParseError as error:
-        detail = _PARSER_POSITION.sub("", str(error)).replace(_OUR_PROTO_PACKAGE, "")
-        line, column = error.GetLine(), error.GetColumn()
-        where = f"line {line}, column {column}: " if line is not None else ""
-        raise InvalidArgumentError(
-            f"Invalid model server config{source}: {where}{detail}"
-        ) from None
+    message = parse_text(text, config_pb2.ModelServerConfig(), "model server config", source)
     try:
         return ModelServerConfig.from_proto(message, base_dir=base_dir)
     except (InvalidArgumentError, UnimplementedError) as error:
         if not source:
             raise
-        raise type(error)(f"Invalid model server config{source}: {error.message}") from None
+        raise type(error)(f"Invalid model server config in {source}: {error.message}") from None
 
 
 def _is_relative(path: str) -> bool:

@@ -438,7 +438,7 @@ def test_read_missing_file_is_not_found_naming_it(tmp_path: Path) -> None:
     """A config file that does not exist is NOT_FOUND, with its path in the message."""
     path = tmp_path / "missing.config"
 
-    with pytest.raises(NotFoundError, match=f"^Model config file {path} not found$"):
+    with pytest.raises(NotFoundError, match=f"^The model config file {path} was not found$"):
         read_model_server_config(path)
 
 
@@ -447,7 +447,7 @@ def test_read_directory_or_non_utf8_file_is_invalid(tmp_path: Path) -> None:
     binary = tmp_path / "binary.config"
     binary.write_bytes(b"\xff\xfe model_config_list {}")
 
-    with pytest.raises(InvalidArgumentError, match=f"^Model config file {tmp_path} is a directory"):
+    with pytest.raises(InvalidArgumentError, match=f"^The model config file {tmp_path} is a directory"):
         read_model_server_config(tmp_path)
     with pytest.raises(InvalidArgumentError, match="is not UTF-8 text"):
         read_model_server_config(binary)
@@ -470,7 +470,7 @@ def test_read_syntax_error_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "models.config"
     path.write_text("model_config_list {\n  config {\n", encoding="utf-8")
 
-    with pytest.raises(InvalidArgumentError, match=f"^Invalid model server config {path}: line"):
+    with pytest.raises(InvalidArgumentError, match=f"^Invalid model server config in {path}: line"):
         read_model_server_config(path)
 
 
@@ -650,7 +650,7 @@ def test_an_invalid_file_names_the_file_in_semantic_errors(tmp_path: Path) -> No
     path.write_text(one_model(version_labels='{ key: "" value: 1 }'), encoding="utf-8")
 
     with pytest.raises(
-        InvalidArgumentError, match=f"^Invalid model server config {path}: Model m: invalid"
+        InvalidArgumentError, match=f"^Invalid model server config in {path}: Model m: invalid"
     ):
         read_model_server_config(path)
 

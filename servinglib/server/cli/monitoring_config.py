@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import final
 
 import attrs
-from google.protobuf import text_format
 
-from servinglib.errors import InvalidArgumentError, NotFoundError
+from servinglib.errors import InvalidArgumentError
 from servinglib.protos import monitoring_config_pb2
+from servinglib.protos.text_files import parse_text, read_text_file
 from servinglib.server.plane.metrics import DEFAULT_METRICS_PATH
 
 
@@ -30,11 +29,9 @@ def parse_monitoring_config(text: str, *, source: str = "<text>") -> PrometheusC
     path means the default.  Raises InvalidArgumentError naming ``source``
     for text that does not parse or a path not starting with ``/``.
     """
-    message = monitoring_config_pb2.MonitoringConfig()
-    try:
-        text_format.Parse(text, message)
-    except text_format.ParseError as error:
-        raise InvalidArgumentError(f"Invalid monitoring config in {source}: {error}") from None
+    message = parse_text(
+        text, monitoring_config_pb2.MonitoringConfig(), "monitoring config", source
+    )
     prometheus = message.prometheus_config
     path = prometheus.path or DEFAULT_METRICS_PATH
     if not path.startswith("/"):
@@ -46,9 +43,6 @@ def parse_monitoring_config(text: str, *, source: str = "<text>") -> PrometheusC
 
 
 def read_monitoring_config(path: str | os.PathLike[str]) -> PrometheusConfig:
-    """Reads a ``--monitoring_config_file`` (unreadable: NOT_FOUND); see parse_monitoring_config."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise NotFoundError(f"Cannot read the monitoring config file {path}: {error}") from None
+    """Reads a ``--monitoring_config_file``: errors as ``read_text_file``, then as parsing."""
+    text = read_text_file(path, "monitoring config")
     return parse_monitoring_config(text, source=os.fspath(path))

@@ -21,10 +21,9 @@ its own (``register_platform(..., config_message=...)``)::
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
-from servinglib.errors import InvalidArgumentError, NotFoundError, ServingError
+from servinglib.errors import InvalidArgumentError, ServingError
 from servinglib.loaders.registry import PlatformRegistry, default_registry
 
 
@@ -37,19 +36,20 @@ def parse_platform_config_file(
     that does not parse, unknown platforms or config messages, and configs
     their platform rejects.
     """
-    from google.protobuf import text_format
 
     from servinglib.protos import platform_config_pb2
+    from servinglib.protos.text_files import parse_text
 
     registry = registry if registry is not None else default_registry
     registry.import_config_messages()  # text format finds an Any's type by its full name
-    message = platform_config_pb2.PlatformConfigMap()
     try:
-        text_format.Parse(text, message)
-    except text_format.ParseError as error:
+        message = parse_text(
+            text, platform_config_pb2.PlatformConfigMap(), "platform config", source
+        )
+    except InvalidArgumentError as error:
         raise InvalidArgumentError(
-            f"Invalid platform config in {source}: {error} (servinglib's platforms take "
-            "servinglib.tfs.PythonPlatformOptions and servinglib.tfs.TensorFlowPlatformOptions)"
+            f"{error.message} (servinglib's platforms take servinglib.tfs.PythonPlatformOptions "
+            "and servinglib.tfs.TensorFlowPlatformOptions)"
         ) from None
     configs: dict[str, Any] = {}
     for name, entry in sorted(message.platform_configs.items()):
@@ -69,9 +69,8 @@ def parse_platform_config_file(
 def read_platform_config_file(
     path: str | os.PathLike[str], *, registry: PlatformRegistry | None = None
 ) -> dict[str, Any]:
-    """Reads a ``--platform_config_file`` (unreadable: NOT_FOUND); as parse_platform_config_file."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise NotFoundError(f"Cannot read the platform config file {path}: {error}") from None
+    """Reads a ``--platform_config_file``: errors as ``read_text_file``, then as parsing."""
+    from servinglib.protos.text_files import read_text_file
+
+    text = read_text_file(path, "platform config")
     return parse_platform_config_file(text, registry=registry, source=os.fspath(path))

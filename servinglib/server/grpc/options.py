@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Final, final
 import attrs
 
 from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
-from servinglib.errors import InvalidArgumentError, NotFoundError, PermissionDeniedError
+from servinglib.errors import InvalidArgumentError
+from servinglib.protos.text_files import parse_text, read_text_file
 
 if TYPE_CHECKING:
     from servinglib.server.grpc._rpc import RpcObserver
@@ -100,21 +101,15 @@ class SslConfig:
             )
 
     @classmethod
-    def parse(cls, text: str) -> SslConfig:
+    def parse(cls, text: str, source: str = "") -> SslConfig:
         """Parses TF Serving's text format (``server_key: "..." server_cert: "..."``).
 
         Raises InvalidArgumentError quoting the parser for a syntax error or
         an unknown field, and as the constructor does.
         """
-        from google.protobuf import text_format
-
         from servinglib.protos import ssl_config_pb2
 
-        message = ssl_config_pb2.SSLConfig()
-        try:
-            text_format.Parse(text, message)
-        except text_format.ParseError as error:
-            raise InvalidArgumentError(f"Invalid SSL config: {error}") from None
+        message = parse_text(text, ssl_config_pb2.SSLConfig(), "SSL config", source)
         return cls(
             message.server_key, message.server_cert, message.custom_ca, message.client_verify
         )
@@ -123,17 +118,7 @@ class SslConfig:
     def read(cls, path: str | os.PathLike[str]) -> SslConfig:
         """Reads an ``--ssl_config_file``; NotFoundError / PermissionDeniedError, else as parse."""
         path = os.fspath(path)
-        try:
-            with open(path, encoding="utf-8") as file:
-                text = file.read()
-        except FileNotFoundError:
-            raise NotFoundError(f"SSL config file {path} not found") from None
-        except PermissionError as error:
-            raise PermissionDeniedError(f"Cannot read SSL config file {path}: {error}") from None
-        try:
-            return cls.parse(text)
-        except InvalidArgumentError as error:
-            raise InvalidArgumentError(f"{path}: {error.message}") from None
+        return cls.parse(read_text_file(path, "SSL config"), source=path)
 
 
 @final
