@@ -447,7 +447,9 @@ def test_read_directory_or_non_utf8_file_is_invalid(tmp_path: Path) -> None:
     binary = tmp_path / "binary.config"
     binary.write_bytes(b"\xff\xfe model_config_list {}")
 
-    with pytest.raises(InvalidArgumentError, match=f"^The model config file {tmp_path} is a directory"):
+    with pytest.raises(
+        InvalidArgumentError, match=f"^The model config file {tmp_path} is a directory"
+    ):
         read_model_server_config(tmp_path)
     with pytest.raises(InvalidArgumentError, match="is not UTF-8 text"):
         read_model_server_config(binary)
