@@ -18,6 +18,7 @@ from servinglib.codecs.dtypes import numpy_to_v2_datatype as numpy_to_v2_datatyp
 from servinglib.codecs.dtypes import v2_datatype_to_numpy as v2_datatype_to_numpy
 from servinglib.codecs.example import features_of as features_of
 from servinglib.codecs.example import make_example as make_example
+from servinglib.codecs.example import serialize_examples as serialize_examples
 from servinglib.codecs.limits import DecodeLimits as DecodeLimits
 from servinglib.codecs.tensor import from_numpy as from_numpy
 from servinglib.codecs.tensor import to_numpy as to_numpy
@@ -38,6 +39,7 @@ __all__ = [
     "numpy_to_data_type",
     "numpy_to_v2_datatype",
     "read_records",
+    "serialize_examples",
     "to_numpy",
     "v2_datatype_to_numpy",
     "write_records",

@@ -83,6 +83,23 @@ def make_example(features: Mapping[str, FeatureInput]) -> example_pb2.Example:
     return example
 
 
+def serialize_examples(
+    examples: Sequence[example_pb2.Example], context: example_pb2.Example | None = None
+) -> npt.NDArray[Any]:
+    """Each example serialized, ``context``'s features merged in: an object array [n] of bytes.
+
+    What TF Serving's classify and regress feed a signature, for an
+    ``ExampleList`` (no context) or an ``ExampleListWithContext``: the
+    serialized context followed by the serialized example, which protobuf
+    parses as one Example holding the features of both, the example's
+    winning for a name in both (a later map entry replaces an earlier one).
+    """
+    prefix = context.SerializeToString() if context is not None else b""
+    serialized = np.empty(len(examples), dtype=object)
+    serialized[:] = [prefix + example.SerializeToString() for example in examples]
+    return serialized
+
+
 def _as_list(value: FeatureInput) -> list[Any]:
     """``value``'s elements as Python scalars (numpy scalars and arrays converted)."""
     if isinstance(value, np.ndarray):

@@ -10,7 +10,7 @@ import tensorflow as tf
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servinglib.codecs.example import features_of, make_example
+from servinglib.codecs.example import features_of, make_example, serialize_examples
 from servinglib.errors import InvalidArgumentError
 from servinglib.protos import example_pb2
 
@@ -145,3 +145,17 @@ def test_our_bytes_equal_tensorflows_for_the_same_features(features: dict[str, l
     assert ours.SerializeToString(deterministic=True) == theirs.SerializeToString(
         deterministic=True
     )
+
+
+def test_serialize_examples_merges_the_context_and_the_example_wins() -> None:
+    """With a context, each serialized example holds both feature sets; the example's win."""
+    context = make_example({"lang": "en", "shared": 1})
+    examples = [make_example({"x": 1.5, "shared": 2}), make_example({"x": 2.5})]
+    serialized = serialize_examples(examples, context)
+    assert serialized.dtype == object
+    assert serialized.shape == (2,)
+    merged = [features_of(example_pb2.Example.FromString(item)) for item in serialized]
+    assert merged[0] == {"lang": [b"en"], "shared": [2], "x": [1.5]}
+    assert merged[1] == {"lang": [b"en"], "shared": [1], "x": [2.5]}
+    alone = serialize_examples(examples)
+    assert features_of(example_pb2.Example.FromString(alone[1])) == {"x": [2.5]}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import numpy.typing as npt
 
+from servinglib.codecs.example import serialize_examples
 from servinglib.errors import InvalidArgumentError
 from servinglib.protos import classification_pb2, input_pb2, regression_pb2
 
@@ -15,8 +15,7 @@ def serialized_examples(request: Any, has_input: bool) -> npt.NDArray[Any]:  # n
     """The examples of ``request.input`` as an object array of bytes, shape [n].
 
     With a context, each example is the context merged with the example (its
-    features win), as TF Serving merges them: the serialized context followed
-    by the serialized example, which protobuf parses as one merged message.
+    features win), as TF Serving merges them (:func:`serialize_examples`).
     Raises InvalidArgumentError when the input is missing or holds no kind.
     """
     if not has_input:
@@ -24,16 +23,11 @@ def serialized_examples(request: Any, has_input: bool) -> npt.NDArray[Any]:  # n
     given: input_pb2.Input = request.input
     kind = given.WhichOneof("kind")
     if kind == "example_list":
-        items = [example.SerializeToString() for example in given.example_list.examples]
-    elif kind == "example_list_with_context":
+        return serialize_examples(given.example_list.examples)
+    if kind == "example_list_with_context":
         with_context = given.example_list_with_context
-        context = with_context.context.SerializeToString()
-        items = [context + example.SerializeToString() for example in with_context.examples]
-    else:
-        raise InvalidArgumentError("Input is empty: set example_list or example_list_with_context")
-    examples = np.empty(len(items), dtype=object)
-    examples[:] = items
-    return examples
+        return serialize_examples(with_context.examples, with_context.context)
+    raise InvalidArgumentError("Input is empty: set example_list or example_list_with_context")
 
 
 def classification_result(

@@ -16,7 +16,7 @@ from typing import Any, final
 import numpy as np
 import numpy.typing as npt
 
-from servinglib.codecs import make_example
+from servinglib.codecs import make_example, serialize_examples
 from servinglib.errors import InvalidArgumentError
 from servinglib.servable import SignatureSpec, find_signature
 from servinglib.server.plane.classify_regress import classify, regress
@@ -287,16 +287,15 @@ def _serialized_examples(body: Mapping[str, Any]) -> npt.NDArray[Any]:
     context = body.get("context", {})
     if not isinstance(context, dict):
         raise InvalidArgumentError(f"'context' must be an object, got {json_type(context)}")
-    context_features = _features(context, "'context'")
-    serialized = np.empty(len(examples), dtype=object)
+    decoded = []
     for index, example in enumerate(examples):
         if not isinstance(example, dict):
             raise InvalidArgumentError(
                 f"Item {index} of 'examples' must be an object, got {json_type(example)}"
             )
-        features = {**context_features, **_features(example, f"Item {index} of 'examples'")}
-        serialized[index] = make_example(features).SerializeToString()
-    return serialized
+        decoded.append(make_example(_features(example, f"Item {index} of 'examples'")))
+    context_example = make_example(_features(context, "'context'")) if context else None
+    return serialize_examples(decoded, context_example)
 
 
 def _features(value: dict[str, Any], what: str) -> dict[str, Any]:
