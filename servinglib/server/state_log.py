@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import final
 
 from servinglib.core.servable_state import ManagerState, ServableState
+from servinglib.core.transition_times import TransitionTimes
 
 # The name the CLI has always shown these lines under; the library adds no handler.
 _log = logging.getLogger("servinglib.server")
@@ -25,25 +25,19 @@ class ServableStateLog:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._since: dict[tuple[str, int], float] = {}  # guarded by: _lock
+        self._times = TransitionTimes()
 
     def on_state(self, event: ServableState) -> None:
         """Logs ``event`` (an event bus subscriber)."""
-        key = (event.id.name, event.id.version)
-        now = time.monotonic()
+        took_s = self._times.observe(event, time.monotonic())
         state = event.manager_state
         name = f"{event.id.name} v{event.id.version}"
         if state in {ManagerState.LOADING, ManagerState.UNLOADING}:
-            with self._lock:
-                self._since[key] = now
             _log.info("%s %s", name, "loading" if state is ManagerState.LOADING else "unloading")
             return
         if state is ManagerState.START:
             return
-        with self._lock:
-            started = self._since.pop(key, None)
-        took = f" in {now - started:.2f} s" if started is not None else ""
+        took = f" in {took_s:.2f} s" if took_s is not None else ""
         if state is ManagerState.AVAILABLE:
             _log.info("%s available%s", name, took)
         elif event.health is not None:

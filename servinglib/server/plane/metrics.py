@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, final
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_state import ManagerState, ServableState
 from servinglib.core.servable_state_monitor import ServableStateAndTime
+from servinglib.core.transition_times import TransitionTimes
 from servinglib.errors import (
     FailedPreconditionError,
     StatusCode,
@@ -125,7 +126,7 @@ class ServerMetrics:
         )
         self._lock = threading.Lock()
         self._states: dict[ServableId, ManagerState] = {}  # guarded by: _lock
-        self._loading_since: dict[ServableId, float] = {}  # guarded by: _lock
+        self._times = TransitionTimes()
         self.scheduler: SharedBatchScheduler | None = None
         self.plane: DataPlane | None = None
         registry.register(_StateCollector(self, prom))
@@ -173,19 +174,14 @@ class ServerMetrics:
         """Records a version's state change seen at ``time_s`` (the core monitor's clock)."""
         servable = event.id
         state = event.manager_state
-        started: float | None = None
+        took_s = self._times.observe(event, time_s)
         with self._lock:
             if state is ManagerState.END:
                 self._states.pop(servable, None)
-                self._loading_since.pop(servable, None)
             else:
                 self._states[servable] = state
-                if state is ManagerState.LOADING:
-                    self._loading_since[servable] = time_s
-                elif state is ManagerState.AVAILABLE:
-                    started = self._loading_since.pop(servable, None)
-        if started is not None:
-            self._load_seconds.labels(servable.name).observe(time_s - started)
+        if state is ManagerState.AVAILABLE and took_s is not None:
+            self._load_seconds.labels(servable.name).observe(took_s)
         if state is ManagerState.END and not event.ok:
             self._load_failures.labels(servable.name).inc()
 
