@@ -28,6 +28,7 @@ from servinglib.core.servable_handle import ServableHandle
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_request import ServableRequest
 from servinglib.core.servable_state import ServableState
+from servinglib.core.wake_loop import WakeLoop
 from servinglib.errors import InvalidArgumentError
 
 _log = logging.getLogger(__name__)
@@ -99,17 +100,22 @@ class AspiredVersionsManager(Manager):
         # for them: a step looks only at these, so an idle step costs nothing.
         self._dirty: set[str] = set()  # guarded by: _lock
         self._step_lock = threading.Lock()  # serializes steps
-        self._wake = threading.Event()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop: WakeLoop | None = None
         if manage_state_interval_s is not None:
-            self._thread = threading.Thread(
-                target=self._manage_state_loop,
-                args=(manage_state_interval_s,),
-                name="servinglib-manage-state",
-                daemon=True,
+            interval_s = manage_state_interval_s
+
+            def step() -> float:  # at once again while steps change something
+                return 0.0 if self.run_once() else interval_s
+
+            self._loop = WakeLoop(
+                "servinglib-manage-state",
+                step,
+                what="manage-state step",
+                first_wait_s=0.0,
+                after_error_s=interval_s,
             )
-            self._thread.start()
+            self._loop.start()
 
     @property
     def event_bus(self) -> EventBus[ServableState]:
@@ -145,7 +151,7 @@ class AspiredVersionsManager(Manager):
             seen.add(item.id.version)
         with self._lock:
             self._pending[servable_name] = tuple(versions)
-        self._wake.set()
+        self._wake()
 
     def aspired_versions_callback(self) -> AspiredVersionsCallback[Loader]:
         """The callback a Source calls with aspired versions; a no-op once this manager closed.
@@ -210,9 +216,8 @@ class AspiredVersionsManager(Manager):
     def close(self) -> None:
         """Stops the manage-state thread and unloads everything; idempotent."""
         self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
+        if self._loop is not None:
+            self._loop.stop()
         self._basic.close()
 
     def __enter__(self) -> AspiredVersionsManager:
@@ -223,22 +228,15 @@ class AspiredVersionsManager(Manager):
 
     # -- internals ----------------------------------------------------------
 
-    def _manage_state_loop(self, interval_s: float) -> None:
-        while not self._stop.is_set():
-            self._wake.clear()
-            try:
-                busy = self.run_once()
-            except Exception:  # noqa: BLE001 - the loop must outlive one failed step
-                _log.exception("manage-state step failed")
-                busy = False
-            if not busy:
-                self._wake.wait(interval_s)
+    def _wake(self) -> None:
+        if self._loop is not None:
+            self._loop.wake()
 
     def _mark_dirty(self, name: str) -> None:
         """Has the next step look at ``name`` again (its versions changed state)."""
         with self._lock:
             self._dirty.add(name)
-        self._wake.set()
+        self._wake()
 
     def _flush_servables(self, names: set[str]) -> bool:
         """Stops managing versions of ``names`` no longer aspired that are new or finished."""

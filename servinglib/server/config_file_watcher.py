@@ -13,6 +13,7 @@ from typing import final
 import attrs
 
 from servinglib.core.clock import Clock, SystemClock, Timer
+from servinglib.core.wake_loop import WakeLoop
 from servinglib.errors import InvalidArgumentError, ServingError
 from servinglib.server.config import ModelServerConfig, read_model_server_config
 from servinglib.server.server_core import ServerCore
@@ -91,13 +92,12 @@ class ModelConfigFileWatcher:
         self._unsettled: tuple[bytes | None, float] | None = None  # guarded by: _check_lock
         self._timer: Timer | None = None  # guarded by: _lock
         self._settle_timer: Timer | None = None  # guarded by: _lock
-        self._wake = threading.Event()
         self._stop = threading.Event()
         self._events = FsEventTrigger(self._on_fs_event, include_modifications=True)
-        self._thread = threading.Thread(
-            target=self._loop, name="servinglib-config-watcher", daemon=True
+        self._loop = WakeLoop(
+            "servinglib-config-watcher", self._check, what=f"checking model config file {path}"
         )
-        self._thread.start()
+        self._loop.start()
         if watch_filesystem_events:
             # Editors replace files by renaming: watch the directory, not the file.
             self._events.watch_exactly([os.path.dirname(self._path)], recursive=False)
@@ -189,20 +189,19 @@ class ModelConfigFileWatcher:
             if self._settle_timer is not None:
                 self._settle_timer.cancel()
             if not self._stop.is_set():
-                self._settle_timer = self._clock.call_later(remaining, self._wake.set)
+                self._settle_timer = self._clock.call_later(remaining, self._loop.wake)
         return False
 
     def close(self) -> None:
         """Stops watching; idempotent."""
         self._stop.set()
-        self._wake.set()
         with self._lock:
             timers = (self._timer, self._settle_timer)
             self._timer = self._settle_timer = None
         for timer in timers:
             if timer is not None:
                 timer.cancel()
-        self._thread.join()
+        self._loop.stop()
         self._events.close()
 
     def __enter__(self) -> ModelConfigFileWatcher:
@@ -222,23 +221,16 @@ class ModelConfigFileWatcher:
                 self._timer = self._clock.call_later(self._poll_wait_s, self._on_timer)
 
     def _on_timer(self) -> None:
-        self._wake.set()
+        self._loop.wake()
         self._schedule()
 
     def _on_fs_event(self, path: str) -> None:
         if os.path.abspath(path) == self._path:
-            self._wake.set()
+            self._loop.wake()
 
-    def _loop(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                self.check_once()
-            except Exception:  # noqa: BLE001 - the watcher must outlive one bad check
-                _log.exception("checking model config file %s failed", self._path)
+    def _check(self) -> None:
+        """The watcher thread's step: one check (the loop logs a failure and goes on)."""
+        self.check_once()
 
 
 def _digest_of(path: str) -> bytes | None:

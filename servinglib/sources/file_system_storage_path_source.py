@@ -15,6 +15,7 @@ from servinglib.core.clock import Clock, SystemClock, Timer
 from servinglib.core.event_bus import EventBus
 from servinglib.core.servable_data import ServableData
 from servinglib.core.servable_id import ServableId, check_name
+from servinglib.core.wake_loop import WakeLoop
 from servinglib.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
@@ -136,9 +137,8 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         self._poll_lock = threading.Lock()  # serializes polls
         self._settling = VersionSettling(config.settle_window_s)  # guarded by: _poll_lock
         self._conditions: dict[str, str] = {}  # guarded by: _poll_lock
-        self._wake = threading.Event()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop: WakeLoop | None = None
         self._events = FsEventTrigger(self._on_fs_event)
         self._looked = EventBus[str]()
 
@@ -150,7 +150,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
     @property
     def polling(self) -> bool:
         """True while the polling thread runs."""
-        return self._thread is not None and self._thread.is_alive()
+        return self._loop is not None and self._loop.running
 
     def servable_errors(self) -> dict[str, ServingError]:
         """Servables whose last poll failed, by name, with why.
@@ -234,15 +234,14 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         """Stops polling and watching; idempotent.  Emits nothing more once it returns."""
         with self._poll_lock:
             self._stop.set()
-        self._wake.set()
         with self._lock:
             timers = [self._timer, self._settle_timer[1] if self._settle_timer else None]
             self._timer = self._settle_timer = None
         for timer in timers:
             if timer is not None:
                 timer.cancel()
-        if self._thread is not None:
-            self._thread.join()
+        if self._loop is not None:
+            self._loop.stop()
         self._events.close()
 
     def __enter__(self) -> FileSystemStoragePathSource:
@@ -261,10 +260,8 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         except Exception:  # noqa: BLE001 - a failing target must not stop the polling
             _log.exception("the first file-system poll failed; polling goes on")
         if self._config.file_system_poll_wait_seconds > 0:
-            self._thread = threading.Thread(
-                target=self._poll_loop, name="servinglib-fs-source", daemon=True
-            )
-            self._thread.start()
+            self._loop = WakeLoop("servinglib-fs-source", self._poll_step, what="file-system poll")
+            self._loop.start()
             self._schedule_full_poll()
             self._sync_watches()
 
@@ -279,7 +276,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         def due() -> None:
             with self._lock:
                 self._full_poll_due = True
-            self._wake.set()
+            self._wake()
 
         with self._lock:
             if not self._stop.is_set():
@@ -287,28 +284,27 @@ class FileSystemStoragePathSource(Source[StoragePath]):
                     self._config.file_system_poll_wait_seconds, due
                 )
 
-    def _poll_loop(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            with self._lock:
-                full, self._full_poll_due = self._full_poll_due, False
-                dirty, self._dirty = self._dirty, set()
-            try:
-                if full:
-                    self.poll_once()
-                elif dirty:
-                    with self._poll_lock:  # the config cannot change between choice and poll
-                        if self._stop.is_set():
-                            return
-                        servables = [s for s in self._config.servables if s.servable_name in dirty]
-                        self._poll_servables(servables, emit_unchanged=False)
-            except Exception:  # noqa: BLE001 - the polling thread must never die
-                _log.exception("file-system poll failed; polling goes on")
+    def _poll_step(self) -> None:
+        """What the polling thread does when woken: a full poll when due, else the dirty names."""
+        with self._lock:
+            full, self._full_poll_due = self._full_poll_due, False
+            dirty, self._dirty = self._dirty, set()
+        try:
+            if full:
+                self.poll_once()
+            elif dirty:
+                with self._poll_lock:  # the config cannot change between choice and poll
+                    if self._stop.is_set():
+                        return
+                    servables = [s for s in self._config.servables if s.servable_name in dirty]
+                    self._poll_servables(servables, emit_unchanged=False)
+        finally:
             if full:
                 self._schedule_full_poll()
+
+    def _wake(self) -> None:
+        if self._loop is not None:
+            self._loop.wake()
 
     def _poll_servables(
         self, servables: Iterable[ServableToMonitor], *, emit_unchanged: bool
@@ -317,7 +313,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         by_hand = config.file_system_poll_wait_seconds <= 0
         # Files changing in a version that may be loaded are seen by events while they are
         # watched, and by every poll otherwise: full polls then spare a walk per servable.
-        watched = config.watch_filesystem_events and self._thread is not None and not by_hand
+        watched = config.watch_filesystem_events and self._loop is not None and not by_hand
         look_at_emitted = not (watched and emit_unchanged)
         recheck: dict[str, float] = {}
         for servable in servables:
@@ -388,7 +384,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
                 del self._settle_due[name]
             self._dirty |= ended
             self._arm_settle_timer_locked()
-        self._wake.set()
+        self._wake()
 
     # -- filesystem events --------------------------------------------------
 
@@ -398,7 +394,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         if not (
             config.watch_filesystem_events
             and config.file_system_poll_wait_seconds > 0
-            and self._thread is not None
+            and self._loop is not None
             and not self._stop.is_set()
         ):
             return
@@ -419,7 +415,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         if names:
             with self._lock:
                 self._dirty |= names
-            self._wake.set()
+            self._wake()
 
 
 @attrs.frozen

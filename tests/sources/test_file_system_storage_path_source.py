@@ -991,12 +991,12 @@ def test_close_is_idempotent_stops_the_thread_and_emits_nothing_more(
     base = tmp_path / "m"
     make_version(base, 1)
     rig = start(monitor("m", base), period_s=PERIOD_S)
-    thread = rig.source._thread
-    assert thread is not None
-    assert thread.is_alive()
+    loop = rig.source._loop
+    assert loop is not None
+    assert loop.running
     rig.source.close()
     rig.source.close()
-    assert not thread.is_alive()
+    assert not loop.running
     assert not rig.source.polling
     assert rig.clock.pending_timers == 0
     make_version(base, "2.tmp").rename(base / "2")
