@@ -8,7 +8,7 @@
   batches.
 """
 
-from servinglib.batching.batching_session import BatchingServable as BatchingServable
+from servinglib.batching.batching_servable import BatchingServable as BatchingServable
 from servinglib.batching.options import BatchingParameters as BatchingParameters
 from servinglib.batching.options import parse_batching_parameters as parse_batching_parameters
 from servinglib.batching.options import read_batching_parameters as read_batching_parameters

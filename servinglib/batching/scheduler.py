@@ -14,7 +14,6 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, Self, TypeVar, final
 
@@ -138,7 +137,14 @@ class SharedBatchScheduler:
         self, name: str, options: BatchingParameters, process: ProcessBatch[T]
     ) -> BatchQueue[T]:
         """A new queue named ``name`` whose batches ``process`` runs on this pool."""
-        state: _QueueState[T] = _QueueState(self, name, options, process)
+        state: _QueueState[T] = _QueueState(
+            name,
+            options,
+            process,
+            _SchedulerLink(
+                self._clock, self._cond, self.thread_pool_name, self._observe, self._remove_locked
+            ),
+        )
         with self._cond:
             if self._stopping:
                 raise UnavailableError("The batch scheduler is closed")
@@ -286,26 +292,50 @@ class BatchQueue(Generic[T]):
 
 
 @final
+@attrs.frozen
+class _SchedulerLink:
+    """What a queue uses of its scheduler: its clock, its lock, and two of its methods."""
+
+    clock: Clock
+    cond: threading.Condition  # one lock for the scheduler and all its queues
+    thread_pool_name: str
+    observe: Callable[[BatchRecord], None]  # reports a batch that ran to the observers
+    remove_locked: Callable[[_QueueState[Any]], None]  # drops a closed queue; holds cond
+
+
+@final
+@attrs.define
+class _Totals:
+    """A queue's counters since it opened.  Guarded by the scheduler's lock."""
+
+    batches: int = 0
+    tasks: int = 0
+    rows: int = 0
+    padding: int = 0
+    rejected: int = 0
+
+
+@final
 class _QueueState(Generic[T]):
     """A queue's batches and counters; the scheduler's threads work on it under its lock."""
 
     def __init__(
         self,
-        scheduler: SharedBatchScheduler,
         name: str,
         options: BatchingParameters,
         process: ProcessBatch[T],
+        scheduler: _SchedulerLink,
     ) -> None:
         self.name = name
         self.options = options
         self._scheduler = scheduler
         self._process = process
-        self._clock = scheduler._clock  # noqa: SLF001 - the scheduler's own helper
-        self.cond = scheduler._cond  # noqa: SLF001 - one lock for the scheduler and its queues
+        self._clock = scheduler.clock
+        self.cond = scheduler.cond
         self._batches: collections.deque[_Batch[T]] = collections.deque()  # guarded by: cond
         self._closing = False  # guarded by: cond
         self._running = 0  # guarded by: cond
-        self._totals = [0, 0, 0, 0, 0]  # batches, tasks, rows, padding, rejected; guarded by: cond
+        self._totals = _Totals()  # guarded by: cond
 
     def schedule(self, task: T) -> None:
         size = task.size
@@ -347,7 +377,7 @@ class _QueueState(Generic[T]):
         return batch
 
     def _reject_locked(self) -> UnavailableError:
-        self._totals[4] += 1
+        self._totals.rejected += 1
         return UnavailableError(
             f"The batch queue {self.name} is full ({self.options.max_enqueued_batches} batches "
             "waiting); retry later"
@@ -430,16 +460,16 @@ class _QueueState(Generic[T]):
         )
         with self.cond:
             totals = self._totals
-            totals[0] += 1
-            totals[1] += len(tasks)
-            totals[2] += batch.size
-            totals[3] += max(0, padded - batch.size)
-        self._scheduler._observe(record)  # noqa: SLF001 - the scheduler's own helper
+            totals.batches += 1
+            totals.tasks += len(tasks)
+            totals.rows += batch.size
+            totals.padding += max(0, padded - batch.size)
+        self._scheduler.observe(record)
 
     def finished_locked(self) -> None:
         self._running -= 1
         if self._closing and not self._batches and self._running == 0:
-            self._scheduler._remove_locked(self)  # noqa: SLF001 - the scheduler's own helper
+            self._scheduler.remove_locked(self)
 
     def drain_locked(self) -> list[T]:
         self._closing = True
@@ -448,31 +478,35 @@ class _QueueState(Generic[T]):
         return tasks
 
     def statistics_locked(self) -> QueueStatistics:
-        batches, tasks, rows, padding, rejected = self._totals
+        totals = self._totals
         return QueueStatistics(
             self.name,
             sum(len(batch.entries) for batch in self._batches),
             len(self._batches),
             self._running,
-            batches,
-            tasks,
-            rows,
-            padding,
-            rejected,
+            totals.batches,
+            totals.tasks,
+            totals.rows,
+            totals.padding,
+            totals.rejected,
         )
 
     def close(self, timeout_s: float | None) -> None:
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        clock = self._clock
+        deadline = None if timeout_s is None else clock.now() + timeout_s
         with self.cond:
             self._closing = True
             for batch in self._batches:
                 batch.closed = True
             if not self._batches and self._running == 0:
-                self._scheduler._remove_locked(self)  # noqa: SLF001 - the scheduler's own helper
+                self._scheduler.remove_locked(self)
                 return
             self.cond.notify_all()
             while self._batches or self._running:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
+                if deadline is None:
+                    self.cond.wait()
+                    continue
+                remaining = deadline - clock.now()
+                if remaining <= 0:
                     return
-                self.cond.wait(remaining)
+                clock.wait(self.cond, remaining)

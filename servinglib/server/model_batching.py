@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, final
 
-from servinglib.batching.batching_session import BatchingServable
+from servinglib.batching.batching_servable import BatchingServable
 from servinglib.batching.options import BatchingParameters, read_batching_parameters
 from servinglib.batching.scheduler import SharedBatchScheduler
 from servinglib.core.loader import Loader

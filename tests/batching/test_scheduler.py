@@ -241,6 +241,29 @@ def test_closing_a_queue_runs_what_is_queued_then_refuses(
         queue.schedule(Task(1))
 
 
+def test_closing_a_queue_waits_by_the_schedulers_clock(
+    scheduler: SharedBatchScheduler, clock: FakeClock
+) -> None:
+    """close(timeout_s) gives up on a batch still running once the scheduler's clock says so."""
+    started, release = threading.Event(), threading.Event()
+
+    def slow(tasks: list[Task]) -> int:
+        started.set()
+        assert release.wait(30)
+        return sum(task.size for task in tasks)
+
+    queue = scheduler.add_queue("q", params(max_batch_size=1), slow)
+    queue.schedule(Task(1))
+    assert started.wait(30)
+    closer = threading.Thread(target=queue.close, kwargs={"timeout_s": 5.0})
+    closer.start()
+    wait_until(lambda: clock.pending_timers > 0)  # the close waits on the fake clock
+    clock.advance(5.0)
+    closer.join(30)
+    assert not closer.is_alive()  # gave up: the batch still runs
+    release.set()
+
+
 def test_closing_the_scheduler_fails_what_is_queued(clock: FakeClock) -> None:
     """Scheduler close() fails every queued task with UNAVAILABLE and stops its threads."""
     scheduler = SharedBatchScheduler(2, clock=clock)
