@@ -39,10 +39,10 @@ from servinglib.errors import (
     UnimplementedError,
     UnknownError,
 )
+from servinglib.loaders.model_batching import ModelBatching
 from servinglib.loaders.registry import PlatformRegistry, default_registry
 from servinglib.servable import Servable
 from servinglib.server.config import ModelConfig, ModelServerConfig
-from servinglib.server.model_batching import ModelBatching
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.state_log import ServableStateLog
 from servinglib.server.status import ModelMetadata, ModelStatus, VersionStatus

@@ -23,6 +23,7 @@ from servinglib.core.servable_handle import ServableHandle
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_request import ServableRequest
 from servinglib.core.servable_state import ManagerState, ServableState
+from servinglib.loaders.model_batching import ModelBatching
 from servinglib.servable import (
     ExecutionMode,
     Servable,
@@ -31,7 +32,6 @@ from servinglib.servable import (
     call_signature_async,
     resolve_signature,
 )
-from servinglib.server.model_batching import ModelBatching
 from servinglib.testing._waiters import DEFAULT_TIMEOUT_S, run_until
 
 _SETTLED = frozenset({ManagerState.AVAILABLE, ManagerState.END})

@@ -14,9 +14,9 @@ import pytest
 from servinglib.batching import BatchingParameters
 from servinglib.errors import InvalidArgumentError
 from servinglib.examples import HALF_PLUS_TWO
+from servinglib.loaders.model_batching import BATCHING_PARAMS_FILENAME
 from servinglib.servable import ExecutionMode
 from servinglib.server.config import ModelConfig, ModelServerConfig
-from servinglib.server.model_batching import BATCHING_PARAMS_FILENAME
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.server_core import ServerCore, ServerCoreOptions
