@@ -2,7 +2,9 @@
 
 Each RPC is described by an :class:`Rpc` (wire method, API name, request
 class, handler, how to read the model name).  :func:`method_handler` turns it
-into a grpc method handler that takes the raw request bytes, so that an
+into a grpc.aio method handler that takes the raw request bytes (and
+:func:`blocking_method_handler` into one for grpcio's synchronous server,
+which drives the same coroutine to completion on its worker thread), so that an
 undecodable message becomes INVALID_ARGUMENT (grpc's own deserializer would
 answer INTERNAL), every ServingError becomes its status code, and anything
 else becomes INTERNAL, logged.  When the RPC ends, one :class:`RpcRecord`
@@ -15,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Final, Generic, TypeVar, final
 
 import attrs
@@ -24,6 +26,7 @@ import grpc.aio
 from google.protobuf import message as pb_message
 
 from servinglib.errors import InvalidArgumentError, ServingError, StatusCode
+from servinglib.server.plane.calls_here import run_to_completion
 from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 
 _log = logging.getLogger("servinglib.server.grpc")
@@ -36,6 +39,7 @@ Handler = Callable[[Request, grpc.aio.ServicerContext[Any, Any]], Awaitable[pb_m
 StreamHandler = Callable[
     [Request, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[pb_message.Message]
 ]
+BlockingStreamHandler = Callable[[Request, grpc.ServicerContext], Iterator[pb_message.Message]]
 
 _GRPC_CODE: Final[dict[StatusCode, grpc.StatusCode]] = {
     code: grpc.StatusCode[code.name] for code in StatusCode
@@ -93,20 +97,58 @@ def method_handler(
             raise  # unreachable: abort raises
         finally:
             if observer is not None:
-                latency = time.perf_counter() - start
-                observer(
-                    RequestRecord(
-                        model_name=model,
-                        api=rpc.api,
-                        entrypoint=ENTRYPOINT,
-                        code=code,
-                        latency_s=latency,
-                        service=service,
-                        method=rpc.method,
-                    )
-                )
+                _report(observer, service, rpc, model, code, start)
 
     return grpc.unary_unary_rpc_method_handler(call)
+
+
+def blocking_method_handler(
+    service: str, rpc: Rpc[Any], observer: RpcObserver | None
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """:func:`method_handler` for grpcio's synchronous server: the same handler coroutine,
+    driven to completion on the server's worker thread (every DataPlane call it awaits
+    completes on that thread), the same error mapping and record."""
+    parse = _parser(rpc.request_type)
+    handler = rpc.handler
+    model_of = rpc.model_of
+
+    def call(data: bytes, context: grpc.ServicerContext) -> bytes:
+        start = time.perf_counter()
+        model = ""
+        code = StatusCode.OK
+        try:
+            request = parse(data)
+            model = model_of(request)
+            response = run_to_completion(handler(request, context))
+            return response.SerializeToString()
+        except ServingError as error:
+            code = error.code
+            context.abort(_GRPC_CODE[code], error.message)
+        except Exception as error:
+            code = StatusCode.INTERNAL
+            _log.exception("%s/%s failed", service, rpc.method)
+            context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
+        finally:
+            if observer is not None:
+                _report(observer, service, rpc, model, code, start)
+
+    return grpc.unary_unary_rpc_method_handler(call)
+
+
+def _report(
+    observer: RpcObserver, service: str, rpc: Rpc[Any], model: str, code: StatusCode, start: float
+) -> None:
+    observer(
+        RequestRecord(
+            model_name=model,
+            api=rpc.api,
+            entrypoint=ENTRYPOINT,
+            code=code,
+            latency_s=time.perf_counter() - start,
+            service=service,
+            method=rpc.method,
+        )
+    )
 
 
 def stream_handler(
@@ -124,6 +166,23 @@ def stream_handler(
                 yield response.SerializeToString()
         except ServingError as error:
             await context.abort(_GRPC_CODE[error.code], error.message)
+
+    return grpc.unary_stream_rpc_method_handler(call)
+
+
+def blocking_stream_handler(
+    request_type: type[Request], handler: BlockingStreamHandler[Request]
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """:func:`stream_handler` for grpcio's synchronous server (a generator on its worker thread)."""
+    parse = _parser(request_type)
+
+    def call(data: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
+        try:
+            request = parse(data)
+            for response in handler(request, context):
+                yield response.SerializeToString()
+        except ServingError as error:
+            context.abort(_GRPC_CODE[error.code], error.message)
 
     return grpc.unary_stream_rpc_method_handler(call)
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+import threading
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any, Final, final
 
+import grpc
 import grpc.aio
 
 from servinglib.core.event_bus import Subscription
@@ -31,8 +33,11 @@ class HealthServicer:
     change: it reacts to model state events and re-checks every
     ``poll_interval_s`` (readiness also moves when a reload settles).
     :meth:`set_not_serving` starts a drain (NOT_SERVING from then on);
-    :meth:`shutdown` ends the Watch streams.
-    Thread-safe for :meth:`set_not_serving`; the rest runs on the server's loop.
+    :meth:`shutdown` ends the Watch streams.  :meth:`watch` serves grpc.aio,
+    :meth:`watch_blocking` grpcio's synchronous server (each stream then
+    holds one of its worker threads while it lasts).
+    Thread-safe for :meth:`set_not_serving` and :meth:`watch_blocking`; the
+    rest runs on the server's loop (any thread for a synchronous server).
     """
 
     def __init__(
@@ -44,6 +49,8 @@ class HealthServicer:
         self._draining = False
         self._shut_down = False
         self._changed = asyncio.Event()  # loop-only: set and replaced on each change
+        self._condition = threading.Condition()  # notified on each change
+        self._generation = 0  # guarded by: _condition; counts the changes
         self._loop: asyncio.AbstractEventLoop | None = None
         self._subscription: Subscription | None = None
 
@@ -51,8 +58,11 @@ class HealthServicer:
         """Check, for registration under :data:`SERVICE` (Watch streams: see :meth:`watch`)."""
         return [Rpc("Check", "health_check", health_pb2.HealthCheckRequest, self.check)]
 
-    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Starts following model state events; call on ``loop`` before serving."""
+    def attach(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        """Starts following model state events; call on ``loop`` before serving.
+
+        ``loop``: the grpc.aio server's loop, or None for a synchronous server.
+        """
         self._loop = loop
         self._subscription = self._core.event_bus.subscribe(
             lambda _event: self._notify_threadsafe()
@@ -68,7 +78,10 @@ class HealthServicer:
         self._draining = self._shut_down = True
         if self._subscription is not None:
             self._subscription.cancel()
-        self._notify()
+        if self._loop is None:
+            self._notify_threadsafe()
+        else:
+            self._notify()
 
     def status(self, service: str) -> int:
         """The status of ``service``: SERVING, NOT_SERVING or SERVICE_UNKNOWN."""
@@ -86,6 +99,26 @@ class HealthServicer:
         if status == _Status.SERVICE_UNKNOWN:
             raise NotFoundError(f"Unknown service {request.service!r}")
         return health_pb2.HealthCheckResponse(status=status)  # type: ignore[arg-type]
+
+    def watch_blocking(
+        self, request: health_pb2.HealthCheckRequest, context: grpc.ServicerContext
+    ) -> Iterator[health_pb2.HealthCheckResponse]:
+        """:meth:`watch` on a synchronous server's thread, until :meth:`shutdown` or the
+        client leaves."""
+        last: int | None = None
+        while context.is_active():
+            with self._condition:
+                seen = self._generation
+            status = self.status(request.service)
+            if status != last:
+                last = status
+                yield health_pb2.HealthCheckResponse(status=status)  # type: ignore[arg-type]
+            if self._shut_down:
+                return
+            with self._condition:
+                self._condition.wait_for(
+                    lambda: self._generation != seen, timeout=self._poll_interval_s
+                )
 
     async def watch(
         self, request: health_pb2.HealthCheckRequest, _context: Context
@@ -107,6 +140,9 @@ class HealthServicer:
                 pass
 
     def _notify_threadsafe(self) -> None:
+        with self._condition:
+            self._generation += 1
+            self._condition.notify_all()
         loop = self._loop
         if loop is None or loop.is_closed():
             return

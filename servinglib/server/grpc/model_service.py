@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Final, final
 
 import grpc.aio
@@ -12,6 +11,7 @@ from servinglib.protos import get_model_status_pb2, model_management_pb2
 from servinglib.server.config import ModelServerConfig
 from servinglib.server.grpc._convert import model_spec_of
 from servinglib.server.grpc._rpc import Rpc
+from servinglib.server.plane.calls_here import off_loop
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.model_management import ModelManagement
 
@@ -90,7 +90,7 @@ class ModelServicer:
         """
         self._management.check_enabled("Reloading the model config")
         config = ModelServerConfig.from_proto(request.config)
-        await asyncio.to_thread(self._management.reload_config, config)
+        await off_loop(self._management.reload_config, config)
         response = model_management_pb2.ReloadConfigResponse()
         response.status.SetInParent()
         return response

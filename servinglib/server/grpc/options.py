@@ -35,6 +35,12 @@ DEFAULT_CHANNEL_ARGUMENTS: Final[tuple[ChannelArgument, ...]] = (
 )
 """The server options servinglib sets besides message sizes; ``channel_arguments`` override them."""
 
+SERVERS: Final = ("sync", "aio")
+"""The gRPC servers :func:`~servinglib.server.grpc.create_server` can run (the first is the default)."""
+
+DEFAULT_MAX_THREADS: Final = 64
+"""The synchronous server's worker threads: one per RPC in flight, enough for batches to fill."""
+
 
 def parse_channel_arguments(text: str) -> tuple[ChannelArgument, ...]:
     """Parses TF Serving's ``--grpc_channel_arguments``: ``"key=value,key=value"``.
@@ -149,6 +155,15 @@ class GrpcServerOptions:
     - ``decode_limits``: how large the tensors a request declares may be, and
       how far TensorFlow's fill of a few values may grow them (see
       :class:`~servinglib.codecs.limits.DecodeLimits`).
+    - ``server``: which gRPC server runs the servicers: ``"sync"`` (the
+      default: grpcio's synchronous server, each RPC on one of its worker
+      threads; the faster here, see the gRPC guide) or ``"aio"``
+      (grpc.aio, RPCs as coroutines on the event loop).
+    - ``max_threads``: the synchronous server's worker threads (TF
+      Serving's ``--grpc_max_threads``): how many RPCs run at once; more
+      wait for a thread (a batched call holds its thread until its batch
+      ran, so keep it above the concurrency batches should fill from).
+      Ignored by grpc.aio.
     - ``rpc_observer``: deprecated; pass ``create_server(..., on_request=...)``.
 
     Immutable, so thread-safe.
@@ -178,6 +193,8 @@ class GrpcServerOptions:
     tensor_content_responses: bool = False
     health_poll_interval_s: float = attrs.field(default=1.0, validator=attrs.validators.gt(0))
     decode_limits: DecodeLimits = DEFAULT_LIMITS
+    server: str = attrs.field(default=SERVERS[0], validator=attrs.validators.in_(SERVERS))
+    max_threads: int = attrs.field(default=DEFAULT_MAX_THREADS, validator=attrs.validators.ge(1))
     rpc_observer: RpcObserver | None = attrs.field(default=None, eq=False)
 
     def grpc_options(self) -> list[ChannelArgument]:

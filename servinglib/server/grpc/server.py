@@ -1,11 +1,17 @@
-"""create_server: the gRPC server with every servicer, and GrpcServer, its lifecycle."""
+"""create_server: the gRPC server with every servicer, and GrpcServer, its lifecycle.
+
+Two servers run the same servicers: grpcio's synchronous server (the
+default, ``GrpcServerOptions.server="sync"``: each RPC runs on one of its
+worker threads, its DataPlane call too) and grpc.aio (``"aio"``: RPCs are
+coroutines on the event loop that created the server).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib.metadata
 import warnings
-from collections.abc import Sequence
 from typing import Any, final
 
 import grpc
@@ -14,7 +20,12 @@ import grpc.aio
 from servinglib.errors import UnavailableError
 from servinglib.protos import health_pb2
 from servinglib.server.grpc import health, inference_service, model_service, prediction_service
-from servinglib.server.grpc._rpc import Rpc, RpcObserver, method_handler, stream_handler
+from servinglib.server.grpc._rpc import (
+    blocking_method_handler,
+    blocking_stream_handler,
+    method_handler,
+    stream_handler,
+)
 from servinglib.server.grpc.options import GrpcServerOptions, SslConfig
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.model_management import ModelManagement
@@ -26,13 +37,15 @@ from servinglib.server.server_core import ServerCore
 class GrpcServer:
     """A created gRPC server: start it, drain it, stop it (on the loop it was created on).
 
+    The same coroutines drive either server (grpc.aio's, or grpcio's
+    synchronous one, whose threads serve RPCs whatever the loop does).
     Thread safety: :meth:`set_not_serving` may be called from any thread; the
     coroutines must run on the event loop :func:`create_server` ran on.
     """
 
     def __init__(
         self,
-        server: grpc.aio.Server,
+        server: grpc.aio.Server | grpc.Server,
         port: int,
         health_servicer: health.HealthServicer,
         plane: DataPlane,
@@ -53,14 +66,24 @@ class GrpcServer:
         return self._port
 
     @property
+    def kind(self) -> str:
+        """Which server runs: ``"sync"`` (grpcio's thread pool) or ``"aio"`` (grpc.aio)."""
+        return "aio" if isinstance(self._server, grpc.aio.Server) else "sync"
+
+    @property
     def plane(self) -> DataPlane:
         """The DataPlane requests go through."""
         return self._plane
 
     async def start(self) -> None:
-        """Starts serving; returns at once (the server runs on the current loop)."""
-        self._health.attach(asyncio.get_running_loop())
-        await self._server.start()
+        """Starts serving; returns at once (grpc.aio runs on the current loop)."""
+        server = self._server
+        if isinstance(server, grpc.aio.Server):
+            self._health.attach(asyncio.get_running_loop())
+            await server.start()
+        else:
+            self._health.attach(None)
+            server.start()
 
     def set_not_serving(self) -> None:
         """Health turns NOT_SERVING (load balancers stop sending); RPCs are still served."""
@@ -74,13 +97,21 @@ class GrpcServer:
         made itself (given a ServerCore) is closed after.  Idempotent.
         """
         self._health.shutdown()
-        await self._server.stop(self._grace_period_s if grace_s is None else grace_s)
+        grace = self._grace_period_s if grace_s is None else grace_s
+        server = self._server
+        if isinstance(server, grpc.aio.Server):
+            await server.stop(grace)
+        else:
+            await asyncio.to_thread(server.stop(grace).wait)
         if self._owns_plane:
             await asyncio.to_thread(self._plane.close)
 
     async def wait_for_termination(self, timeout_s: float | None = None) -> bool:
         """Waits until the server stops; False if ``timeout_s`` passed first."""
-        return await self._server.wait_for_termination(timeout_s)
+        server = self._server
+        if isinstance(server, grpc.aio.Server):
+            return await server.wait_for_termination(timeout_s)
+        return await asyncio.to_thread(server.wait_for_termination, timeout_s)
 
 
 def create_server(
@@ -104,9 +135,11 @@ def create_server(
     ModelManagement with remote management off (they answer
     PERMISSION_DENIED).  Servicers are registered under the wire service
     names with our own messages, so the official clients work unchanged.
-    Requires: called from a coroutine on the event loop that will run the
-    server (grpc.aio binds to it).  Raises UnavailableError when the address
-    cannot be bound.
+    ``options.server`` chooses grpcio's synchronous server (``"sync"``, with
+    ``options.max_threads`` worker threads) or grpc.aio (``"aio"``).
+    Requires: called from a coroutine on the event loop that will run
+    :class:`GrpcServer`'s coroutines (grpc.aio binds to it).  Raises
+    UnavailableError when the address cannot be bound.
     """
     options = options or GrpcServerOptions()
     observer = _observer(on_request, options.rpc_observer)
@@ -130,14 +163,35 @@ def create_server(
     health_servicer = health.HealthServicer(
         plane.core, services, poll_interval_s=options.health_poll_interval_s
     )
-    server = grpc.aio.server(
-        options=options.grpc_options(), maximum_concurrent_rpcs=options.max_concurrent_rpcs
-    )
-    handlers = [_generic(name, rpcs, observer) for name, rpcs in services.items()]
+    blocking = options.server == "sync"
+    server: grpc.aio.Server | grpc.Server
+    if blocking:
+        server = grpc.server(
+            concurrent.futures.ThreadPoolExecutor(
+                options.max_threads, thread_name_prefix="servinglib-grpc"
+            ),
+            options=options.grpc_options(),
+            maximum_concurrent_rpcs=options.max_concurrent_rpcs,
+        )
+    else:
+        server = grpc.aio.server(
+            options=options.grpc_options(), maximum_concurrent_rpcs=options.max_concurrent_rpcs
+        )
+    unary = blocking_method_handler if blocking else method_handler
+    handlers = [
+        grpc.method_handlers_generic_handler(
+            name, {rpc.method: unary(name, rpc, observer) for rpc in rpcs}
+        )
+        for name, rpcs in services.items()
+    ]
     health_handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
-        rpc.method: method_handler(health.SERVICE, rpc, observer) for rpc in health_servicer.rpcs()
+        rpc.method: unary(health.SERVICE, rpc, observer) for rpc in health_servicer.rpcs()
     }
-    health_handlers["Watch"] = stream_handler(health_pb2.HealthCheckRequest, health_servicer.watch)
+    health_handlers["Watch"] = (
+        blocking_stream_handler(health_pb2.HealthCheckRequest, health_servicer.watch_blocking)
+        if blocking
+        else stream_handler(health_pb2.HealthCheckRequest, health_servicer.watch)
+    )
     handlers.append(grpc.method_handlers_generic_handler(health.SERVICE, health_handlers))
     server.add_generic_rpc_handlers(handlers)
     port = _bind(server, options)
@@ -174,15 +228,7 @@ def _observer(
     return both
 
 
-def _generic(
-    service: str, rpcs: Sequence[Rpc[Any]], observer: RpcObserver | None
-) -> grpc.GenericRpcHandler:
-    return grpc.method_handlers_generic_handler(
-        service, {rpc.method: method_handler(service, rpc, observer) for rpc in rpcs}
-    )
-
-
-def _bind(server: grpc.aio.Server, options: GrpcServerOptions) -> int:
+def _bind(server: grpc.aio.Server | grpc.Server, options: GrpcServerOptions) -> int:
     host = options.host
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"  # an IPv6 address

@@ -34,6 +34,7 @@ from servinglib.server.plane.call_pool import (
     RunningCall,
     default_max_calls_per_model,
 )
+from servinglib.server.plane.calls_here import CallsHere, on_server_thread
 from servinglib.server.plane.metadata import v2_config_data_type, v2_model_metadata
 from servinglib.server.plane.repository import RepositoryEntry, repository_index
 from servinglib.server.plane.signature_cache import SignatureCache
@@ -102,7 +103,14 @@ class DataPlane:
     label or "latest" means) are answered here too, for every front end
     alike; they count as no request, so the in-flight bound and a model's
     busy calls never change their answers.
-    Thread-safe; its coroutines run on any event loop.
+    On a thread with no running event loop (a synchronous server's
+    worker, which drives :meth:`infer`'s coroutine with
+    :func:`~servinglib.server.plane.calls_here.run_to_completion`), the
+    coroutine never suspends: THREAD calls run on that thread (the pool's
+    per-model share does not apply: the server's own thread count bounds
+    them), batched calls block it until their batch ran, ASYNC ones run on
+    a helper loop while it waits; the deadline bounds the wait as above.
+    Thread-safe; its coroutines run on any event loop, or on a server thread.
     """
 
     def __init__(
@@ -120,6 +128,7 @@ class DataPlane:
             "servinglib-call",
         )
         self._signatures = SignatureCache(core)
+        self._here = CallsHere()
 
     @property
     def core(self) -> ServerCore:
@@ -134,7 +143,7 @@ class DataPlane:
     def overdue_calls(self) -> dict[str, int]:
         """Calls still running past their request's deadline, by model (none: left out)."""
         by_model: dict[str, int] = {}
-        for (name, _version), count in self._pool.overdue().items():
+        for (name, _version), count in self._overdue().items():
             by_model[name] = by_model.get(name, 0) + count
         return by_model
 
@@ -223,7 +232,7 @@ class DataPlane:
         else:
             name = model
         status = self._core.model_status(name, version)
-        overdue = self._pool.overdue()
+        overdue = self._overdue()
         if not any(model == name for model, _ in overdue):
             return status
         versions = tuple(
@@ -240,15 +249,23 @@ class DataPlane:
         return sorted(available | {metadata.version})
 
     def running_calls(self) -> list[RunningCall]:
-        """The calls the worker pool runs now, longest running first."""
-        return self._pool.running()
+        """The calls the worker pool and server threads run now, longest running first."""
+        calls = self._pool.running() + self._here.running()
+        return sorted(calls, key=lambda call: -call.running_s)
+
+    def _overdue(self) -> dict[tuple[str, int], int]:
+        counts = self._pool.overdue()
+        for key, count in self._here.overdue().items():
+            counts[key] = counts.get(key, 0) + count
+        return counts
 
     def cut_off(self, error: ServingError) -> list[RunningCall]:
         """Answers every pool call still pending with ``error`` (at shutdown); the running ones.
 
-        The running calls' threads go on until their model returns.
+        The running calls' threads go on until their model returns (server
+        threads' calls too: their server answers its clients at its stop).
         """
-        return self._pool.cut_off(error)
+        return self._pool.cut_off(error) + self._here.running()
 
     def signatures(self, model_spec: ModelSpec) -> tuple[ModelSpec, Mapping[str, SignatureSpec]]:
         """The specific version ``model_spec`` selects now, and that version's signatures.
@@ -295,15 +312,23 @@ class DataPlane:
                 site = CallSite(model_spec.name, handle.id.version, name)
                 started = time.monotonic()
                 try:
-                    outputs = await self._run(
-                        handle,
-                        site,
-                        servable,
-                        spec,
-                        inputs,
-                        output_filter=output_filter,
-                        deadline=deadline,
-                    )
+                    if on_server_thread():
+                        try:
+                            outputs = self._here.call(
+                                site, servable, spec, inputs, output_filter, deadline
+                            )
+                        finally:
+                            handle.release()
+                    else:
+                        outputs = await self._run(
+                            handle,
+                            site,
+                            servable,
+                            spec,
+                            inputs,
+                            output_filter=output_filter,
+                            deadline=deadline,
+                        )
                 except (DeadlineExceededError, asyncio.CancelledError) as error:
                     _log_gave_up(site, error, deadline, started)
                     raise
@@ -352,6 +377,7 @@ class DataPlane:
         """Stops the worker pool after the calls running on it, and following the core's events."""
         self._signatures.close()
         self._pool.close()
+        self._here.close()
 
 
 def _config_tensor(tensor: dict[str, Any]) -> dict[str, Any]:

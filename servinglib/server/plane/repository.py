@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterable, Mapping
 from typing import Final, final
@@ -12,6 +11,7 @@ import attrs
 from servinglib.core.servable_state import ManagerState
 from servinglib.errors import InvalidArgumentError, NotFoundError, UnimplementedError
 from servinglib.server.config import ModelConfig
+from servinglib.server.plane.calls_here import off_loop
 from servinglib.server.plane.model_management import ModelManagement
 from servinglib.server.server_core import ServerCore
 from servinglib.server.status import VersionStatus
@@ -104,12 +104,12 @@ class ModelRepository:
         """
         self._management.check_enabled(f"Loading model {name}")
         model = self._config_for(_model_name(name), parameters)
-        await asyncio.to_thread(self._management.load_model, model)
+        await off_loop(self._management.load_model, model)
 
     async def unload(self, name: str) -> None:
         """Removes the model from the config; its versions unload.  NOT_FOUND if not loaded."""
         self._management.check_enabled(f"Unloading model {name}")
-        await asyncio.to_thread(self._management.unload_model, _model_name(name))
+        await off_loop(self._management.unload_model, _model_name(name))
 
     def _config_for(self, name: str, parameters: Mapping[str, str]) -> ModelConfig:
         files = sorted(key for key in parameters if key.startswith("file:"))

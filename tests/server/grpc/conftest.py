@@ -10,6 +10,7 @@ import pytest
 from grpc_servers import Served, example_config, serving
 
 from servinglib.core.servable_state import ManagerState
+from servinglib.server.grpc.options import SERVERS
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
@@ -34,10 +35,17 @@ def core(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerCore]:
         yield core
 
 
+@pytest.fixture(scope="module", params=SERVERS)
+def server_kind(request: pytest.FixtureRequest) -> str:
+    """Each gRPC server in turn (grpcio's synchronous one, grpc.aio): tests run on both."""
+    kind: str = request.param
+    return kind
+
+
 @pytest.fixture(scope="module")
-def served(core: ServerCore) -> Iterator[Served]:
-    """One gRPC server per test module over ``core``."""
-    with serving(core) as served:
+def served(core: ServerCore, server_kind: str) -> Iterator[Served]:
+    """One gRPC server of each kind per test module over ``core``."""
+    with serving(core, server=server_kind) as served:
         yield served
 
 

@@ -30,10 +30,13 @@ def test_check_whole_server_and_services(channel: grpc.Channel) -> None:
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-def test_watch_follows_drain_and_stop(tmp_path: Path) -> None:
+def test_watch_follows_drain_and_stop(tmp_path: Path, server_kind: str) -> None:
     """Watch sends SERVING, then NOT_SERVING once the server drains, and ends when it stops."""
     config = ModelServerConfig([write_python_model(tmp_path, "a")])
-    with ServerCore(config, TEST_SERVER_CORE_OPTIONS) as core, serving(core) as served:
+    with (
+        ServerCore(config, TEST_SERVER_CORE_OPTIONS) as core,
+        serving(core, server=server_kind) as served,
+    ):
         channel = served.channel()
         stream = health_pb2_grpc.HealthStub(channel).Watch(
             health_pb2.HealthCheckRequest(), timeout=60
@@ -61,12 +64,12 @@ def test_watch_follows_drain_and_stop(tmp_path: Path) -> None:
         channel.close()
 
 
-def test_watch_follows_model_unload(tmp_path: Path) -> None:
+def test_watch_follows_model_unload(tmp_path: Path, server_kind: str) -> None:
     """Watch turns NOT_SERVING when a configured model has no available version any more."""
     config = ModelServerConfig([write_python_model(tmp_path, "a")])
     with (
         ServerCore(config, TEST_SERVER_CORE_OPTIONS) as core,
-        serving(core) as served,
+        serving(core, server=server_kind) as served,
         served.channel() as channel,
     ):
         stream = health_pb2_grpc.HealthStub(channel).Watch(

@@ -83,9 +83,9 @@ def reload_error(served: Served, *models: ModelConfig) -> grpc.RpcError:
     return caught.value
 
 
-def test_management_is_refused_by_default(core: ServerCore, layout: Path) -> None:
+def test_management_is_refused_by_default(core: ServerCore, layout: Path, server_kind: str) -> None:
     """Without the flag, load, unload and reload answer PERMISSION_DENIED naming it; a serves."""
-    with serving(core) as served:
+    with serving(core, server=server_kind) as served:
         client = triton_client(served)
         for call in (lambda: client.load_model("a"), lambda: client.unload_model("a")):
             with pytest.raises(InferenceServerException) as caught:
@@ -100,9 +100,11 @@ def test_management_is_refused_by_default(core: ServerCore, layout: Path) -> Non
     assert core.ready()
 
 
-def test_management_is_allowed_with_the_flag(core: ServerCore, layout: Path) -> None:
+def test_management_is_allowed_with_the_flag(
+    core: ServerCore, layout: Path, server_kind: str
+) -> None:
     """With it, a SavedModel under the models' directory loads, unloads, and a reload applies."""
-    with serving(core, ENABLED) as served:
+    with serving(core, ENABLED, server=server_kind) as served:
         triton_load(served, "tf", layout / "models" / "tf", "tensorflow")
         client = triton_client(served)
         assert client.is_model_ready("tf")

@@ -56,11 +56,14 @@ def test_get_model_status_errors(
 
 
 @pytest.fixture
-def reloadable(tmp_path: Path) -> Iterator[tuple[Served, Path]]:
+def reloadable(tmp_path: Path, server_kind: str) -> Iterator[tuple[Served, Path]]:
     """A server over a core of its own (one Python model, "a"), and the models' root."""
     config = ModelServerConfig([write_python_model(tmp_path, "a")])
     enabled = ModelManagementOptions(enabled=True, allow_python_models=True)
-    with ServerCore(config, TEST_SERVER_CORE_OPTIONS) as core, serving(core, enabled) as served:
+    with (
+        ServerCore(config, TEST_SERVER_CORE_OPTIONS) as core,
+        serving(core, enabled, server=server_kind) as served,
+    ):
         yield served, tmp_path
 
 

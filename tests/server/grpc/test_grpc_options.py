@@ -49,9 +49,12 @@ def predict(channel: grpc.Channel, size: int) -> None:
     prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(request, timeout=30)
 
 
-def test_max_receive_message_size_is_enforced(core: ServerCore) -> None:
+def test_max_receive_message_size_is_enforced(core: ServerCore, server_kind: str) -> None:
     """A request above max_receive_message_bytes fails RESOURCE_EXHAUSTED; smaller ones pass."""
-    with serving(core, max_receive_message_bytes=1000) as served, served.channel() as channel:
+    with (
+        serving(core, server=server_kind, max_receive_message_bytes=1000) as served,
+        served.channel() as channel,
+    ):
         predict(channel, 10)
         with pytest.raises(grpc.RpcError) as caught:
             predict(channel, 1000)
@@ -75,12 +78,12 @@ def test_channel_arguments_replace_ours() -> None:
             assert values[key] == value
 
 
-def test_channel_argument_caps_the_message_size(core: ServerCore) -> None:
+def test_channel_argument_caps_the_message_size(core: ServerCore, server_kind: str) -> None:
     """max_receive_message_length=4 MiB as a channel argument refuses a 5 MiB request."""
     limit = "grpc.max_receive_message_length=4194304"
     unlimited = [("grpc.max_receive_message_length", -1)]  # the client takes any answer
     with (
-        serving(core, channel_arguments=limit) as served,
+        serving(core, server=server_kind, channel_arguments=limit) as served,
         grpc.insecure_channel(served.address, options=unlimited) as channel,
     ):
         predict(channel, 1 << 18)  # 1 MiB
@@ -89,11 +92,14 @@ def test_channel_argument_caps_the_message_size(core: ServerCore) -> None:
         assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-def test_channel_argument_caps_streams_per_connection(core: ServerCore) -> None:
+def test_channel_argument_caps_streams_per_connection(core: ServerCore, server_kind: str) -> None:
     """With max_concurrent_streams=1 an open Watch stream holds back a second RPC on its channel."""
     request = health_pb2.HealthCheckRequest()
     streams = "grpc.max_concurrent_streams=1"
-    with serving(core, channel_arguments=streams) as served, served.channel() as channel:
+    with (
+        serving(core, server=server_kind, channel_arguments=streams) as served,
+        served.channel() as channel,
+    ):
         watch = health_pb2_grpc.HealthStub(channel).Watch(request, timeout=60)
         next(watch)  # the stream is open on the server
         with pytest.raises(grpc.RpcError) as caught:
@@ -140,10 +146,12 @@ def certificate(tmp_path: Path) -> tuple[str, str]:
     return key.read_text(), cert.read_text()
 
 
-def test_tls_server_answers_tls_clients(core: ServerCore, certificate: tuple[str, str]) -> None:
+def test_tls_server_answers_tls_clients(
+    core: ServerCore, server_kind: str, certificate: tuple[str, str]
+) -> None:
     """With an SslConfig the server speaks TLS: a client trusting its certificate predicts."""
     key, cert = certificate
-    with serving(core, ssl=SslConfig(key, cert)) as served:
+    with serving(core, server=server_kind, ssl=SslConfig(key, cert)) as served:
         credentials = grpc.ssl_channel_credentials(root_certificates=cert.encode())
         with grpc.secure_channel(served.address, credentials) as channel:
             predict(channel, 2)

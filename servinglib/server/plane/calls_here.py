@@ -1,0 +1,172 @@
+"""CallsHere: model calls run on the thread that asks, for front ends on server threads.
+
+A synchronous server (grpcio's ``grpc.server``) runs each request on one of
+its own worker threads, with no event loop to await on.  The DataPlane's
+coroutines then complete in one step (see :func:`run_to_completion`): a
+``thread``-mode call runs right on that worker (no hop to the plane's pool),
+a batched call blocks it on the batch's result, and a servable's own
+coroutine (``async`` mode) runs on one helper event loop while the worker
+waits.  :func:`off_loop` is how a coroutine hands blocking work (a config
+reload) to a thread under an event loop, or runs it at once on a server thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any, Final, TypeVar, final
+
+import numpy.typing as npt
+
+from servinglib.batching import BatchingServable
+from servinglib.errors import DeadlineExceededError
+from servinglib.servable import (
+    ExecutionMode,
+    Servable,
+    SignatureSpec,
+    Tensors,
+    call_resolved,
+    call_resolved_async,
+)
+from servinglib.server.plane.call_pool import CallSite, RunningCall
+
+T = TypeVar("T")
+
+_Outputs = dict[str, npt.NDArray[Any]]
+
+_get_running_loop: Final = asyncio._get_running_loop  # noqa: SLF001 - the one check without a raise
+
+
+def on_server_thread() -> bool:
+    """True when no event loop runs on this thread: a coroutine must complete without suspending."""
+    return _get_running_loop() is None
+
+
+def run_to_completion(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Runs a coroutine that never suspends (a handler over the DataPlane on a server thread).
+
+    Raises RuntimeError (after closing the coroutine) if it suspends: it
+    awaited something only an event loop can complete.
+    """
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    coroutine.close()
+    raise RuntimeError("a handler awaited an event loop on a server thread")
+
+
+async def off_loop(function: Callable[..., T], *args: Any) -> T:  # noqa: ANN401 - function's args
+    """``function(*args)`` on a worker thread under an event loop; here, on a server thread."""
+    if on_server_thread():
+        return function(*args)
+    return await asyncio.to_thread(function, *args)
+
+
+@final
+class CallsHere:
+    """Runs model calls on the calling thread, and knows which run now (for shutdown and status).
+
+    Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[int, tuple[CallSite, float, float | None]] = {}  # guarded by: _lock
+        self._loop: asyncio.AbstractEventLoop | None = None  # guarded by: _lock; started on use
+
+    def call(
+        self,
+        site: CallSite,
+        servable: Servable,
+        spec: SignatureSpec,
+        inputs: Tensors,
+        output_filter: Iterable[str] | None,
+        deadline: float | None,
+    ) -> _Outputs:
+        """Runs the signature here (THREAD or batched), or on the helper loop (the servable's own
+        coroutine), within ``deadline``.
+
+        Raises DeadlineExceededError when the deadline passed before the call
+        or while a batch or coroutine was awaited; the call's own errors.
+        """
+        if deadline is not None and deadline <= time.monotonic():
+            raise DeadlineExceededError("Deadline exceeded before the model answered")
+        name = site.signature_name
+        key = threading.get_ident()
+        with self._lock:
+            self._running[key] = (site, time.monotonic(), deadline)
+        try:
+            if _runs_here(servable, name, spec):
+                return call_resolved(servable, name, spec, inputs, output_filter)
+            return self._await(
+                call_resolved_async(servable, name, spec, inputs, output_filter), deadline
+            )
+        finally:
+            with self._lock:
+                del self._running[key]
+
+    def running(self) -> list[RunningCall]:
+        """The calls running on server threads now."""
+        now = time.monotonic()
+        with self._lock:
+            entries = list(self._running.values())
+        return [
+            RunningCall(site, now - started, deadline is not None and now > deadline)
+            for site, started, deadline in entries
+        ]
+
+    def overdue(self) -> dict[tuple[str, int], int]:
+        """Calls running past their deadline, by model name and version (none: left out)."""
+        counts: dict[tuple[str, int], int] = {}
+        for call in self.running():
+            if call.overdue:
+                key = (call.site.model_name, call.site.version)
+                counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def close(self) -> None:
+        """Stops the helper loop (if one started)."""
+        with self._lock:
+            loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+
+    def _await(self, coroutine: Coroutine[Any, Any, _Outputs], deadline: float | None) -> _Outputs:
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._helper_loop())
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise DeadlineExceededError("Deadline exceeded before the model answered") from None
+
+    def _helper_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=_run_until_stopped,
+                    args=(self._loop,),
+                    name="servinglib-async-calls",
+                    daemon=True,
+                ).start()
+            return self._loop
+
+
+def _run_until_stopped(loop: asyncio.AbstractEventLoop) -> None:
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
+
+
+def _runs_here(servable: Servable, name: str, spec: SignatureSpec) -> bool:
+    """THREAD signatures and batched ones (their ``call`` blocks on the batch) run here."""
+    if spec.execution_mode is not ExecutionMode.ASYNC:
+        return True
+    return isinstance(servable, BatchingServable) and name in servable.batched_signatures
