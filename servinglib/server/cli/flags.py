@@ -27,7 +27,6 @@ PROGRAM = "servinglib-server"
 # TF Serving's knobs of its C++ runtime: accepted, so manifests keep working, and ignored.
 TUNING_KNOBS = (
     "rest_api_num_threads",
-    "grpc_max_threads",
     "enable_profiler",
     "flush_filesystem_caches",
     "per_process_gpu_memory_fraction",
@@ -96,6 +95,19 @@ def _non_negative(text: str) -> float:
     return value
 
 
+def _positive(text: str) -> int:
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def _grpc_server(text: str) -> str:
+    if text not in ("sync", "aio"):
+        raise argparse.ArgumentTypeError(f"expected sync or aio, got {text!r}")
+    return text
+
+
 def _num_workers(text: str) -> int:
     if text.strip().lower() == "auto":
         return usable_cores()
@@ -132,6 +144,7 @@ class ServerFlags:
     grpc_channel_arguments: str = ""
     ssl_config_file: str = ""
     enable_grpc_healthcheck_service: bool = False
+    grpc_max_threads: int = 64  # the synchronous gRPC server's worker threads
     model_name: str = "default"
     model_base_path: str = ""
     model_config_file: str = ""
@@ -159,6 +172,7 @@ class ServerFlags:
     # servinglib's own
     rest_api_host: str = "0.0.0.0"  # every interface, as TF Serving
     grpc_host: str = "0.0.0.0"
+    grpc_server: str = "sync"  # grpcio's synchronous server, or "aio"
     rest_api_max_header_bytes: int = 64 << 10
     rest_api_idle_timeout_seconds: float = 5.0
     rest_api_request_read_timeout_seconds: float = 60.0
@@ -278,6 +292,7 @@ def _network_flags(group: argparse._ArgumentGroup) -> None:
     _flag(group, "grpc_channel_arguments", str, "gRPC server options: key=value,key=value")
     _flag(group, "ssl_config_file", str, "TLS for gRPC: a text SSLConfig file")
     _flag(group, "enable_grpc_healthcheck_service", bool, "grpc.health.v1 (always served here)")
+    _flag(group, "grpc_max_threads", _positive, "gRPC RPCs run at once (--grpc_server=sync)")
 
 
 def _model_flags(group: argparse._ArgumentGroup) -> None:
@@ -318,6 +333,7 @@ def _batching_flags(group: argparse._ArgumentGroup) -> None:
 def _own_flags(group: argparse._ArgumentGroup) -> None:
     _flag(group, "rest_api_host", str, "REST bind address")
     _flag(group, "grpc_host", str, "gRPC bind address")
+    _flag(group, "grpc_server", _grpc_server, "sync (thread pool) or aio (event loop)")
     _flag(group, "rest_api_max_header_bytes", int, "REST request line + headers; past it: 431")
     _flag(group, "rest_api_idle_timeout_seconds", float, "close REST connections idle this long")
     _flag(group, "rest_api_request_read_timeout_seconds", float, "a request must arrive in; 408")

@@ -1,7 +1,8 @@
 """ModelServer: what ``servinglib-server`` runs — a ServerCore behind REST and gRPC on one loop.
 
 Start: flags → ServerCore (loads the models, or fails with one line) →
-REST (uvicorn) and gRPC (grpc.aio) servers on one asyncio event loop,
+REST (uvicorn) on an asyncio event loop and gRPC (grpcio's synchronous server
+on its own threads, or grpc.aio on the same loop with ``--grpc_server=aio``),
 Prometheus metrics, the config-file watcher.  Stop (SIGTERM or SIGINT):
 readiness turns NOT_SERVING at once on REST and gRPC health; serving goes
 on for ``--drain_delay_seconds`` so load balancers stop sending; then new
@@ -416,6 +417,8 @@ class ModelServer:
             grace_period_s=flags.shutdown_grace_seconds,
             tensor_content_responses=flags.enable_serialization_as_tensor_content,
             decode_limits=decode_limits(flags),
+            server=flags.grpc_server,
+            max_threads=flags.grpc_max_threads,
         )
         server, port = create_server(
             self.plane, options, management=self.management, on_request=self._request_observer()

@@ -51,7 +51,8 @@ RpcRecord = RequestRecord
 the one record of both front ends (``service`` and ``method`` set, ``status`` 0)."""
 
 RpcObserver = RequestObserver
-"""Called once per finished RPC, on the event loop; must be quick and must not raise."""
+"""Called once per finished RPC, on the event loop (grpc.aio) or the RPC's worker thread
+(the synchronous server); must be quick, thread-safe, and must not raise."""
 
 
 @final

@@ -42,8 +42,9 @@ class RequestRecord:
 
 
 RequestObserver = Callable[[RequestRecord], None]
-"""Called once per finished request, on the front end's event loop: keep it to microseconds,
-and never raise."""
+"""Called once per finished request, on the front end's event loop (or, for the synchronous
+gRPC server, on the RPC's worker thread: so thread-safe): keep it to microseconds, and never
+raise."""
 
 
 def record_request(metrics: ServerMetrics) -> RequestObserver:
