@@ -1,19 +1,25 @@
 """Benchmark: the gRPC request path of ``python -m servinglib``, driven by h2load.
 
-The server under test is the CLI (``python -m servinglib``: grpc.aio on a uvloop event loop,
-REST on the same loop, metrics on) in a subprocess pinned with ``taskset`` to one CPU, serving
-a trivial numpy Python servable (float32 [1,16] -> x + 1) declared twice: ``plus_one`` in the
-default ``thread`` execution mode and ``plus_one_inline`` in ``inline`` mode. The load
-generator is h2load (Debian's nghttp2-client) on the other CPU, posting a prebuilt
-length-prefixed gRPC request body (``content-type: application/grpc``, ``te: trailers``) on
-``concurrency`` connections with one request outstanding each, for ``--seconds`` per cell after
-a ``--warmup-seconds`` warm-up run. Cells:
+The servers under test are the CLI (``python -m servinglib``, metrics on) once per gRPC server
+(``--grpc_server=sync``: grpcio's synchronous server, each RPC on one of its worker threads;
+``--grpc_server=aio``: grpc.aio on the uvloop event loop REST also runs on), each in a
+subprocess pinned with ``taskset`` to one CPU, serving a trivial numpy Python servable (float32
+[1,16] -> x + 1) declared twice: ``plus_one`` in the default ``thread`` execution mode and
+``plus_one_inline`` in ``inline`` mode. The load generator is h2load (Debian's nghttp2-client)
+on the other CPU, posting a prebuilt length-prefixed gRPC request body (``content-type:
+application/grpc``, ``te: trailers``) on ``concurrency`` connections with one request
+outstanding each, for ``--seconds`` per cell after a ``--warmup-seconds`` warm-up run. Cells:
 
 1. V2 ``ModelInfer`` with raw input contents, and TF Serving ``Predict`` (typed ``float_val``),
-   each on both models, at concurrency 1, 8 and 64;
+   each on both models, on each server, at concurrency 8 and 64 (``--concurrency``);
 2. floors, in the same run with the same client: a bare grpc.aio servicer returning a fixed
-   response (the V2 response bytes), on uvloop (the CLI's stack: the floor of the targets) and
-   on asyncio's own loop, and a bare sync grpc server (thread pool), the fastest floor here.
+   response (the V2 response bytes), on uvloop and on asyncio's own loop, and a bare sync grpc
+   server (thread pool) with 8 and with 64 threads; and the bound (``_grpc_bound.py``: the
+   required steps of an inline V2 ModelInfer in one grpc.aio coroutine);
+3. batching (unless ``--skip-mlp``): a third CLI per server serving the 3 x Dense(256) MLP in
+   numpy with ``--enable_batching`` (max 32 rows, 2 ms), V2 ``ModelInfer`` of one row at
+   concurrency 64; rows per model call from the server's
+   ``:tensorflow:serving:batching_session:input_batch_size`` histogram.
 
 Before the load, one request of each kind goes through a real grpcio client and its response
 is checked (y = x + 1). h2load counts any HTTP 200 as a success, also a non-zero grpc-status,
@@ -21,8 +27,9 @@ so the server's ``:tensorflow:serving:request_count`` by status (scraped from it
 endpoint) is compared with h2load's count.
 
 Figures: req/s, latency percentiles in ms (h2load's per-request log), and ratios to the floors.
-Targets (issue 8, at concurrency 8): >= 75 % of the bare grpc.aio servicer's req/s, and
->= 2.6 k req/s (1.5x the best Python peer's 1.7 k). PASS/MISS lines never fail the run.
+Targets (issue 19): V2 ``add`` at concurrency 8 >= 4.8 k req/s (2 x the best Python peer's
+2.38 k, KServe); batched MLP at 64 >= 8.4 k req/s (2 x PyTriton's 4.2 k) with >= 30 rows per
+call. PASS/MISS lines never fail the run.
 Run with ``./dev bench grpc`` (see bench/README.md); needs ``h2load``
 (``apt-get install nghttp2-client``).
 """
@@ -42,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -64,16 +72,57 @@ from servinglib.protos import grpc_service_pb2, predict_pb2
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 
-CONCURRENCY = (1, 8, 64)
+CONCURRENCY = (8, 64)
 TARGET_CONCURRENCY = 8
-FLOOR_RATIO_TARGET = 0.75
-PEER_RPS = 1700.0  # the best Python peer at concurrency 8 (KServe 0.21), measured by the issue
-PEER_FACTOR_TARGET = 1.5
+FLOOR_RATIO_TARGET = 0.73  # of the bare grpc.aio servicer: what 2 x the peer was there (issue 19)
+PEER_RPS = 2380.0  # the best Python peer at concurrency 8 (KServe), measured by issue 19
+PEER_FACTOR_TARGET = 2.0
+PYTRITON_MLP_RPS = 4200.0  # PyTriton, the numpy MLP batched, concurrency 64 (issue 19)
+MLP_ROWS_TARGET = 30.0
+MLP_CONCURRENCY = 64
 START_TIMEOUT_S = 60.0
+SERVERS = ("sync", "aio")
 
 V2_PATH = "/inference.GRPCInferenceService/ModelInfer"
 PREDICT_PATH = "/tensorflow.serving.PredictionService/Predict"
-SYNC_FLOOR_WORKERS = 8
+SYNC_FLOOR_WORKERS = {"sync": 8, "sync64": 64}
+
+MLP = "mlp"
+MLP_MODEL_PY = '''
+import numpy as np
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import TensorSpec
+
+class Model(PythonModel):
+    """3 x Dense(256) in numpy (relu, relu, linear), seeded weights."""
+
+    def load(self, path):
+        rng = np.random.default_rng(1)
+        self.layers = [
+            (rng.standard_normal((256, 256), np.float32) * 0.06, np.zeros(256, np.float32))
+            for _ in range(3)
+        ]
+
+    @signature(
+        name="serving_default",
+        inputs=[TensorSpec("features", "float32", [-1, 256])],
+        outputs=[TensorSpec("output_0", "float32", [-1, 256])],
+    )
+    def predict(self, features):
+        x = features
+        for i, (w, b) in enumerate(self.layers):
+            x = x @ w + b
+            if i < 2:
+                np.maximum(x, 0, out=x)
+        return {"output_0": x}
+'''
+MLP_BATCHING = """
+max_batch_size { value: 32 }
+batch_timeout_micros { value: 2000 }
+max_enqueued_batches { value: 64 }
+num_batch_threads { value: 1 }
+"""
+MLP_X = np.random.default_rng(2).standard_normal((1, 256)).astype(np.float32)
 
 
 INPUT = np.arange(16, dtype=np.float32).reshape(1, 16)
@@ -149,6 +198,52 @@ def workloads() -> list[Workload]:
     return cells
 
 
+def mlp_workload() -> Workload:
+    request = grpc_service_pb2.ModelInferRequest(model_name=MLP)
+    request.inputs.add(name="features", datatype="FP32", shape=MLP_X.shape)
+    request.raw_input_contents.append(MLP_X.tobytes())
+
+    def check(data: bytes) -> None:
+        response = grpc_service_pb2.ModelInferResponse.FromString(data)
+        y = np.frombuffer(response.raw_output_contents[0], np.float32)
+        if y.shape != (256,) or not np.isfinite(y).all():
+            raise RuntimeError(f"the MLP answered {y.shape}, expected 256 finite values")
+
+    return Workload("V2 raw, MLP batched", MLP, V2_PATH, request.SerializeToString(), check)
+
+
+def write_mlp_model(tmp: Path) -> tuple[Path, Path]:
+    """The numpy MLP under ``tmp``: its models.config and batching parameters file."""
+    directory = tmp / MLP / "1"
+    directory.mkdir(parents=True)
+    (directory / "model.py").write_text(MLP_MODEL_PY)
+    config = tmp / "mlp.config"
+    config.write_text(
+        f'model_config_list {{ config {{ name: "{MLP}" base_path: "{tmp / MLP}" '
+        'model_platform: "python" } }\n'
+    )
+    batching = tmp / "batching.config"
+    batching.write_text(MLP_BATCHING)
+    return config, batching
+
+
+_INPUT_BATCH_SIZE = re.compile(
+    r"^:tensorflow:serving:batching_session:input_batch_size_(sum|count)(?:\{[^}]*\})? (\S+)$",
+    re.MULTILINE,
+)
+
+
+def batch_rows(rest_port: int) -> dict[tuple[str, str], float]:
+    """The server's rows in batches and its batches so far (``rows`` and ``batches`` keys)."""
+    url = f"http://127.0.0.1:{rest_port}/monitoring/prometheus/metrics"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        text = reply.read().decode()
+    totals = {"sum": 0.0, "count": 0.0}
+    for kind, value in _INPUT_BATCH_SIZE.findall(text):
+        totals[kind] += float(value)
+    return {(MLP, "rows"): totals["sum"], (MLP, "batches"): totals["count"]}
+
+
 # --------------------------------------------------------------------------- servers
 
 
@@ -189,12 +284,12 @@ def serve_floor(kind: str, port: int) -> None:
 
     response = v2_floor_response()
     paths = {"inference.GRPCInferenceService": "ModelInfer"}
-    if kind == "sync":
+    if kind in SYNC_FLOOR_WORKERS:
 
         def sync_call(_data: bytes, _context: Any) -> bytes:  # noqa: ANN401 - grpc's context
             return response
 
-        server = grpc.server(concurrent.futures.ThreadPoolExecutor(SYNC_FLOOR_WORKERS))
+        server = grpc.server(concurrent.futures.ThreadPoolExecutor(SYNC_FLOOR_WORKERS[kind]))
         server.add_generic_rpc_handlers(
             [
                 grpc.method_handlers_generic_handler(
@@ -251,6 +346,7 @@ class Cell:
     latencies_ms: Sequence[float]
     server_ok: int | None = None
     server_other: dict[str, int] = dataclasses.field(default_factory=dict)
+    rows_per_call: float | None = None  # batched cells: mean rows per model call
 
     @property
     def rps(self) -> float:
@@ -333,7 +429,7 @@ def measure(
 
 def print_table(cells: Sequence[Cell]) -> None:
     width = max(len(c.label) for c in cells) + 2
-    heads = ("conc", "req/s", "p50", "p90", "p99", "p99.9", "max", "n", "server OK")
+    heads = ("conc", "req/s", "p50", "p90", "p99", "p99.9", "max", "n", "server OK", "rows/call")
     print(f"{INDENT}{'':<{width}}" + "".join(f"{h:>10}" for h in heads) + "   (latency ms)")
     for cell in cells:
         ordered = sorted(cell.latencies_ms) or [float("nan")]
@@ -343,6 +439,7 @@ def print_table(cells: Sequence[Cell]) -> None:
             f"{INDENT}{cell.label:<{width}}{cell.concurrency:>10}{cell.rps:>10.0f}"
             + "".join(f"{f:>10.2f}" for f in figures)
             + f"{cell.succeeded:>10}{ok:>10}"
+            + ("" if cell.rows_per_call is None else f"{cell.rows_per_call:>10.1f}")
         )
 
 
@@ -353,7 +450,13 @@ def main() -> None:
     parser.add_argument(
         "--concurrency", type=int, nargs="+", default=list(CONCURRENCY), help="connections"
     )
-    parser.add_argument("--floor", choices=("uvloop", "asyncio", "sync"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--servers", nargs="+", choices=SERVERS, default=list(SERVERS), help="gRPC servers"
+    )
+    parser.add_argument("--skip-mlp", action="store_true", help="no batched MLP cells")
+    parser.add_argument(
+        "--floor", choices=("uvloop", "asyncio", *SYNC_FLOOR_WORKERS), help=argparse.SUPPRESS
+    )
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     # This file is named grpc.py: with its directory first on sys.path, `import grpc` would
@@ -384,11 +487,9 @@ def main() -> None:
     report(cells, args)
 
 
-def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> list[Cell]:
-    cells: list[Cell] = []
-    config = write_trivial_models(tmp)
-    port, rest_port = free_port(), free_port()
-    command = [
+def cli_command(port: int, rest_port: int, config: Path, kind: str, *extra: str) -> list[str]:
+    """``python -m servinglib`` serving ``config`` with gRPC server ``kind`` and metrics on."""
+    return [
         sys.executable,
         "-m",
         "servinglib",
@@ -398,19 +499,54 @@ def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> lis
         f"--rest_api_port={rest_port}",
         "--rest_api_host=127.0.0.1",
         "--grpc_host=127.0.0.1",
+        f"--grpc_server={kind}",
         "--enable_metrics",
+        *extra,
     ]
-    served = workloads()
+
+
+@dataclasses.dataclass(frozen=True)
+class Served:
+    """One CLI server under test: its gRPC server kind, ports and what it serves."""
+
+    kind: str
+    port: int
+    rest_port: int
+    workloads: Sequence[Workload]
+
+
+def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> list[Cell]:
+    cells: list[Cell] = []
+    config = write_trivial_models(tmp)
+    mlp_config, batching = write_mlp_model(tmp)
     floor = Workload(
         "floor", "", V2_PATH, v2_request(TRIVIAL_MODELS["thread"]).SerializeToString(), v2_check
     )
     with contextlib.ExitStack() as stack:
         # Every server runs from the start (idle ones cost nothing), so that each concurrency's
         # cells and floors are measured back to back and drift hits them alike.
-        log = tmp / "server.log"
-        stack.enter_context(
-            running(pinned(command, server_cpus), log, lambda p: wait_for_grpc(port, p, log))
-        )
+
+        def start(name: str, command: list[str], port: int) -> None:
+            log = tmp / f"{name}.log"
+            stack.enter_context(
+                running(
+                    pinned(command, server_cpus),
+                    log,
+                    functools.partial(wait_for_grpc, port, log=log),
+                )
+            )
+
+        servers: list[Served] = []
+        mlp_servers: list[Served] = []
+        for kind in args.servers:
+            port, rest_port = free_port(), free_port()
+            start(f"server-{kind}", cli_command(port, rest_port, config, kind), port)
+            servers.append(Served(kind, port, rest_port, workloads()))
+            if not args.skip_mlp:
+                port, rest_port = free_port(), free_port()
+                extra = ("--enable_batching", f"--batching_parameters_file={batching}")
+                start(f"mlp-{kind}", cli_command(port, rest_port, mlp_config, kind, *extra), port)
+                mlp_servers.append(Served(kind, port, rest_port, [mlp_workload()]))
         floor_ports = {}
         for kind in FLOORS:
             floor_ports[kind] = free_port()
@@ -421,22 +557,9 @@ def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> lis
                 kind,
                 f"--port={floor_ports[kind]}",
             ]
-            stack.enter_context(
-                running(
-                    pinned(floor_command, server_cpus),
-                    tmp / f"{kind}.log",
-                    functools.partial(wait_for_grpc, floor_ports[kind], log=tmp / f"{kind}.log"),
-                )
-            )
+            start(kind, floor_command, floor_ports[kind])
         bound_port = free_port()
-        bound_log = tmp / "bound.log"
-        stack.enter_context(
-            running(
-                pinned(bound_command("_grpc_bound.py", bound_port, config), server_cpus),
-                bound_log,
-                functools.partial(wait_for_grpc, bound_port, log=bound_log),
-            )
-        )
+        start("bound", bound_command("_grpc_bound.py", bound_port, config), bound_port)
         bound = Workload(
             BOUND_LABEL,
             "",
@@ -445,32 +568,51 @@ def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> lis
             v2_check,
         )
         print("\n1. One request of each kind through grpcio, checked (y = x + 1):")
-        for workload in served:
-            call_once(port, workload)
-            print(f"{INDENT}{workload.label}: ok")
+        for served in servers + mlp_servers:
+            for workload in served.workloads:
+                call_once(served.port, workload)
+                print(f"{INDENT}{served.kind}: {workload.label}: ok")
         for kind, floor_port in floor_ports.items():
             call_once(floor_port, floor)
             print(f"{INDENT}{FLOORS[kind]}: ok (V2 request)")
         call_once(bound_port, bound)
         print(f"{INDENT}{BOUND_LABEL}: ok")
         for concurrency in args.concurrency:
-            for workload in served:
-                cells.append(
-                    measure(
-                        workload.label,
-                        port,
-                        workload,
-                        concurrency,
-                        args=args,
-                        tmp=tmp,
-                        counts=lambda: request_counts(rest_port),
+            for served in servers:
+                for workload in served.workloads:
+                    cells.append(
+                        measure(
+                            f"{served.kind}: {workload.label}",
+                            served.port,
+                            workload,
+                            concurrency,
+                            args=args,
+                            tmp=tmp,
+                            counts=functools.partial(request_counts, served.rest_port),
+                        )
                     )
-                )
             for kind, floor_port in floor_ports.items():
                 cells.append(
                     measure(FLOORS[kind], floor_port, floor, concurrency, args=args, tmp=tmp)
                 )
             cells.append(measure(BOUND_LABEL, bound_port, bound, concurrency, args=args, tmp=tmp))
+        for served in mlp_servers:
+            workload = served.workloads[0]
+            rows = functools.partial(batch_rows, served.rest_port)
+            before = rows()
+            cell = measure(
+                f"{served.kind}: {workload.label}",
+                served.port,
+                workload,
+                MLP_CONCURRENCY,
+                args=args,
+                tmp=tmp,
+                counts=functools.partial(request_counts, served.rest_port),
+            )
+            after = rows()
+            batches = after[MLP, "batches"] - before[MLP, "batches"]
+            per_call = (after[MLP, "rows"] - before[MLP, "rows"]) / batches if batches else 0.0
+            cells.append(dataclasses.replace(cell, rows_per_call=per_call))
     return cells
 
 
@@ -479,7 +621,10 @@ BOUND_LABEL = "bound: required steps, flat"
 FLOORS = {
     "uvloop": "floor: bare grpc.aio, uvloop",
     "asyncio": "floor: bare grpc.aio, asyncio",
-    "sync": f"floor: bare sync grpc, {SYNC_FLOOR_WORKERS} threads",
+    **{
+        kind: f"floor: bare sync grpc, {workers} threads"
+        for kind, workers in SYNC_FLOOR_WORKERS.items()
+    },
 }
 
 
@@ -496,12 +641,24 @@ def report(cells: Sequence[Cell], args: argparse.Namespace) -> None:
         parts = [
             f"{c.label} {c.rps / base:.2f} / {c.rps / best:.2f}"
             for c in cells
-            if c.concurrency == concurrency and not c.label.startswith("floor")
+            if c.concurrency == concurrency
+            and not c.label.startswith("floor")
+            and c.rows_per_call is None
         ]
         print(
-            f"{INDENT}concurrency {concurrency} (÷ grpc.aio floor / ÷ sync floor): "
+            f"{INDENT}concurrency {concurrency} (÷ grpc.aio floor / ÷ sync floor, 8 threads): "
             + "; ".join(parts)
         )
+    if set(SERVERS) <= set(args.servers):
+        for concurrency in args.concurrency:
+            parts = []
+            for workload in workloads():
+                sync = by_key[f"sync: {workload.label}", concurrency]
+                aio = by_key[f"aio: {workload.label}", concurrency]
+                parts.append(f"{workload.label} {sync.rps / aio.rps:.2f}")
+            print(
+                f"{INDENT}sync server ÷ aio server, concurrency {concurrency}: " + "; ".join(parts)
+            )
     print("\n4. Cross-check: h2load successes against the server's count by status")
     for cell in cells:
         if cell.server_ok is None:
@@ -514,36 +671,43 @@ def report(cells: Sequence[Cell], args: argparse.Namespace) -> None:
             f"other statuses: {others}"
         )
     print()
+    print_targets(cells, args)
+
+
+def print_targets(cells: Sequence[Cell], args: argparse.Namespace) -> None:
+    by_key = {(c.label, c.concurrency): c for c in cells}
+    floor = FLOORS["uvloop"]
     concurrency = TARGET_CONCURRENCY
     if concurrency not in args.concurrency:
-        print(f"no targets: concurrency {concurrency} was not measured")
-        return
-    base = by_key[(floor, concurrency)].rps
-    best = by_key[(fastest, concurrency)].rps
-    bound = by_key.get((BOUND_LABEL, concurrency))
-    if bound is not None:
-        print(
-            f"{INDENT}the ceiling here: the bound (the required steps of an inline V2 ModelInfer "
-            f"in one coroutine) does {bound.rps / base:.2f} x the bare grpc.aio servicer"
-        )
+        print(f"no add targets: concurrency {concurrency} was not measured")
+    else:
+        base = by_key[(floor, concurrency)].rps
+        bound = by_key.get((BOUND_LABEL, concurrency))
+        if bound is not None:
+            print(
+                f"{INDENT}the bound (the required steps of an inline V2 ModelInfer in one "
+                f"grpc.aio coroutine) does {bound.rps / base:.2f} x the bare grpc.aio servicer"
+            )
+        for cell in cells:
+            if cell.concurrency != concurrency or not cell.label.endswith(
+                ("V2 raw, thread", "V2 raw, inline")
+            ):
+                continue
+            print_target(
+                cell.rps >= PEER_FACTOR_TARGET * PEER_RPS,
+                f"{cell.label}, c{concurrency}: {cell.rps:.0f} req/s = "
+                f"{cell.rps / PEER_RPS:.2f} x the best peer's {PEER_RPS:.0f} "
+                f"(target >= {PEER_FACTOR_TARGET}); {cell.rps / base:.2f} x the bare grpc.aio "
+                f"servicer's {base:.0f} (>= {FLOOR_RATIO_TARGET} is the same target there)",
+            )
     for cell in cells:
-        if cell.concurrency != concurrency or cell.label.startswith(("floor", "bound")):
+        if cell.rows_per_call is None:
             continue
-        ratio = cell.rps / base
         print_target(
-            ratio >= FLOOR_RATIO_TARGET,
-            f"{cell.label}, c{concurrency}: {cell.rps:.0f} req/s = {ratio:.2f} x the bare "
-            f"grpc.aio servicer's {base:.0f} (target >= {FLOOR_RATIO_TARGET})",
-        )
-        print_target(
-            cell.rps >= PEER_FACTOR_TARGET * PEER_RPS,
-            f"{cell.label}, c{concurrency}: {cell.rps:.0f} req/s = {cell.rps / PEER_RPS:.2f} x the "
-            f"best peer's {PEER_RPS:.0f} (target >= {PEER_FACTOR_TARGET})",
-        )
-        print_target(
-            cell.rps / best >= FLOOR_RATIO_TARGET,
-            f"{cell.label}, c{concurrency}: {cell.rps / best:.2f} x the bare sync server's "
-            f"{best:.0f} (the fastest floor; same target)",
+            cell.rps >= 2 * PYTRITON_MLP_RPS and cell.rows_per_call >= MLP_ROWS_TARGET,
+            f"{cell.label}, c{cell.concurrency}: {cell.rps:.0f} req/s = "
+            f"{cell.rps / PYTRITON_MLP_RPS:.2f} x PyTriton's {PYTRITON_MLP_RPS:.0f} (target >= 2), "
+            f"{cell.rows_per_call:.1f} rows per model call (target >= {MLP_ROWS_TARGET:.0f})",
         )
 
 

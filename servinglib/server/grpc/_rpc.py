@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Final, Generic, TypeVar, final
 
 import attrs
@@ -35,7 +35,9 @@ ENTRYPOINT: Final = "GRPC"
 """The ``entrypoint`` of every RpcRecord (REST front ends report theirs)."""
 
 Request = TypeVar("Request", bound=pb_message.Message)
-Handler = Callable[[Request, grpc.aio.ServicerContext[Any, Any]], Awaitable[pb_message.Message]]
+Handler = Callable[
+    [Request, grpc.aio.ServicerContext[Any, Any]], Coroutine[Any, Any, pb_message.Message]
+]
 StreamHandler = Callable[
     [Request, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[pb_message.Message]
 ]
@@ -98,7 +100,7 @@ def method_handler(
             raise  # unreachable: abort raises
         finally:
             if observer is not None:
-                _report(observer, service, rpc, model, code, start)
+                _report(observer, service, rpc, model, code=code, start=start)
 
     return grpc.unary_unary_rpc_method_handler(call)
 
@@ -113,7 +115,7 @@ def blocking_method_handler(
     handler = rpc.handler
     model_of = rpc.model_of
 
-    def call(data: bytes, context: grpc.ServicerContext) -> bytes:
+    def call(data: bytes, context: Any) -> bytes:  # noqa: ANN401 - grpc.ServicerContext
         start = time.perf_counter()
         model = ""
         code = StatusCode.OK
@@ -121,23 +123,32 @@ def blocking_method_handler(
             request = parse(data)
             model = model_of(request)
             response = run_to_completion(handler(request, context))
-            return response.SerializeToString()
+            serialized: bytes = response.SerializeToString()
+            return serialized
         except ServingError as error:
             code = error.code
             context.abort(_GRPC_CODE[code], error.message)
+            raise  # unreachable: abort raises
         except Exception as error:
             code = StatusCode.INTERNAL
             _log.exception("%s/%s failed", service, rpc.method)
             context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
+            raise  # unreachable: abort raises
         finally:
             if observer is not None:
-                _report(observer, service, rpc, model, code, start)
+                _report(observer, service, rpc, model, code=code, start=start)
 
     return grpc.unary_unary_rpc_method_handler(call)
 
 
 def _report(
-    observer: RpcObserver, service: str, rpc: Rpc[Any], model: str, code: StatusCode, start: float
+    observer: RpcObserver,
+    service: str,
+    rpc: Rpc[Any],
+    model: str,
+    *,
+    code: StatusCode,
+    start: float,
 ) -> None:
     observer(
         RequestRecord(

@@ -116,9 +116,8 @@ class HealthServicer:
             if self._shut_down:
                 return
             with self._condition:
-                self._condition.wait_for(
-                    lambda: self._generation != seen, timeout=self._poll_interval_s
-                )
+                if self._generation == seen:
+                    self._condition.wait(self._poll_interval_s)
 
     async def watch(
         self, request: health_pb2.HealthCheckRequest, _context: Context

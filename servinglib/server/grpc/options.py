@@ -36,7 +36,7 @@ DEFAULT_CHANNEL_ARGUMENTS: Final[tuple[ChannelArgument, ...]] = (
 """The server options servinglib sets besides message sizes; ``channel_arguments`` override them."""
 
 SERVERS: Final = ("sync", "aio")
-"""The gRPC servers :func:`~servinglib.server.grpc.create_server` can run (the first is the default)."""
+"""The gRPC servers :func:`~servinglib.server.grpc.create_server` runs (the first: default)."""
 
 DEFAULT_MAX_THREADS: Final = 64
 """The synchronous server's worker threads: one per RPC in flight, enough for batches to fill."""

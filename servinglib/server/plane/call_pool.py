@@ -80,7 +80,7 @@ class CallPool:
         self._threads: list[threading.Thread] = []  # guarded by: _lock
         self._closed = False  # guarded by: _lock
         self._admitted: dict[str, int] = {}  # guarded by: _lock; per model, queued or running
-        self._waiting: dict[str, collections.deque[_Job]] = {}  # guarded by: _lock
+        self._waiting: dict[str, collections.deque[_Job | _Ticket]] = {}  # guarded by: _lock
         self._live: set[_Job] = set()  # guarded by: _lock; admitted or waiting, not finished
         self._drained = threading.Condition(self._lock)  # notified when _live empties
         self._overdue: dict[tuple[str, int], int] = {}  # guarded by: _lock; by model, version
@@ -210,27 +210,47 @@ class CallPool:
             del job  # let the request's arrays go while idle
             self._idle.release()
 
+    def enter_here(self, model: str, deadline: float | None) -> None:
+        """Takes a place in ``model``'s share for a call the calling thread runs itself.
+
+        For a synchronous server's worker: it waits (holding its thread) in the
+        model's queue, behind the pool's calls, while the share is full; call
+        :meth:`leave_here` once the call returns.  Raises DeadlineExceededError
+        when ``deadline`` passes first, RuntimeError once closed.
+        """
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the DataPlane is closed")
+            admitted = self._admitted.get(model, 0)
+            if admitted < self._max_calls_per_model:
+                self._admitted[model] = admitted + 1
+                return
+            ticket = _Ticket(self._lock)
+            self._waiting.setdefault(model, collections.deque()).append(ticket)
+            while not ticket.granted:
+                timeout = None if deadline is None else deadline - time.monotonic()
+                if timeout is not None and timeout <= 0:
+                    self._waiting[model].remove(ticket)
+                    raise _deadline_exceeded()
+                ticket.wake.wait(timeout)
+
+    def leave_here(self, model: str) -> None:
+        """Gives back the place :meth:`enter_here` took: the model's next call takes it."""
+        with self._lock:
+            dropped, admit = self._pass_place_locked(model)
+        for candidate in dropped:
+            candidate.on_done()
+        if admit is not None:
+            self._enqueue(admit)
+
     def _finish(self, job: _Job) -> None:
         """The call returned (or was dropped): its model's next waiting call takes its place."""
         model = job.site.model_name
-        dropped: list[_Job] = []
-        admit: _Job | None = None
         with self._lock:
             self._live.discard(job)
             if job.overdue:
                 self._overdue[model, job.site.version] -= 1
-            waiting = self._waiting.get(model)
-            while waiting:
-                candidate = waiting.popleft()
-                candidate.waiting = False
-                if candidate.future.done():  # failed while it waited: never run
-                    self._live.discard(candidate)
-                    dropped.append(candidate)
-                else:
-                    admit = candidate
-                    break
-            if admit is None:
-                self._admitted[model] -= 1
+            dropped, admit = self._pass_place_locked(model)
             if not self._live:
                 self._drained.notify_all()
         if job.overdue:
@@ -243,6 +263,26 @@ class CallPool:
             candidate.on_done()
         if admit is not None:
             self._enqueue(admit)
+
+    def _pass_place_locked(self, model: str) -> tuple[list[_Job], _Job | None]:
+        """A place of ``model``'s share is free: its next waiting call (a job to enqueue, or a
+        thread to wake) takes it, or the count drops; the jobs failed while they waited."""
+        dropped: list[_Job] = []
+        waiting = self._waiting.get(model)
+        while waiting:
+            candidate = waiting.popleft()
+            if isinstance(candidate, _Ticket):
+                candidate.granted = True
+                candidate.wake.notify()
+                return dropped, None
+            candidate.waiting = False
+            if candidate.future.done():  # failed while it waited: never run
+                self._live.discard(candidate)
+                dropped.append(candidate)
+            else:
+                return dropped, candidate
+        self._admitted[model] -= 1
+        return dropped, None
 
     def _abandon(self, job: _Job) -> None:
         """A waiting call's future is done (deadline, cancelled, cut off): it never runs."""
@@ -274,6 +314,16 @@ class CallPool:
             job.site,
             count,
         )
+
+
+class _Ticket:
+    """A thread waiting for a place in its model's share (:meth:`CallPool.enter_here`)."""
+
+    __slots__ = ("granted", "wake")
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.granted = False  # guarded by: CallPool._lock
+        self.wake = threading.Condition(lock)
 
 
 class _Job:

@@ -31,7 +31,7 @@ from servinglib.servable import (
     call_resolved,
     call_resolved_async,
 )
-from servinglib.server.plane.call_pool import CallSite, RunningCall
+from servinglib.server.plane.call_pool import CallPool, CallSite, RunningCall
 
 T = TypeVar("T")
 
@@ -74,7 +74,8 @@ class CallsHere:
     Thread-safe.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, pool: CallPool) -> None:
+        self._pool = pool  # whose per-model shares THREAD calls here take a place in
         self._lock = threading.Lock()
         self._running: dict[int, tuple[CallSite, float, float | None]] = {}  # guarded by: _lock
         self._loop: asyncio.AbstractEventLoop | None = None  # guarded by: _lock; started on use
@@ -86,26 +87,51 @@ class CallsHere:
         spec: SignatureSpec,
         inputs: Tensors,
         output_filter: Iterable[str] | None,
+        *,
         deadline: float | None,
     ) -> _Outputs:
-        """Runs the signature here (THREAD or batched), or on the helper loop (the servable's own
-        coroutine), within ``deadline``.
+        """Runs the signature here (THREAD, in its model's share, or batched), or on the
+        helper loop (the servable's own coroutine), within ``deadline``.
 
-        Raises DeadlineExceededError when the deadline passed before the call
-        or while a batch or coroutine was awaited; the call's own errors.
+        Raises DeadlineExceededError when the deadline passed before the call,
+        while it waited for a place in its model's share, or while a batch or
+        coroutine was awaited; the call's own errors.
         """
         if deadline is not None and deadline <= time.monotonic():
             raise DeadlineExceededError("Deadline exceeded before the model answered")
         name = site.signature_name
+        if spec.execution_mode is ExecutionMode.ASYNC:
+            if _batched(servable, name):
+                return self._run(
+                    site, deadline, call_resolved, servable, name, spec, inputs, output_filter
+                )
+            return self._run(
+                site,
+                deadline,
+                self._await,
+                call_resolved_async(servable, name, spec, inputs, output_filter),
+                deadline,
+            )
+        self._pool.enter_here(site.model_name, deadline)
+        try:
+            return self._run(
+                site, deadline, call_resolved, servable, name, spec, inputs, output_filter
+            )
+        finally:
+            self._pool.leave_here(site.model_name)
+
+    def _run(
+        self,
+        site: CallSite,
+        deadline: float | None,
+        function: Callable[..., _Outputs],
+        *args: Any,  # noqa: ANN401 - the function's arguments
+    ) -> _Outputs:
         key = threading.get_ident()
         with self._lock:
             self._running[key] = (site, time.monotonic(), deadline)
         try:
-            if _runs_here(servable, name, spec):
-                return call_resolved(servable, name, spec, inputs, output_filter)
-            return self._await(
-                call_resolved_async(servable, name, spec, inputs, output_filter), deadline
-            )
+            return function(*args)
         finally:
             with self._lock:
                 del self._running[key]
@@ -165,8 +191,6 @@ def _run_until_stopped(loop: asyncio.AbstractEventLoop) -> None:
         loop.close()
 
 
-def _runs_here(servable: Servable, name: str, spec: SignatureSpec) -> bool:
-    """THREAD signatures and batched ones (their ``call`` blocks on the batch) run here."""
-    if spec.execution_mode is not ExecutionMode.ASYNC:
-        return True
+def _batched(servable: Servable, name: str) -> bool:
+    """Whether the ASYNC signature is a batched one (its ``call`` blocks on the batch)."""
     return isinstance(servable, BatchingServable) and name in servable.batched_signatures

@@ -106,10 +106,11 @@ class DataPlane:
     On a thread with no running event loop (a synchronous server's
     worker, which drives :meth:`infer`'s coroutine with
     :func:`~servinglib.server.plane.calls_here.run_to_completion`), the
-    coroutine never suspends: THREAD calls run on that thread (the pool's
-    per-model share does not apply: the server's own thread count bounds
-    them), batched calls block it until their batch ran, ASYNC ones run on
-    a helper loop while it waits; the deadline bounds the wait as above.
+    coroutine never suspends: THREAD calls run on that thread (in a place
+    of their model's share of the pool, waiting for one there, the thread
+    held, when the share is full), batched calls block it until their batch
+    ran, ASYNC ones run on a helper loop while it waits; the deadline bounds
+    the waits as above.
     Thread-safe; its coroutines run on any event loop, or on a server thread.
     """
 
@@ -128,7 +129,7 @@ class DataPlane:
             "servinglib-call",
         )
         self._signatures = SignatureCache(core)
-        self._here = CallsHere()
+        self._here = CallsHere(self._pool)
 
     @property
     def core(self) -> ServerCore:
@@ -315,7 +316,7 @@ class DataPlane:
                     if on_server_thread():
                         try:
                             outputs = self._here.call(
-                                site, servable, spec, inputs, output_filter, deadline
+                                site, servable, spec, inputs, output_filter, deadline=deadline
                             )
                         finally:
                             handle.release()
