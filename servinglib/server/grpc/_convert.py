@@ -86,10 +86,19 @@ def fill_model_spec(
         proto.signature_name = signature_name
 
 
+_NO_DEADLINE_S = 1e9  # ~32 years: grpcio's synchronous server says ~9.2e18 s for "none"
+
+
 def deadline_of(context: grpc.aio.ServicerContext[Any, Any]) -> float | None:
-    """The client's deadline as ``time.monotonic()`` seconds, or None without one."""
+    """The client's deadline as ``time.monotonic()`` seconds, or None without one.
+
+    grpc.aio says None without a deadline, grpcio's synchronous server an
+    infinite future: both are None here.
+    """
     remaining = context.time_remaining()
-    return None if remaining is None else time.monotonic() + remaining
+    if remaining is None or remaining > _NO_DEADLINE_S:
+        return None
+    return time.monotonic() + remaining
 
 
 def tensors_of(
