@@ -42,6 +42,37 @@ class Model(PythonModel):
 '''
 
 
+NUMPY_MLP_PY = '''
+import numpy as np
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import TensorSpec
+
+class Model(PythonModel):
+    """The Keras MLP's shape in numpy: 256 -> Dense 256 relu x2 -> Dense 256 (seeded weights)."""
+
+    def load(self, path):
+        rng = np.random.default_rng(1)
+        self.layers = [
+            (rng.standard_normal((256, 256), np.float32) * 0.06, np.zeros(256, np.float32))
+            for _ in range(3)
+        ]
+
+    @signature(
+        name="serving_default",
+        inputs=[TensorSpec("features", "float32", [-1, 256])],
+        outputs=[TensorSpec("output_0", "float32", [-1, 256])],
+    )
+    def predict(self, features):
+        x = features
+        for i, (w, b) in enumerate(self.layers):
+            x = x @ w + b
+            if i < 2:
+                np.maximum(x, 0, out=x)
+        return {"output_0": x}
+'''
+"""A Python servable: 3 x Dense(256) in numpy (bench/batching.py, bench/grpc.py's batched cell)."""
+
+
 def write_trivial_models(tmp: Path) -> Path:
     """Both trivial servables under ``tmp``; the models.config serving them (python platform)."""
     lines = []

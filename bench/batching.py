@@ -26,7 +26,6 @@ import os
 import statistics
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -34,6 +33,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 from _common import INDENT, PercentileTable, print_environment, print_target
+from _servers import NUMPY_MLP_PY
 from loaders_call import build_keras_mlp
 
 from servinglib.batching import BatchingParameters
@@ -51,41 +51,12 @@ from servinglib.server import (
 CLIENTS = 64
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 
-NUMPY_MODEL = '''
-import numpy as np
-from servinglib.loaders import PythonModel, signature
-from servinglib.servable import TensorSpec
-
-class Model(PythonModel):
-    """The Keras MLP's shape in numpy: 256 -> Dense 256 relu x2 -> Dense 256."""
-
-    def load(self, path):
-        rng = np.random.default_rng(1)
-        self.layers = [
-            (rng.standard_normal((256, 256), np.float32) * 0.06, np.zeros(256, np.float32))
-            for _ in range(3)
-        ]
-
-    @signature(
-        name="serving_default",
-        inputs=[TensorSpec("features", "float32", [-1, 256])],
-        outputs=[TensorSpec("output_0", "float32", [-1, 256])],
-    )
-    def predict(self, features):
-        x = features
-        for i, (w, b) in enumerate(self.layers):
-            x = x @ w + b
-            if i < 2:
-                np.maximum(x, 0, out=x)
-        return {"output_0": x}
-'''
-
 
 def write_models(root: Path) -> dict[str, ModelConfig]:
     build_keras_mlp(str(root / "mlp" / "1"))
     numpy_version = root / "numpy_mlp" / "1"
     numpy_version.mkdir(parents=True)
-    (numpy_version / "model.py").write_text(textwrap.dedent(NUMPY_MODEL))
+    (numpy_version / "model.py").write_text(NUMPY_MLP_PY)
     return {
         "SavedModel MLP": ModelConfig("mlp", str(root / "mlp"), "tensorflow"),
         "numpy MLP": ModelConfig("numpy_mlp", str(root / "numpy_mlp"), "python"),

@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 from _common import INDENT, percentile, print_environment, print_target
 from _servers import (
+    NUMPY_MLP_PY,
     TRIVIAL_MODELS,
     bound_command,
     free_port,
@@ -88,34 +89,6 @@ PREDICT_PATH = "/tensorflow.serving.PredictionService/Predict"
 SYNC_FLOOR_WORKERS = {"sync": 8, "sync64": 64}
 
 MLP = "mlp"
-MLP_MODEL_PY = '''
-import numpy as np
-from servinglib.loaders import PythonModel, signature
-from servinglib.servable import TensorSpec
-
-class Model(PythonModel):
-    """3 x Dense(256) in numpy (relu, relu, linear), seeded weights."""
-
-    def load(self, path):
-        rng = np.random.default_rng(1)
-        self.layers = [
-            (rng.standard_normal((256, 256), np.float32) * 0.06, np.zeros(256, np.float32))
-            for _ in range(3)
-        ]
-
-    @signature(
-        name="serving_default",
-        inputs=[TensorSpec("features", "float32", [-1, 256])],
-        outputs=[TensorSpec("output_0", "float32", [-1, 256])],
-    )
-    def predict(self, features):
-        x = features
-        for i, (w, b) in enumerate(self.layers):
-            x = x @ w + b
-            if i < 2:
-                np.maximum(x, 0, out=x)
-        return {"output_0": x}
-'''
 MLP_BATCHING = """
 max_batch_size { value: 32 }
 batch_timeout_micros { value: 2000 }
@@ -216,7 +189,7 @@ def write_mlp_model(tmp: Path) -> tuple[Path, Path]:
     """The numpy MLP under ``tmp``: its models.config and batching parameters file."""
     directory = tmp / MLP / "1"
     directory.mkdir(parents=True)
-    (directory / "model.py").write_text(MLP_MODEL_PY)
+    (directory / "model.py").write_text(NUMPY_MLP_PY)
     config = tmp / "mlp.config"
     config.write_text(
         f'model_config_list {{ config {{ name: "{MLP}" base_path: "{tmp / MLP}" '
@@ -233,15 +206,15 @@ _INPUT_BATCH_SIZE = re.compile(
 )
 
 
-def batch_rows(rest_port: int) -> dict[tuple[str, str], float]:
-    """The server's rows in batches and its batches so far (``rows`` and ``batches`` keys)."""
+def batch_rows(rest_port: int) -> tuple[float, float]:
+    """The server's rows in batches and its batches so far."""
     url = f"http://127.0.0.1:{rest_port}/monitoring/prometheus/metrics"
     with urllib.request.urlopen(url, timeout=10) as reply:
         text = reply.read().decode()
     totals = {"sum": 0.0, "count": 0.0}
     for kind, value in _INPUT_BATCH_SIZE.findall(text):
         totals[kind] += float(value)
-    return {(MLP, "rows"): totals["sum"], (MLP, "batches"): totals["count"]}
+    return totals["sum"], totals["count"]
 
 
 # --------------------------------------------------------------------------- servers
@@ -389,8 +362,10 @@ def measure(
     args: argparse.Namespace,
     tmp: Path,
     counts: Callable[[], dict[tuple[str, str], float]] | None = None,
+    rows: Callable[[], tuple[float, float]] | None = None,
 ) -> Cell:
-    """A warm-up run, then the measured one; ``counts`` (by model, status) before and after."""
+    """A warm-up run, then the measured one; ``counts`` (by model, status) before and after,
+    and ``rows`` (rows batched, batches) to give the mean rows per model call."""
     body = tmp / "body.bin"
     body.write_bytes(grpc_frame(workload.message))
     log = tmp / "h2load.log"
@@ -398,10 +373,13 @@ def measure(
         port, workload.path, body, concurrency=concurrency, seconds=args.warmup_seconds, log=None
     )
     before = counts() if counts is not None else {}
+    rows_before = rows() if rows is not None else (0.0, 0.0)
     succeeded, failed, elapsed = h2load(
         port, workload.path, body, concurrency=concurrency, seconds=args.seconds, log=log
     )
+    rows_after = rows() if rows is not None else (0.0, 0.0)
     after = counts() if counts is not None else {}
+    batches = rows_after[1] - rows_before[1]
     latencies = []
     for line in log.read_text().splitlines():
         fields = line.split("\t")
@@ -421,6 +399,7 @@ def measure(
         latencies,
         delta.pop("OK", 0) if counts is not None else None,
         delta,
+        None if rows is None else (rows_after[0] - rows_before[0]) / max(batches, 1.0),
     )
 
 
@@ -515,6 +494,28 @@ class Served:
     workloads: Sequence[Workload]
 
 
+def measure_served(
+    served: Served,
+    workload: Workload,
+    concurrency: int,
+    args: argparse.Namespace,
+    tmp: Path,
+    *,
+    batched: bool = False,
+) -> Cell:
+    """A cell of a CLI server: its request counts, and for a batched model its rows per call."""
+    return measure(
+        f"{served.kind}: {workload.label}",
+        served.port,
+        workload,
+        concurrency,
+        args=args,
+        tmp=tmp,
+        counts=functools.partial(request_counts, served.rest_port),
+        rows=functools.partial(batch_rows, served.rest_port) if batched else None,
+    )
+
+
 def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> list[Cell]:
     cells: list[Cell] = []
     config = write_trivial_models(tmp)
@@ -580,39 +581,18 @@ def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> lis
         for concurrency in args.concurrency:
             for served in servers:
                 for workload in served.workloads:
-                    cells.append(
-                        measure(
-                            f"{served.kind}: {workload.label}",
-                            served.port,
-                            workload,
-                            concurrency,
-                            args=args,
-                            tmp=tmp,
-                            counts=functools.partial(request_counts, served.rest_port),
-                        )
-                    )
+                    cells.append(measure_served(served, workload, concurrency, args, tmp))
             for kind, floor_port in floor_ports.items():
                 cells.append(
                     measure(FLOORS[kind], floor_port, floor, concurrency, args=args, tmp=tmp)
                 )
             cells.append(measure(BOUND_LABEL, bound_port, bound, concurrency, args=args, tmp=tmp))
         for served in mlp_servers:
-            workload = served.workloads[0]
-            rows = functools.partial(batch_rows, served.rest_port)
-            before = rows()
-            cell = measure(
-                f"{served.kind}: {workload.label}",
-                served.port,
-                workload,
-                MLP_CONCURRENCY,
-                args=args,
-                tmp=tmp,
-                counts=functools.partial(request_counts, served.rest_port),
+            cells.append(
+                measure_served(
+                    served, served.workloads[0], MLP_CONCURRENCY, args, tmp, batched=True
+                )
             )
-            after = rows()
-            batches = after[MLP, "batches"] - before[MLP, "batches"]
-            per_call = (after[MLP, "rows"] - before[MLP, "rows"]) / batches if batches else 0.0
-            cells.append(dataclasses.replace(cell, rows_per_call=per_call))
     return cells
 
 

@@ -86,17 +86,12 @@ def method_handler(
             model = model_of(request)
             response = await handler(request, context)
             return response.SerializeToString()
-        except ServingError as error:
-            code = error.code
-            await context.abort(_GRPC_CODE[code], error.message)
-            raise  # unreachable: abort raises
         except asyncio.CancelledError:
             code = StatusCode.CANCELLED
             raise
         except Exception as error:
-            code = StatusCode.INTERNAL
-            _log.exception("%s/%s failed", service, rpc.method)
-            await context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
+            code, message = _failure(service, rpc, error)
+            await context.abort(_GRPC_CODE[code], message)
             raise  # unreachable: abort raises
         finally:
             if observer is not None:
@@ -125,20 +120,24 @@ def blocking_method_handler(
             response = run_to_completion(handler(request, context))
             serialized: bytes = response.SerializeToString()
             return serialized
-        except ServingError as error:
-            code = error.code
-            context.abort(_GRPC_CODE[code], error.message)
-            raise  # unreachable: abort raises
         except Exception as error:
-            code = StatusCode.INTERNAL
-            _log.exception("%s/%s failed", service, rpc.method)
-            context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
+            code, message = _failure(service, rpc, error)
+            context.abort(_GRPC_CODE[code], message)
             raise  # unreachable: abort raises
         finally:
             if observer is not None:
                 _report(observer, service, rpc, model, code=code, start=start)
 
     return grpc.unary_unary_rpc_method_handler(call)
+
+
+def _failure(service: str, rpc: Rpc[Any], error: Exception) -> tuple[StatusCode, str]:
+    """The status an RPC failing with ``error`` answers: a ServingError's own, else INTERNAL
+    (logged with its traceback)."""
+    if isinstance(error, ServingError):
+        return error.code, error.message
+    _log.exception("%s/%s failed", service, rpc.method)
+    return StatusCode.INTERNAL, f"{type(error).__name__}: {error}"
 
 
 def _report(
