@@ -19,7 +19,8 @@ from servinglib.servable import ExecutionMode
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.server_core import ServerCore, ServerCoreOptions
+from servinglib.server.server_core import ServerCore
+from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.testing import wait_until
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
