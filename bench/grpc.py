@@ -320,6 +320,7 @@ class Cell:
     server_ok: int | None = None
     server_other: dict[str, int] = dataclasses.field(default_factory=dict)
     rows_per_call: float | None = None  # batched cells: mean rows per model call
+    cpu_us: float = float("nan")  # the server's CPU time per successful request, µs
 
     @property
     def rps(self) -> float:
@@ -374,9 +375,11 @@ def measure(
     )
     before = counts() if counts is not None else {}
     rows_before = rows() if rows is not None else (0.0, 0.0)
+    cpu_before = server_cpu_s(port)
     succeeded, failed, elapsed = h2load(
         port, workload.path, body, concurrency=concurrency, seconds=args.seconds, log=log
     )
+    cpu_s = server_cpu_s(port) - cpu_before
     rows_after = rows() if rows is not None else (0.0, 0.0)
     after = counts() if counts is not None else {}
     batches = rows_after[1] - rows_before[1]
@@ -400,7 +403,18 @@ def measure(
         delta.pop("OK", 0) if counts is not None else None,
         delta,
         None if rows is None else (rows_after[0] - rows_before[0]) / max(batches, 1.0),
+        1e6 * cpu_s / max(succeeded, 1),
     )
+
+
+SERVER_PIDS: dict[int, int] = {}
+"""The process serving each port (filled as servers start): whose CPU time a cell reads."""
+
+
+def server_cpu_s(port: int) -> float:
+    """The CPU time (user + system, all threads) the process serving ``port`` has used so far."""
+    fields = Path(f"/proc/{SERVER_PIDS[port]}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # --------------------------------------------------------------------------- report
@@ -408,7 +422,7 @@ def measure(
 
 def print_table(cells: Sequence[Cell]) -> None:
     width = max(len(c.label) for c in cells) + 2
-    heads = ("conc", "req/s", "p50", "p90", "p99", "p99.9", "max", "n", "server OK", "rows/call")
+    heads = ("conc", "req/s", "CPU µs", "p50", "p90", "p99", "p99.9", "max", "n", "server OK")
     print(f"{INDENT}{'':<{width}}" + "".join(f"{h:>10}" for h in heads) + "   (latency ms)")
     for cell in cells:
         ordered = sorted(cell.latencies_ms) or [float("nan")]
@@ -416,9 +430,10 @@ def print_table(cells: Sequence[Cell]) -> None:
         ok = "-" if cell.server_ok is None else str(cell.server_ok)
         print(
             f"{INDENT}{cell.label:<{width}}{cell.concurrency:>10}{cell.rps:>10.0f}"
+            + f"{cell.cpu_us:>10.0f}"
             + "".join(f"{f:>10.2f}" for f in figures)
             + f"{cell.succeeded:>10}{ok:>10}"
-            + ("" if cell.rows_per_call is None else f"{cell.rows_per_call:>10.1f}")
+            + ("" if cell.rows_per_call is None else f"   {cell.rows_per_call:.1f} rows/call")
         )
 
 
@@ -529,13 +544,14 @@ def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> lis
 
         def start(name: str, command: list[str], port: int) -> None:
             log = tmp / f"{name}.log"
-            stack.enter_context(
+            process = stack.enter_context(
                 running(
                     pinned(command, server_cpus),
                     log,
                     functools.partial(wait_for_grpc, port, log=log),
                 )
             )
+            SERVER_PIDS[port] = process.pid  # taskset execs the server: one process
 
         servers: list[Served] = []
         mlp_servers: list[Served] = []
@@ -609,7 +625,11 @@ FLOORS = {
 
 
 def report(cells: Sequence[Cell], args: argparse.Namespace) -> None:
-    print("\n2. req/s and latency (h2load's count; the server's OK count beside it)")
+    print(
+        "\n2. req/s, the server's CPU time per request (user + system, all its threads; the "
+        "figure other load on the machine moves least) and latency (h2load's count; the "
+        "server's OK count beside it)"
+    )
     print_table(cells)
     by_key = {(c.label, c.concurrency): c for c in cells}
     floor = FLOORS["uvloop"]
@@ -635,9 +655,18 @@ def report(cells: Sequence[Cell], args: argparse.Namespace) -> None:
             for workload in workloads():
                 sync = by_key[f"sync: {workload.label}", concurrency]
                 aio = by_key[f"aio: {workload.label}", concurrency]
-                parts.append(f"{workload.label} {sync.rps / aio.rps:.2f}")
+                parts.append(
+                    f"{workload.label} {sync.rps / aio.rps:.2f} / {aio.cpu_us / sync.cpu_us:.2f}"
+                )
             print(
-                f"{INDENT}sync server ÷ aio server, concurrency {concurrency}: " + "; ".join(parts)
+                f"{INDENT}sync server ÷ aio server (req/s / requests per CPU second), "
+                f"concurrency {concurrency}: " + "; ".join(parts)
+            )
+        sync, aio = (by_key.get((f"{k}: {mlp_workload().label}", MLP_CONCURRENCY)) for k in SERVERS)
+        if sync is not None and aio is not None:
+            print(
+                f"{INDENT}sync server ÷ aio server, batched MLP, concurrency {MLP_CONCURRENCY}: "
+                f"{sync.rps / aio.rps:.2f} / {aio.cpu_us / sync.cpu_us:.2f}"
             )
     print("\n4. Cross-check: h2load successes against the server's count by status")
     for cell in cells:

@@ -164,36 +164,17 @@ def create_server(
         plane.core, services, poll_interval_s=options.health_poll_interval_s
     )
     blocking = options.server == "sync"
-    server: grpc.aio.Server | grpc.Server
-    if blocking:
-        server = grpc.server(
-            concurrent.futures.ThreadPoolExecutor(
-                options.max_threads, thread_name_prefix="servinglib-grpc"
-            ),
-            options=options.grpc_options(),
-            maximum_concurrent_rpcs=options.max_concurrent_rpcs,
-        )
-    else:
-        server = grpc.aio.server(
-            options=options.grpc_options(), maximum_concurrent_rpcs=options.max_concurrent_rpcs
-        )
+    server = _server(options)
     unary = blocking_method_handler if blocking else method_handler
-    handlers = [
-        grpc.method_handlers_generic_handler(
-            name, {rpc.method: unary(name, rpc, observer) for rpc in rpcs}
-        )
-        for name, rpcs in services.items()
-    ]
-    health_handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
-        rpc.method: unary(health.SERVICE, rpc, observer) for rpc in health_servicer.rpcs()
+    methods: dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]] = {
+        name: {rpc.method: unary(name, rpc, observer) for rpc in rpcs}
+        for name, rpcs in [*services.items(), (health.SERVICE, health_servicer.rpcs())]
     }
-    health_handlers["Watch"] = (
-        blocking_stream_handler(health_pb2.HealthCheckRequest, health_servicer.watch_blocking)
-        if blocking
-        else stream_handler(health_pb2.HealthCheckRequest, health_servicer.watch)
+    for name, streams in _streams(health_servicer, blocking=blocking).items():
+        methods[name].update(streams)
+    server.add_generic_rpc_handlers(
+        [grpc.method_handlers_generic_handler(name, rpcs) for name, rpcs in methods.items()]
     )
-    handlers.append(grpc.method_handlers_generic_handler(health.SERVICE, health_handlers))
-    server.add_generic_rpc_handlers(handlers)
     port = _bind(server, options)
     return (
         GrpcServer(
@@ -226,6 +207,40 @@ def _observer(
         deprecated(record)
 
     return both
+
+
+def _server(options: GrpcServerOptions) -> grpc.aio.Server | grpc.Server:
+    if options.server == "sync":
+        return grpc.server(
+            concurrent.futures.ThreadPoolExecutor(
+                options.max_threads, thread_name_prefix="servinglib-grpc"
+            ),
+            options=options.grpc_options(),
+            maximum_concurrent_rpcs=options.max_concurrent_rpcs,
+        )
+    return grpc.aio.server(
+        options=options.grpc_options(), maximum_concurrent_rpcs=options.max_concurrent_rpcs
+    )
+
+
+def _streams(
+    health_servicer: health.HealthServicer, *, blocking: bool
+) -> dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]]:
+    """The streaming RPCs, by service and method.
+
+    Unlike unary RPCs (one coroutine, driven by either server), a stream
+    needs a handler per server: a generator on the synchronous server's
+    thread, an async generator on grpc.aio.  Health Watch is one; a
+    bidirectional ModelStreamInfer adds its pair here (on the synchronous
+    server, a stream's requests answered concurrently can run their
+    coroutines on one event loop thread while the RPC's thread relays).
+    """
+    watch = (
+        blocking_stream_handler(health_pb2.HealthCheckRequest, health_servicer.watch_blocking)
+        if blocking
+        else stream_handler(health_pb2.HealthCheckRequest, health_servicer.watch)
+    )
+    return {health.SERVICE: {"Watch": watch}}
 
 
 def _bind(server: grpc.aio.Server | grpc.Server, options: GrpcServerOptions) -> int:
