@@ -135,3 +135,37 @@ def test_cut_off_answers_every_pending_call(pool: CallPool, gate: threading.Even
                 await future
 
     asyncio.run(run())
+
+
+def test_calls_run_here_share_the_model_places_with_the_pool(
+    pool: CallPool, gate: threading.Event
+) -> None:
+    """A server thread's call takes a place of its model's share: past it, it waits (until its
+    deadline) behind the pool's calls, and gets the place a finished call gives back."""
+    started: list[int] = []
+    admitted = threading.Event()
+
+    def waiting_thread() -> None:
+        pool.enter_here(HANG.model_name, None)  # no deadline: waits for a place
+        admitted.set()
+        pool.leave_here(HANG.model_name)
+
+    async def run() -> None:
+        hanging = [pool.submit(HANG, None, lambda: None, blocked, gate, started) for _ in range(2)]
+        await asyncio.to_thread(wait_until, lambda: len(started) == 2, 30)
+        with pytest.raises(DeadlineExceededError):
+            await asyncio.to_thread(pool.enter_here, HANG.model_name, time.monotonic() + 0.05)
+        await asyncio.to_thread(pool.enter_here, OTHER.model_name, None)  # another model: at once
+        pool.leave_here(OTHER.model_name)
+        waiter = threading.Thread(target=waiting_thread)
+        waiter.start()
+        gate.set()
+        assert await asyncio.gather(*hanging) == [{"done": True}] * 2
+        await asyncio.to_thread(waiter.join, 30)
+        assert admitted.is_set()
+
+    asyncio.run(run())
+    pool.enter_here(HANG.model_name, None)  # every place was given back
+    pool.enter_here(HANG.model_name, None)
+    pool.leave_here(HANG.model_name)
+    pool.leave_here(HANG.model_name)
