@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, final
 
 import attrs
@@ -23,9 +23,11 @@ from servinglib.servable import (
     Tensors,
     call_resolved,
     call_resolved_async,
+    check_inputs,
     deadline_scope,
     request_deadline,
     resolve_signature,
+    start_stream,
 )
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.call_pool import (
@@ -37,6 +39,13 @@ from servinglib.server.plane.call_pool import (
 from servinglib.server.plane.metadata import v2_config_data_type, v2_model_metadata
 from servinglib.server.plane.repository import RepositoryEntry, repository_index
 from servinglib.server.plane.signature_cache import SignatureCache
+from servinglib.server.plane.streaming import (
+    DEFAULT_BUFFER_PARTS,
+    InferenceStream,
+    Part,
+    StreamObserver,
+    stream_producer,
+)
 from servinglib.server.server_core import ServerCore
 from servinglib.server.status import ModelMetadata, ModelStatus
 
@@ -111,9 +120,11 @@ class DataPlane:
         *,
         max_workers: int | None = None,
         max_calls_per_model: int | None = None,
+        on_stream: StreamObserver | None = None,
     ) -> None:
         workers = max_workers or _default_workers()
         self._core = core
+        self._on_stream = on_stream
         self._pool = CallPool(
             workers,
             max_calls_per_model or default_max_calls_per_model(workers),
@@ -309,6 +320,58 @@ class DataPlane:
                     raise
         return InferenceResult(outputs, model_spec.name, handle.id.version, name)
 
+    def open_stream(
+        self,
+        model_spec: ModelSpec,
+        signature_name: str | None,
+        inputs: Tensors,
+        output_filter: Iterable[str] | None = None,
+        *,
+        deadline: float | None = None,
+        buffer_parts: int = DEFAULT_BUFFER_PARTS,
+    ) -> InferenceStream:
+        """Starts ``signature_name`` of the version ``model_spec`` picks as a stream of parts.
+
+        A streaming signature gives its parts (see
+        :class:`~servinglib.server.plane.streaming.InferenceStream`: at most
+        ``buffer_parts`` ahead of the reader, the deadline bounding the whole
+        stream, one request in flight until it is closed); any other gives
+        one part, its outputs, as :meth:`infer` runs it.  Raises at once
+        what the lookup and the request's checks raise (as :meth:`infer`);
+        errors of the model arrive through the stream.  Close the stream
+        (``async with``) on the event loop that reads it.
+        """
+        handle = self._core.servable_handle(model_spec)
+        try:
+            servable = _servable_of(handle, model_spec)
+            name, spec = resolve_signature(servable, signature_name)
+            site = CallSite(model_spec.name, handle.id.version, name)
+            if spec.streaming:
+                parts, wanted = start_stream(servable, name, spec, inputs, output_filter)
+                produce = stream_producer(self._pool, site, spec, parts, wanted, deadline)
+                release = handle.release
+            else:
+                check_inputs(spec, inputs)
+                handle.release()  # infer takes its own: the call counts once, as any request
+                pinned = ModelSpec(model_spec.name, handle.id.version)
+
+                async def produce(put: Callable[[Part], Awaitable[None]]) -> None:
+                    result = await self.infer(pinned, name, inputs, output_filter, deadline=deadline)
+                    await put(result.outputs)
+
+                release = _no_release
+        except BaseException:
+            handle.release()
+            raise
+        return InferenceStream(
+            site,
+            produce,
+            release=release,
+            deadline=deadline,
+            buffer_parts=buffer_parts,
+            observer=self._on_stream,
+        )
+
     async def _run(
         self,
         handle: ServableHandle[Any],
@@ -352,6 +415,10 @@ class DataPlane:
         """Stops the worker pool after the calls running on it, and following the core's events."""
         self._signatures.close()
         self._pool.close()
+
+
+def _no_release() -> None:
+    pass
 
 
 def _config_tensor(tensor: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,317 @@
+"""InferenceStream: one request's answer in parts, read by a front end as an async iterator.
+
+A streaming signature's parts are produced by a task of the stream's own,
+at most ``buffer_parts`` ahead of the reader: a slow reader holds the
+model back instead of growing memory.  Sync iterators advance one
+``next()`` at a time where the signature's execution mode says (a worker
+of the DataPlane's pool, or the event loop for INLINE); async ones on the
+event loop.  The deadline bounds the whole stream.  Closing the stream
+early (the client left, the server stopped) cancels the producer and
+closes the model's iterator, so a generator's ``finally`` runs, before
+the version's handle is released: the stream counts as one request in
+flight for its whole life, and its version cannot unload under it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Final, final
+
+import attrs
+import numpy.typing as npt
+
+from servinglib.errors import (
+    DeadlineExceededError,
+    InternalError,
+    ServingError,
+    StatusCode,
+)
+from servinglib.servable import ExecutionMode, SignatureSpec, checked_part
+from servinglib.server.plane.call_pool import CallPool, CallSite
+
+DEFAULT_BUFFER_PARTS: Final = 8
+"""How many parts a stream produces ahead of its reader, by default."""
+
+Part = dict[str, npt.NDArray[Any]]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class StreamRecord:
+    """What one finished stream was: where it ran, how it ended, its parts and timing.
+
+    ``code`` is OK for a stream read to its end, the error's code for one
+    that failed (DEADLINE_EXCEEDED past its deadline), CANCELLED for one
+    its reader closed early (the client left, the server stopped).
+    ``first_part_s`` runs from the stream's opening to its first part
+    reaching the reader (None: no part did); ``duration_s`` to its close.
+    Immutable, so thread-safe.
+    """
+
+    model_name: str
+    version: int
+    signature_name: str
+    code: StatusCode
+    parts: int
+    first_part_s: float | None
+    duration_s: float
+
+
+StreamObserver = Callable[[StreamRecord], None]
+"""Called once per closed stream, on its event loop: keep it quick, never raise."""
+
+
+@final
+class InferenceStream:
+    """An open stream of one signature call's parts; ``async with`` it and iterate it.
+
+    Iterating gives each part (a mapping of output name to array); the
+    stream ends with StopAsyncIteration, or raises the ServingError that
+    ended it (DeadlineExceededError past the deadline; a model's error
+    after the parts before it).  :meth:`aclose` (``async with`` calls it)
+    stops a stream not read to its end: nothing of it is left running when
+    it returns.  ``model_name``, ``version`` and ``signature_name`` say
+    what serves it.
+    Not thread-safe: read and close it from one task on one event loop.
+    """
+
+    def __init__(
+        self,
+        site: CallSite,
+        produce: Callable[[Callable[[Part], Awaitable[None]]], Awaitable[None]],
+        *,
+        release: Callable[[], None],
+        deadline: float | None,
+        buffer_parts: int,
+        observer: StreamObserver | None,
+    ) -> None:
+        if buffer_parts < 1:
+            raise ValueError(f"buffer_parts must be at least 1, got {buffer_parts}")
+        self._site = site
+        self._produce = produce
+        self._release = release
+        self._deadline = deadline
+        self._observer = observer
+        self._opened = time.monotonic()
+        self._parts: collections.deque[Part] = collections.deque()
+        self._buffer_parts = buffer_parts
+        self._changed: asyncio.Event | None = None  # made on the loop, at the first read
+        self._producer: asyncio.Task[None] | None = None
+        self._ended = False  # the producer is done: no part will be added
+        self._error: ServingError | None = None
+        self._count = 0
+        self._first_part_s: float | None = None
+        self._closed = False
+
+    @property
+    def model_name(self) -> str:
+        """The model serving the stream."""
+        return self._site.model_name
+
+    @property
+    def version(self) -> int:
+        """The version serving the stream."""
+        return self._site.version
+
+    @property
+    def signature_name(self) -> str:
+        """The signature serving the stream."""
+        return self._site.signature_name
+
+    def __aiter__(self) -> InferenceStream:
+        return self
+
+    async def __anext__(self) -> Part:
+        if self._producer is None:
+            if self._closed:
+                raise StopAsyncIteration
+            self._changed = asyncio.Event()
+            self._producer = asyncio.create_task(self._run(), name=f"stream {self._site}")
+        changed = self._changed
+        assert changed is not None
+        while not self._parts:
+            if self._ended:
+                if self._error is not None:
+                    raise self._error
+                raise StopAsyncIteration
+            changed.clear()
+            await changed.wait()
+        part = self._parts.popleft()
+        changed.set()  # room for the producer
+        self._count += 1
+        if self._first_part_s is None:
+            self._first_part_s = time.monotonic() - self._opened
+        return part
+
+    async def aclose(self) -> None:
+        """Stops the stream if it runs (closing the model's iterator), then records it.
+
+        Idempotent.  Returns once the producer has ended and the version's
+        handle is released.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        producer = self._producer
+        finished = self._ended and not self._parts
+        try:
+            if producer is None:
+                self._release()
+            elif not producer.done():
+                producer.cancel()
+                await asyncio.gather(producer, return_exceptions=True)
+        finally:
+            self._record(finished)
+
+    async def __aenter__(self) -> InferenceStream:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+    async def _run(self) -> None:
+        """The producer: parts into the buffer, then the outcome; the handle released last."""
+        try:
+            if self._deadline is None:
+                await self._produce(self._put)
+            else:
+                async with asyncio.timeout(max(0.0, self._deadline - time.monotonic())):
+                    await self._produce(self._put)
+        except TimeoutError:
+            self._error = DeadlineExceededError("Deadline exceeded before the stream ended")
+        except ServingError as error:
+            self._error = error
+        except Exception as error:  # noqa: BLE001 - a model's own exception ends its stream
+            self._error = InternalError(f"{type(error).__name__}: {error}")
+        finally:
+            self._ended = True
+            if self._changed is not None:
+                self._changed.set()
+            self._release()
+
+    async def _put(self, part: Part) -> None:
+        changed = self._changed
+        assert changed is not None
+        while len(self._parts) >= self._buffer_parts:
+            changed.clear()
+            await changed.wait()
+        self._parts.append(part)
+        changed.set()
+
+    def _record(self, finished: bool) -> None:
+        if self._observer is None:
+            return
+        if self._error is not None:
+            code = self._error.code
+        else:
+            code = StatusCode.OK if finished else StatusCode.CANCELLED
+        self._observer(
+            StreamRecord(
+                model_name=self._site.model_name,
+                version=self._site.version,
+                signature_name=self._site.signature_name,
+                code=code,
+                parts=self._count,
+                first_part_s=self._first_part_s,
+                duration_s=time.monotonic() - self._opened,
+            )
+        )
+
+
+def stream_producer(
+    pool: CallPool,
+    site: CallSite,
+    spec: SignatureSpec,
+    parts: Iterator[Any] | AsyncIterator[Any],
+    wanted: frozenset[str] | None,
+    deadline: float | None,
+) -> Callable[[Callable[[Part], Awaitable[None]]], Awaitable[None]]:
+    """What produces a streaming signature's parts (``start_stream``'s iterator) into a stream.
+
+    Each part is checked (:func:`checked_part`).  Whatever ends the
+    production (its end, an error, cancellation) closes the iterator first.
+    """
+    name = site.signature_name
+
+    if isinstance(parts, AsyncIterator):
+        async_parts = parts
+
+        async def produce_async(put: Callable[[Part], Awaitable[None]]) -> None:
+            try:
+                async for part in async_parts:
+                    await put(checked_part(name, spec, wanted, part))
+            finally:
+                aclose = getattr(async_parts, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+
+        return produce_async
+
+    stepper = _Stepper(parts)
+    inline = spec.execution_mode is ExecutionMode.INLINE
+
+    async def produce(put: Callable[[Part], Awaitable[None]]) -> None:
+        try:
+            while True:
+                if inline:
+                    part = stepper.step()
+                else:
+                    part = await pool.submit(site, deadline, _nothing, stepper.step)
+                if part is _END:
+                    return
+                await put(checked_part(name, spec, wanted, part))
+        finally:
+            if inline:
+                stepper.close()
+            elif not stepper.exhausted:
+                # Off the loop: a next() still running on a worker (its request gave up) is
+                # waited for, and the iterator's finally may block.
+                await asyncio.shield(asyncio.to_thread(stepper.close))
+
+    return produce
+
+
+_END: Final[Part] = {}
+
+
+def _nothing() -> None:
+    pass
+
+
+@final
+class _Stepper:
+    """Advances a sync iterator one part per call, from any thread; closes it once.
+
+    ``next()`` and ``close()`` never overlap (a generator refuses that),
+    and close waits for a ``next()`` still running.  Thread-safe.
+    """
+
+    def __init__(self, parts: Iterator[Any]) -> None:
+        self._parts = parts
+        self._lock = threading.Lock()
+        self.exhausted = False  # guarded by: _lock (read racily: only to skip a needless close)
+
+    def step(self) -> Part:
+        with self._lock:
+            if self.exhausted:
+                return _END
+            try:
+                part: Part = next(self._parts)
+            except StopIteration:
+                self.exhausted = True
+                return _END
+            except BaseException:
+                self.exhausted = True
+                raise
+            return part
+
+    def close(self) -> None:
+        with self._lock:
+            self.exhausted = True
+            close = getattr(self._parts, "close", None)
+            if close is not None:
+                close()
