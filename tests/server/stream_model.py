@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from servinglib.examples import PYTHON_HALF_PLUS_TWO
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.server_core import ServerCore
@@ -14,6 +15,7 @@ from servinglib.server.server_core import ServerCore
 MODEL_PY = '''
 import asyncio
 import threading
+from pathlib import Path
 import numpy as np
 from servinglib.loaders import PythonModel, signature
 from servinglib.servable import ExecutionMode, TensorSpec
@@ -33,6 +35,12 @@ class Model(PythonModel):
         self.lock = threading.Lock()
         self.produced = {}
         self.closed = []
+        self.log = Path(path) / "closed.log"
+
+    def _closed(self, tag):
+        self.closed.append(tag)
+        with self.lock, self.log.open("a") as log:
+            log.write(tag + "\\n")
 
     def _made(self, tag):
         with self.lock:
@@ -48,7 +56,7 @@ class Model(PythonModel):
             if n[0] < 0:
                 raise ValueError(f"failed after {-int(n[0])} parts")
         finally:
-            self.closed.append(key)
+            self._closed(key)
 
     @signature(inputs=IN, outputs=OUT, execution_mode=ExecutionMode.INLINE)
     def inline_count(self, n, tag):
@@ -65,7 +73,7 @@ class Model(PythonModel):
             if n[0] < 0:
                 raise ValueError(f"failed after {-int(n[0])} parts")
         finally:
-            self.closed.append(key)
+            self._closed(key)
 
     @signature(inputs=IN, outputs=OUT)
     def whole(self, n, tag):
@@ -78,11 +86,25 @@ SPEC = ModelSpec.latest("stream")
 
 
 def write_stream_model(root: Path) -> ModelServerConfig:
-    """Writes the model as ``root/stream/1/model.py``; the config serving it as "stream"."""
+    """Writes the model as ``root/stream/1/model.py``; a config serving it as "stream".
+
+    The config also serves the bundled ``python_half_plus_two``, a model that does not stream.
+    """
     version = root / "stream" / "1"
     version.mkdir(parents=True)
     (version / "model.py").write_text(MODEL_PY)
-    return ModelServerConfig([ModelConfig("stream", str(root / "stream"), "python")])
+    return ModelServerConfig(
+        [
+            ModelConfig("stream", str(root / "stream"), "python"),
+            ModelConfig("python_half_plus_two", PYTHON_HALF_PLUS_TWO, "python"),
+        ]
+    )
+
+
+def closed_tags(root: Path) -> list[str]:
+    """The tags of the streams whose generator's ``finally`` ran, in order (from its log file)."""
+    log = root / "stream" / "1" / "closed.log"
+    return log.read_text().split() if log.exists() else []
 
 
 @contextmanager

@@ -13,7 +13,13 @@ import grpc.aio
 
 from servinglib.errors import UnavailableError
 from servinglib.protos import health_pb2
-from servinglib.server.grpc import health, inference_service, model_service, prediction_service
+from servinglib.server.grpc import (
+    health,
+    inference_service,
+    model_service,
+    prediction_service,
+    stream_infer,
+)
 from servinglib.server.grpc._rpc import Rpc, RpcObserver, method_handler, stream_handler
 from servinglib.server.grpc.options import GrpcServerOptions, SslConfig
 from servinglib.server.plane.data_plane import DataPlane
@@ -134,6 +140,18 @@ def create_server(
         options=options.grpc_options(), maximum_concurrent_rpcs=options.max_concurrent_rpcs
     )
     handlers = [_generic(name, rpcs, observer) for name, rpcs in services.items()]
+    handlers.append(
+        grpc.method_handlers_generic_handler(
+            inference_service.SERVICE,
+            {
+                stream_infer.METHOD: stream_infer.stream_stream_handler(
+                    inference_service.SERVICE,
+                    stream_infer.StreamInferer(plane, options.decode_limits),
+                    observer,
+                )
+            },
+        )
+    )
     health_handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         rpc.method: method_handler(health.SERVICE, rpc, observer) for rpc in health_servicer.rpcs()
     }

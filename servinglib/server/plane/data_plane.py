@@ -370,6 +370,7 @@ class DataPlane:
             deadline=deadline,
             buffer_parts=buffer_parts,
             observer=self._on_stream,
+            streaming=spec.streaming,
         )
 
     async def _run(

@@ -75,7 +75,7 @@ class InferenceStream:
     after the parts before it).  :meth:`aclose` (``async with`` calls it)
     stops a stream not read to its end: nothing of it is left running when
     it returns.  ``model_name``, ``version`` and ``signature_name`` say
-    what serves it.
+    what serves it; ``streaming`` whether the signature streams.
     Not thread-safe: read and close it from one task on one event loop.
     """
 
@@ -88,10 +88,12 @@ class InferenceStream:
         deadline: float | None,
         buffer_parts: int,
         observer: StreamObserver | None,
+        streaming: bool = True,
     ) -> None:
         if buffer_parts < 1:
             raise ValueError(f"buffer_parts must be at least 1, got {buffer_parts}")
         self._site = site
+        self._streaming = streaming
         self._produce = produce
         self._release = release
         self._deadline = deadline
@@ -121,6 +123,11 @@ class InferenceStream:
     def signature_name(self) -> str:
         """The signature serving the stream."""
         return self._site.signature_name
+
+    @property
+    def streaming(self) -> bool:
+        """True for a streaming signature; False for one giving its outputs as one part."""
+        return self._streaming
 
     def __aiter__(self) -> InferenceStream:
         return self
