@@ -1,0 +1,137 @@
+"""The generate extension over uvicorn: generate, generate_stream's events, errors, disconnects."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx
+import pytest
+
+from servinglib.errors import StatusCode
+from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.request_record import RequestRecord
+from servinglib.server.plane.streaming import StreamRecord
+from servinglib.server.rest import RestServer, create_app
+from servinglib.server.server_core import ServerCore
+from servinglib.testing import wait_until
+from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
+from tests.server.stream_model import ENDLESS, model_of, write_stream_model
+
+
+@attrs.define
+class Served:
+    url: str
+    core: ServerCore
+    streams: list[StreamRecord]
+    requests: list[RequestRecord]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    streams: list[StreamRecord] = []
+    requests: list[RequestRecord] = []
+    with ServerCore(write_stream_model(tmp_path), TEST_SERVER_CORE_OPTIONS) as core:
+        plane = DataPlane(core, max_workers=2, on_stream=streams.append)
+        app = create_app(plane, on_request=requests.append)
+        with RestServer(app) as server:
+            yield Served(server.url, core, streams, requests)
+        plane.close()
+
+
+def events(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
+    """Server-sent events' data, decoded as JSON: a plain line reader."""
+    for line in lines:
+        if line.startswith("data: "):
+            yield json.loads(line[len("data: ") :])
+
+
+def test_generate_stream_sends_one_event_per_part(served: Served) -> None:
+    """Three parts: three data events (outputs by name, one element as its value), status 200."""
+    body = {"n": 3, "tag": "s"}
+    with httpx.stream("POST", f"{served.url}/v2/models/stream/generate_stream", json=body) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        got = list(events(r.iter_lines()))
+    assert got == [
+        {"model_name": "stream", "model_version": "1", "i": k, "text_output": f"t{k} "}
+        for k in range(3)
+    ]
+    assert [(s.code, s.parts) for s in served.streams] == [(StatusCode.OK, 3)]
+    assert [(q.api, q.code) for q in served.requests] == [("generate_stream", StatusCode.OK)]
+
+
+def test_an_error_mid_stream_is_an_error_event(served: Served) -> None:
+    """A generator failing after two parts: two events, then {"error": ...} ends the stream."""
+    body = {"n": -2, "tag": "e", "parameters": {"signature_name": "async_count"}}
+    url = f"{served.url}/v2/models/stream/versions/1/generate_stream"
+    with httpx.stream("POST", url, json=body) as r:
+        got = list(events(r.iter_lines()))
+    assert [e.get("i") for e in got[:2]] == [0, 1]
+    assert "failed after 2 parts" in got[2]["error"] and len(got) == 3
+    assert served.requests[0].code is not StatusCode.OK
+
+
+def test_a_request_failing_before_the_stream_is_a_json_error(served: Served) -> None:
+    """A missing input: 400 with a JSON error naming it, before any event."""
+    r = httpx.post(f"{served.url}/v2/models/stream/generate_stream", json={"n": 1})
+    assert r.status_code == 400
+    assert r.headers["content-type"] == "application/json"
+    assert "tag" in r.json()["error"]
+    assert httpx.post(f"{served.url}/v2/models/nope/generate", json={}).status_code == 404
+
+
+def test_generate_joins_a_streams_parts(served: Served) -> None:
+    """generate on a streaming signature: one object, text concatenated, numbers joined."""
+    r = httpx.post(f"{served.url}/v2/models/stream/generate", json={"n": 3, "tag": "j"})
+    assert r.status_code == 200
+    assert r.json() == {
+        "model_name": "stream",
+        "model_version": "1",
+        "i": [0, 1, 2],
+        "text_output": "t0 t1 t2 ",
+    }
+
+
+def test_a_model_that_does_not_stream_answers_both(served: Served) -> None:
+    """python_half_plus_two: generate gives its outputs; generate_stream one event of them."""
+    url = f"{served.url}/v2/models/python_half_plus_two"
+    r = httpx.post(f"{url}/generate", json={"x": [1.0, 2.0]})
+    assert r.json() == {"model_name": "python_half_plus_two", "model_version": "1", "y": [2.5, 3.0]}
+    with httpx.stream("POST", f"{url}/generate_stream", json={"x": 4.0}) as streamed:
+        assert list(events(streamed.iter_lines())) == [
+            {"model_name": "python_half_plus_two", "model_version": "1", "y": 4.0}
+        ]
+
+
+def test_a_client_that_disconnects_closes_the_generator(served: Served) -> None:
+    """Leaving an endless stream after one event: the generator's finally runs, the stream ends."""
+    url = f"{served.url}/v2/models/stream/generate_stream"
+    with httpx.stream("POST", url, json={"n": ENDLESS, "tag": "gone"}) as r:
+        next(events(r.iter_lines()))
+    with model_of(served.core) as model:
+        wait_until(lambda: model.closed == ["gone"])
+    wait_until(lambda: [s.code for s in served.streams] == [StatusCode.CANCELLED])
+    wait_until(lambda: [q.code for q in served.requests] == [StatusCode.CANCELLED])
+
+
+def test_a_slow_reader_holds_the_generator_back(served: Served) -> None:
+    """A client that stops reading: the endless generator stops too, a bounded way ahead."""
+    url = f"{served.url}/v2/models/stream/generate_stream"
+    with httpx.stream("POST", url, json={"n": ENDLESS, "tag": "slow"}) as r:
+        next(events(r.iter_lines()))
+        with model_of(served.core) as model:
+            samples: list[int] = []
+
+            def settled() -> bool:
+                samples.append(model.produced.get("slow", 0))
+                return len(samples) > 200 and samples[-1] == samples[-200]
+
+            wait_until(settled, timeout_s=60)
+    # Bounded by the plane's buffer and the sockets' buffers (a few MiB of ~100-byte events).
+    assert samples[-1] < 100_000
+    with model_of(served.core) as model:
+        wait_until(lambda: model.closed == ["slow"])
