@@ -288,7 +288,7 @@ class PythonServable(Servable):
             if close is not None:
                 close()  # the model's generator runs its finally
 
-    async def call_stream_async(  # type: ignore[override] # an async generator is an AsyncIterator
+    async def call_stream_async(
         self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
     ) -> AsyncIterator[dict[str, npt.NDArray[Any]]]:
         parts = self._methods[signature_name](**inputs)

@@ -56,6 +56,8 @@ from servinglib.server.plane.request_record import (
     RequestRecord,
     record_request,
 )
+from servinglib.server.plane.stream_metrics import StreamMetrics, log_stream
+from servinglib.server.plane.streaming import StreamObserver, StreamRecord
 from servinglib.server.plane.worker_metrics import WorkerMetrics
 from servinglib.server.server_core import ServerCore
 from servinglib.server.server_core_options import ServerCoreOptions
@@ -238,7 +240,9 @@ class ModelServer:
         if self.metrics is not None:
             self.metrics.attach(self.core)
         self.plane = DataPlane(
-            self.core, max_calls_per_model=flags.max_pool_calls_per_model or None
+            self.core,
+            max_calls_per_model=flags.max_pool_calls_per_model or None,
+            on_stream=self._stream_observer(),
         )
         if self.metrics is not None:
             self.metrics.attach_plane(self.plane)
@@ -444,6 +448,22 @@ class ModelServer:
             return observers[0] if observers else None
 
         def observe(record: RequestRecord) -> None:
+            for observer in observers:
+                observer(record)
+
+        return observe
+
+    def _stream_observer(self) -> StreamObserver | None:
+        """What each closed stream is reported to: the metrics, the request log."""
+        observers: list[StreamObserver] = []
+        if self.metrics is not None:
+            observers.append(StreamMetrics(self.metrics).observe)
+        if self.flags.log_requests:
+            observers.append(log_stream)
+        if len(observers) <= 1:
+            return observers[0] if observers else None
+
+        def observe(record: StreamRecord) -> None:
             for observer in observers:
                 observer(record)
 

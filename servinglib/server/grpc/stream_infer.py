@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Final, final
 
 import grpc
@@ -61,7 +61,7 @@ class StreamInferer:
 
     async def answer(
         self, data: bytes, deadline: float | None
-    ) -> AsyncIterator[tuple[v2.ModelStreamInferResponse, str, StatusCode]]:
+    ) -> AsyncGenerator[tuple[v2.ModelStreamInferResponse, str, StatusCode], None]:
         """The responses to one serialized ModelInferRequest, each with its model and outcome.
 
         The outcome is OK but for the last response of a failed request
@@ -74,7 +74,9 @@ class StreamInferer:
             try:
                 request.ParseFromString(data)
             except pb_message.DecodeError as error:
-                raise InvalidArgumentError(f"Cannot decode the ModelInferRequest: {error}") from None
+                raise InvalidArgumentError(
+                    f"Cannot decode the ModelInferRequest: {error}"
+                ) from None
             call = decode_request(request, self._decode_limits)
             stream = self._plane.open_stream(
                 call.spec, call.signature, call.inputs, call.requested, deadline=deadline
@@ -142,7 +144,8 @@ def stream_stream_handler(
             model, code = "", StatusCode.OK
             try:
                 async with contextlib.aclosing(inferer.answer(data, deadline)) as responses:
-                    async for response, model, code in responses:
+                    async for response, model_name, outcome in responses:
+                        model, code = model_name, outcome
                         await out.put(response.SerializeToString())
             except asyncio.CancelledError:
                 code = StatusCode.CANCELLED
@@ -190,4 +193,3 @@ def _record(service: str, model: str, code: StatusCode, latency_s: float) -> Req
         service=service,
         method=METHOD,
     )
-

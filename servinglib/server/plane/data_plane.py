@@ -42,6 +42,7 @@ from servinglib.server.plane.signature_cache import SignatureCache
 from servinglib.server.plane.streaming import (
     DEFAULT_BUFFER_PARTS,
     InferenceStream,
+    OpenStreams,
     Part,
     StreamObserver,
     stream_producer,
@@ -131,6 +132,7 @@ class DataPlane:
             "servinglib-call",
         )
         self._signatures = SignatureCache(core)
+        self._streams = OpenStreams()
 
     @property
     def core(self) -> ServerCore:
@@ -257,8 +259,11 @@ class DataPlane:
     def cut_off(self, error: ServingError) -> list[RunningCall]:
         """Answers every pool call still pending with ``error`` (at shutdown); the running ones.
 
-        The running calls' threads go on until their model returns.
+        The running calls' threads go on until their model returns.  Open
+        streams end too: their readers get ``error`` after the parts they
+        have, and the models' generators are closed.
         """
+        self._streams.cut_off(error)
         return self._pool.cut_off(error)
 
     def signatures(self, model_spec: ModelSpec) -> tuple[ModelSpec, Mapping[str, SignatureSpec]]:
@@ -348,7 +353,9 @@ class DataPlane:
             site = CallSite(model_spec.name, handle.id.version, name)
             if spec.streaming:
                 parts, wanted = start_stream(servable, name, spec, inputs, output_filter)
-                produce = stream_producer(self._pool, site, spec, parts, wanted, deadline)
+                produce = stream_producer(
+                    self._pool, site, spec, parts, wanted=wanted, deadline=deadline
+                )
                 release = handle.release
             else:
                 check_inputs(spec, inputs)
@@ -356,14 +363,16 @@ class DataPlane:
                 pinned = ModelSpec(model_spec.name, handle.id.version)
 
                 async def produce(put: Callable[[Part], Awaitable[None]]) -> None:
-                    result = await self.infer(pinned, name, inputs, output_filter, deadline=deadline)
+                    result = await self.infer(
+                        pinned, name, inputs, output_filter, deadline=deadline
+                    )
                     await put(result.outputs)
 
                 release = _no_release
         except BaseException:
             handle.release()
             raise
-        return InferenceStream(
+        stream = InferenceStream(
             site,
             produce,
             release=release,
@@ -371,7 +380,14 @@ class DataPlane:
             buffer_parts=buffer_parts,
             observer=self._on_stream,
             streaming=spec.streaming,
+            on_close=self._streams.discard,
         )
+        self._streams.add(stream)
+        return stream
+
+    def open_streams(self) -> int:
+        """How many streams :meth:`open_stream` opened are not closed yet."""
+        return len(self._streams)
 
     async def _run(
         self,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -89,6 +90,7 @@ class InferenceStream:
         buffer_parts: int,
         observer: StreamObserver | None,
         streaming: bool = True,
+        on_close: Callable[[InferenceStream], None] | None = None,
     ) -> None:
         if buffer_parts < 1:
             raise ValueError(f"buffer_parts must be at least 1, got {buffer_parts}")
@@ -108,6 +110,9 @@ class InferenceStream:
         self._count = 0
         self._first_part_s: float | None = None
         self._closed = False
+        self._on_close = on_close
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._cut_error: ServingError | None = None
 
     @property
     def model_name(self) -> str:
@@ -137,6 +142,7 @@ class InferenceStream:
             if self._closed:
                 raise StopAsyncIteration
             self._changed = asyncio.Event()
+            self._loop = asyncio.get_running_loop()
             self._producer = asyncio.create_task(self._run(), name=f"stream {self._site}")
         changed = self._changed
         assert changed is not None
@@ -173,6 +179,23 @@ class InferenceStream:
                 await asyncio.gather(producer, return_exceptions=True)
         finally:
             self._record(finished)
+            if self._on_close is not None:
+                self._on_close(self)
+
+    def cut_off(self, error: ServingError) -> None:
+        """Ends a running stream with ``error`` (at shutdown): its reader gets the parts it
+        has, then the error; the model's iterator is closed.  From any thread; no effect on a
+        stream not started or ended."""
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing runs
+                loop.call_soon_threadsafe(self._cut, error)
+
+    def _cut(self, error: ServingError) -> None:
+        producer = self._producer
+        if producer is not None and not producer.done():
+            self._cut_error = error
+            producer.cancel()
 
     async def __aenter__(self) -> InferenceStream:
         return self
@@ -188,6 +211,10 @@ class InferenceStream:
             else:
                 async with asyncio.timeout(max(0.0, self._deadline - time.monotonic())):
                     await self._produce(self._put)
+        except asyncio.CancelledError:
+            if self._cut_error is None or self._closed:
+                raise
+            self._error = self._cut_error  # cut off: the reader gets the error, not a cancel
         except TimeoutError:
             self._error = DeadlineExceededError("Deadline exceeded before the stream ended")
         except ServingError as error:
@@ -229,11 +256,43 @@ class InferenceStream:
         )
 
 
+@final
+class OpenStreams:
+    """The streams of a DataPlane not closed yet, to cut them off at shutdown.  Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._streams: set[InferenceStream] = set()  # guarded by: _lock
+
+    def add(self, stream: InferenceStream) -> None:
+        """Counts ``stream`` until it closes (pass :meth:`discard` as its ``on_close``)."""
+        with self._lock:
+            self._streams.add(stream)
+
+    def discard(self, stream: InferenceStream) -> None:
+        """Forgets a closed stream."""
+        with self._lock:
+            self._streams.discard(stream)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._streams)
+
+    def cut_off(self, error: ServingError) -> int:
+        """Ends every open stream with ``error``; how many there were."""
+        with self._lock:
+            streams = list(self._streams)
+        for stream in streams:
+            stream.cut_off(error)
+        return len(streams)
+
+
 def stream_producer(
     pool: CallPool,
     site: CallSite,
     spec: SignatureSpec,
     parts: Iterator[Any] | AsyncIterator[Any],
+    *,
     wanted: frozenset[str] | None,
     deadline: float | None,
 ) -> Callable[[Callable[[Part], Awaitable[None]]], Awaitable[None]]:

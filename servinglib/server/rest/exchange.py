@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, final
 
 import attrs
@@ -72,7 +72,7 @@ class BodyStream(abc.ABC):
         self.code = StatusCode.OK
 
     @abc.abstractmethod
-    def chunks(self) -> AsyncIterator[bytes]:
+    def chunks(self) -> AsyncGenerator[bytes, None]:
         """The body's chunks, each sent as soon as it is given."""
 
     @abc.abstractmethod

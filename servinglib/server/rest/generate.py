@@ -21,7 +21,7 @@ concatenated along their first dimension.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Final, final
 
 import numpy as np
@@ -154,7 +154,7 @@ class _Events(BodyStream):
         super().__init__()
         self._stream = stream
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
         async with self._stream as stream:
             try:
                 async for outputs in stream:

@@ -63,7 +63,7 @@ def stream_inputs(n: int, tag: str) -> list[triton.InferInput]:
     return [count, label]
 
 
-def final(result: Any) -> bool:  # noqa: ANN401 - a tritonclient InferResult
+def final(result: Any) -> bool:
     return bool(result.get_response().parameters["triton_final_response"].bool_param)
 
 
@@ -91,7 +91,8 @@ def test_parts_arrive_in_order_with_their_request_ids(
         assert error is None
         response = result.get_response()
         by_id[response.id].append(None if final(result) else int(result.as_numpy("i")[0]))
-        assert response.model_name == "stream" and response.model_version == "1"
+        assert response.model_name == "stream"
+        assert response.model_version == "1"
     assert by_id == {"a": [0, 1, 2, 3, None], "b": [0, 1, 2, None]}
 
 
@@ -104,11 +105,13 @@ def test_an_error_mid_stream_arrives_in_band_and_the_stream_stays_open(
     got = take(results, 3)
     assert [int(r.as_numpy("i")[0]) for r, _ in got[:2]] == [0, 1]
     result, error = got[2]
-    assert result is None and error is not None
+    assert result is None
+    assert error is not None
     assert "failed after 2 parts" in error.message()
     stream.async_stream_infer("stream", stream_inputs(1, "next"), request_id="next")
     [(result, error)] = take(results, 1)
-    assert error is None and result.get_response().id == "next"
+    assert error is None
+    assert result.get_response().id == "next"
 
 
 def test_a_bad_request_is_an_error_on_the_stream(
@@ -118,7 +121,9 @@ def test_a_bad_request_is_an_error_on_the_stream(
     stream, results = client
     stream.async_stream_infer("nope", stream_inputs(1, "x"), request_id="x")
     [(result, error)] = take(results, 1)
-    assert result is None and error is not None and "nope" in error.message()
+    assert result is None
+    assert error is not None
+    assert "nope" in error.message()
     stream.async_stream_infer("stream", stream_inputs(1, "y"), request_id="y")
     assert take(results, 1)[0][1] is None
 
@@ -134,7 +139,9 @@ def test_a_model_that_does_not_stream_answers_once_with_the_final_flag(
         "python_half_plus_two", [x], request_id="h", enable_empty_final_response=True
     )
     [(result, error)] = take(results, 1)
-    assert error is None and final(result) and result.get_response().id == "h"
+    assert error is None
+    assert final(result)
+    assert result.get_response().id == "h"
     assert result.as_numpy("y").tolist() == [2.5, 3.0, 3.5]
     stream.async_stream_infer("stream", stream_inputs(1, "z"), request_id="z")
     assert take(results, 1)[0][0].get_response().id == "z"  # nothing else came in between
@@ -169,7 +176,7 @@ def test_a_slow_reader_holds_the_generator_back(server: Server) -> None:
     results: queue.Queue[Result] = queue.Queue()
     reading = threading.Event()
 
-    def callback(result: Any, error: Any) -> None:  # noqa: ANN401 - tritonclient's
+    def callback(result: Any, error: Any) -> None:
         results.put((result, error))
         reading.wait(60)  # the client's reader thread stops here
 

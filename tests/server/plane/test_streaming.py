@@ -66,7 +66,8 @@ def test_parts_arrive_in_order_and_the_stream_is_recorded(
     [record] = records
     assert (record.model_name, record.version, record.signature_name) == ("stream", 1, signature)
     assert (record.code, record.parts) == (StatusCode.OK, 5)
-    assert record.first_part_s is not None and record.first_part_s <= record.duration_s
+    assert record.first_part_s is not None
+    assert record.first_part_s <= record.duration_s
     with model_of(core) as model:
         assert model.closed == ["a"]
 
@@ -77,15 +78,16 @@ def test_a_model_error_ends_the_stream_after_the_parts_before_it(
 ) -> None:
     """A generator that raises delivers its parts, then the error (wrapped, with its message)."""
 
-    async def run() -> list[int]:
-        got: list[int] = []
-        async with plane.open_stream(SPEC, signature, inputs(-2, "e")) as stream:
-            with pytest.raises(Exception, match="failed after 2 parts"):
-                async for part in stream:
-                    got.append(int(part["i"][0]))
-        return got
+    got: list[int] = []
 
-    assert asyncio.run(run()) == [0, 1]
+    async def run() -> None:
+        async with plane.open_stream(SPEC, signature, inputs(-2, "e")) as stream:
+            async for part in stream:
+                got.append(int(part["i"][0]))
+
+    with pytest.raises(Exception, match="failed after 2 parts"):
+        asyncio.run(run())
+    assert got == [0, 1]
     assert records[0].code is not StatusCode.OK
 
 
@@ -170,7 +172,7 @@ def test_a_stream_counts_as_one_request_in_flight_until_closed(plane: DataPlane)
 def test_the_deadline_bounds_the_whole_stream(
     plane: DataPlane, core: ServerCore, records: list[StreamRecord], signature: str
 ) -> None:
-    """An endless stream read past its deadline ends with DEADLINE_EXCEEDED; the generator closes."""
+    """An endless stream read past its deadline: DEADLINE_EXCEEDED; the generator closes."""
 
     async def run() -> None:
         deadline = time.monotonic() + 0.2
@@ -183,3 +185,24 @@ def test_the_deadline_bounds_the_whole_stream(
     with model_of(core) as model:
         assert model.closed == ["d"]
     assert records[0].code is StatusCode.DEADLINE_EXCEEDED
+
+
+@pytest.mark.parametrize("signature", SIGNATURES)
+def test_cut_off_ends_open_streams_with_the_error(
+    plane: DataPlane, core: ServerCore, signature: str
+) -> None:
+    """At shutdown, cut_off ends a running stream with the error; the generator closes."""
+
+    async def run() -> None:
+        async with plane.open_stream(SPEC, signature, inputs(ENDLESS, "cut")) as stream:
+            await anext(stream)
+            assert plane.open_streams() == 1
+            plane.cut_off(UnavailableError("shutting down"))
+            with pytest.raises(UnavailableError, match="shutting down"):
+                async for _ in stream:
+                    pass
+        assert plane.open_streams() == 0
+
+    asyncio.run(run())
+    with model_of(core) as model:
+        assert model.closed == ["cut"]

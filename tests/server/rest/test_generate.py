@@ -71,7 +71,8 @@ def test_an_error_mid_stream_is_an_error_event(served: Served) -> None:
     with httpx.stream("POST", url, json=body) as r:
         got = list(events(r.iter_lines()))
     assert [e.get("i") for e in got[:2]] == [0, 1]
-    assert "failed after 2 parts" in got[2]["error"] and len(got) == 3
+    assert "failed after 2 parts" in got[2]["error"]
+    assert len(got) == 3
     assert served.requests[0].code is not StatusCode.OK
 
 
