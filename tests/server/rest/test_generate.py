@@ -60,6 +60,7 @@ def test_generate_stream_sends_one_event_per_part(served: Served) -> None:
         {"model_name": "stream", "model_version": "1", "i": k, "text_output": f"t{k} "}
         for k in range(3)
     ]
+    wait_until(lambda: len(served.requests) == 1)  # recorded once the response has ended
     assert [(s.code, s.parts) for s in served.streams] == [(StatusCode.OK, 3)]
     assert [(q.api, q.code) for q in served.requests] == [("generate_stream", StatusCode.OK)]
 
@@ -73,6 +74,7 @@ def test_an_error_mid_stream_is_an_error_event(served: Served) -> None:
     assert [e.get("i") for e in got[:2]] == [0, 1]
     assert "failed after 2 parts" in got[2]["error"]
     assert len(got) == 3
+    wait_until(lambda: len(served.requests) == 1)  # recorded once the response has ended
     assert served.requests[0].code is not StatusCode.OK
 
 
