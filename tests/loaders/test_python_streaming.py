@@ -26,21 +26,21 @@ Y = [TensorSpec("y", "float32", [-1])]
 
 class Streaming(PythonModel):
     @signature(name="serving_default", inputs=X, outputs=Y)
-    def parts(self, x: Any) -> Any:  # noqa: ANN401 - numpy arrays
+    def parts(self, x: Any) -> Any:
         for k in range(3):
             yield {"y": x + k}  # a float64 sum: converted to the declared float32
 
     @signature(inputs=X, outputs=Y)
-    def broken(self, x: Any) -> Any:  # noqa: ANN401 - numpy arrays
+    def broken(self, x: Any) -> Any:
         yield {"y": x}
         raise RuntimeError("model bug")
 
     @signature(inputs=X, outputs=Y)
-    def wrong(self, x: Any) -> Any:  # noqa: ANN401 - numpy arrays
+    def wrong(self, x: Any) -> Any:
         yield {"z": x}
 
     @signature(inputs=X, outputs=Y, execution_mode=ExecutionMode.ASYNC)
-    async def aparts(self, x: Any) -> Any:  # noqa: ANN401 - numpy arrays
+    async def aparts(self, x: Any) -> Any:
         for k in range(2):
             yield {"y": x * k}
 
@@ -108,7 +108,7 @@ def test_an_async_generator_needs_async_mode() -> None:
 
     class Wrong(PythonModel):
         @signature(name="serving_default", inputs=X, outputs=Y)
-        async def parts(self, x: Any) -> Any:  # noqa: ANN401 - numpy arrays
+        async def parts(self, x: Any) -> Any:
             yield {"y": x}
 
     with pytest.raises(InvalidArgumentError, match="ASYNC"):
