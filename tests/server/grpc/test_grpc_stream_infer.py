@@ -41,6 +41,8 @@ def server(tmp_path: Path) -> Iterator[Server]:
         plane = DataPlane(core, max_workers=2, on_stream=streams.append)
         with serving(plane) as served:
             yield Server(served, core, streams)
+            # Every stream ends once its client has gone: none is left to cut at the stop.
+            wait_until(lambda: plane.open_streams() == 0)
         plane.close()
 
 
