@@ -338,9 +338,10 @@ class DataPlane:
         """Starts ``signature_name`` of the version ``model_spec`` picks as a stream of parts.
 
         A streaming signature gives its parts (see
-        :class:`~servinglib.server.plane.streaming.InferenceStream`: at most
-        ``buffer_parts`` ahead of the reader, the deadline bounding the whole
-        stream, one request in flight until it is closed); any other gives
+        :class:`~servinglib.server.plane.streaming.InferenceStream`:
+        ``buffer_parts`` buffered and a batch in hand ahead of the reader at
+        most, the deadline bounding the whole stream, one request in flight
+        until it is closed); any other gives
         one part, its outputs, as :meth:`infer` runs it.  Raises at once
         what the lookup and the request's checks raise (as :meth:`infer`);
         errors of the model arrive through the stream.  Close the stream
@@ -354,7 +355,13 @@ class DataPlane:
             if spec.streaming:
                 parts, wanted = start_stream(servable, name, spec, inputs, output_filter)
                 produce = stream_producer(
-                    self._pool, site, spec, parts, wanted=wanted, deadline=deadline
+                    self._pool,
+                    site,
+                    spec,
+                    parts,
+                    wanted=wanted,
+                    deadline=deadline,
+                    batch_parts=buffer_parts,
                 )
                 release = handle.release
             else:

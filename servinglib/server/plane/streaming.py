@@ -1,12 +1,13 @@
 """InferenceStream: one request's answer in parts, read by a front end as an async iterator.
 
-A streaming signature's parts are produced by a task of the stream's own,
-at most ``buffer_parts`` ahead of the reader: a slow reader holds the
-model back instead of growing memory.  Sync iterators advance one
-``next()`` at a time where the signature's execution mode says (a worker
-of the DataPlane's pool, or the event loop for INLINE); async ones on the
-event loop.  The deadline bounds the whole stream.  Closing the stream
-early (the client left, the server stopped) cancels the producer and
+A streaming signature's parts are produced by a task of the stream's own
+into a buffer of ``buffer_parts``: a slow reader holds the model back
+instead of growing memory.  Sync iterators advance where the signature's
+execution mode says (a worker of the DataPlane's pool, a batch of up to
+``buffer_parts`` parts per pool call after the first part; or the event
+loop for INLINE); async ones on the event loop.  The deadline bounds
+the whole stream.  Closing the stream early (the client left, the server
+stopped) cancels the producer and
 closes the model's iterator, so a generator's ``finally`` runs, before
 the version's handle is released: the stream counts as one request in
 flight for its whole life, and its version cannot unload under it.
@@ -160,6 +161,16 @@ class InferenceStream:
             self._first_part_s = time.monotonic() - self._opened
         return part
 
+    def take_ready(self) -> list[Part]:
+        """The parts made and not read yet, without waiting (to send several at once)."""
+        parts = list(self._parts)
+        if parts:
+            self._parts.clear()
+            self._count += len(parts)
+            if self._changed is not None:
+                self._changed.set()  # room for the producer
+        return parts
+
     async def aclose(self) -> None:
         """Stops the stream if it runs (closing the model's iterator), then records it.
 
@@ -295,10 +306,14 @@ def stream_producer(
     *,
     wanted: frozenset[str] | None,
     deadline: float | None,
+    batch_parts: int = DEFAULT_BUFFER_PARTS,
 ) -> Callable[[Callable[[Part], Awaitable[None]]], Awaitable[None]]:
     """What produces a streaming signature's parts (``start_stream``'s iterator) into a stream.
 
-    Each part is checked (:func:`checked_part`).  Whatever ends the
+    Each part is checked (:func:`checked_part`).  A THREAD iterator makes
+    its first part alone on a worker, then up to ``batch_parts`` per pool
+    call (each call handing its parts over within about a millisecond), so
+    a stream costs a pool hop per batch, not per part.  Whatever ends the
     production (its end, an error, cancellation) closes the iterator first.
     """
     name = site.signature_name
@@ -322,14 +337,20 @@ def stream_producer(
 
     async def produce(put: Callable[[Part], Awaitable[None]]) -> None:
         try:
+            if inline:
+                while (part := stepper.step()) is not _END:
+                    await put(checked_part(name, spec, wanted, part))
+                return
+            limit = 1  # the first part alone, as soon as it is made; then up to a buffer's worth
             while True:
-                if inline:
-                    part = stepper.step()
-                else:
-                    part = await pool.submit(site, deadline, _nothing, stepper.step)
-                if part is _END:
+                batch = await pool.submit(site, deadline, _nothing, stepper.steps, limit)
+                for part in batch["parts"]:
+                    await put(checked_part(name, spec, wanted, part))
+                if batch["error"] is not None:
+                    raise batch["error"]
+                if batch["end"]:
                     return
-                await put(checked_part(name, spec, wanted, part))
+                limit = batch_parts
         finally:
             if inline:
                 stepper.close()
@@ -342,6 +363,8 @@ def stream_producer(
 
 
 _END: Final[Part] = {}
+_BATCH_S: Final = 0.001
+"""A pool call making several parts hands them over after at most about this long."""
 
 
 def _nothing() -> None:
@@ -360,6 +383,26 @@ class _Stepper:
         self._parts = parts
         self._lock = threading.Lock()
         self.exhausted = False  # guarded by: _lock (read racily: only to skip a needless close)
+
+    def steps(self, limit: int) -> dict[str, Any]:
+        """Up to ``limit`` parts, fewer if making them takes over :data:`_BATCH_S`.
+
+        A dict (what a pool call returns): ``parts``, ``end`` (the iterator
+        ended), ``error`` (what its ``next()`` raised after those parts, or None).
+        """
+        parts: list[Part] = []
+        started = time.monotonic()
+        try:
+            while len(parts) < limit:
+                part = self.step()
+                if part is _END:
+                    return {"parts": parts, "end": True, "error": None}
+                parts.append(part)
+                if time.monotonic() - started > _BATCH_S:
+                    break
+        except Exception as error:  # noqa: BLE001 - delivered after the parts made before it
+            return {"parts": parts, "end": True, "error": error}
+        return {"parts": parts, "end": False, "error": None}
 
     def step(self) -> Part:
         with self._lock:

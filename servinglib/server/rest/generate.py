@@ -158,7 +158,12 @@ class _Events(BodyStream):
         async with self._stream as stream:
             try:
                 async for outputs in stream:
-                    yield b"data: " + json_codec.dumps(_body(stream, outputs)) + b"\n\n"
+                    # The parts made meanwhile go with it: one write for several events.
+                    ready = [outputs, *stream.take_ready()]
+                    yield b"".join(
+                        b"data: " + json_codec.dumps(_body(stream, part)) + b"\n\n"
+                        for part in ready
+                    )
             except ServingError as error:
                 self.code = error.code
                 yield b"data: " + json_codec.dumps({"error": error.message}) + b"\n\n"

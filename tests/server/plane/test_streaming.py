@@ -134,7 +134,7 @@ def test_closing_early_closes_the_generator_and_leaves_no_task(
 def test_a_slow_reader_holds_the_generator_back(
     plane: DataPlane, core: ServerCore, signature: str
 ) -> None:
-    """An endless generator is at most the buffer (and the part in hand) ahead of its reader."""
+    """An endless generator is at most the buffer and a batch in hand ahead of its reader."""
 
     async def run() -> int:
         stream = plane.open_stream(SPEC, signature, inputs(ENDLESS, "s"), buffer_parts=3)
@@ -148,7 +148,8 @@ def test_a_slow_reader_holds_the_generator_back(
                     await asyncio.sleep(0.001)
                 return int(model.produced["s"])
 
-    assert asyncio.run(run()) <= 10 + 3 + 1
+    # Read, buffered, and a batch in hand (a THREAD generator's pool call makes up to 3).
+    assert asyncio.run(run()) <= 10 + 3 + 3
 
 
 def test_a_stream_counts_as_one_request_in_flight_until_closed(plane: DataPlane) -> None:
