@@ -20,6 +20,8 @@ from servinglib.errors import (
     InvalidArgumentError,
     ServingError,
 )
+from servinglib.loaders import PythonModel, signature
+from servinglib.loaders.python import PythonServable
 from servinglib.servable import (
     ExecutionMode,
     Servable,
@@ -28,6 +30,8 @@ from servinglib.servable import (
     TensorSpec,
     call_signature,
     deadline_scope,
+    resolve_signature,
+    start_stream,
 )
 from servinglib.testing import FakeClock, wait_until
 
@@ -306,9 +310,6 @@ def test_close_closes_queues_then_the_wrapped_servable(scheduler: SharedBatchSch
 
 def test_streaming_signatures_pass_through_unbatched(scheduler: SharedBatchScheduler) -> None:
     """A streaming signature is not batched: its parts stream from the wrapped servable."""
-    from servinglib.loaders import PythonModel, signature
-    from servinglib.loaders.python import PythonServable
-    from servinglib.servable import TensorSpec, resolve_signature, start_stream
 
     class Parts(PythonModel):
         @signature(
