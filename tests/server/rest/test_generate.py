@@ -15,7 +15,7 @@ from servinglib.errors import StatusCode
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.request_record import RequestRecord
 from servinglib.server.plane.streaming import StreamRecord
-from servinglib.server.rest import RestServer, create_app
+from servinglib.server.rest import RestOptions, RestServer, create_app
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
@@ -138,3 +138,17 @@ def test_a_slow_reader_holds_the_generator_back(served: Served) -> None:
     assert samples[-1] < 100_000
     with model_of(served.core) as model:
         wait_until(lambda: model.closed == ["slow"])
+
+
+def test_the_rest_timeout_bounds_the_whole_stream(tmp_path: Path) -> None:
+    """An endless stream past RestOptions.request_timeout_s ends with a deadline error event."""
+    with ServerCore(write_stream_model(tmp_path), TEST_SERVER_CORE_OPTIONS) as core:
+        app = create_app(core, RestOptions(request_timeout_s=0.3))
+        with RestServer(app) as server:
+            url = f"{server.url}/v2/models/stream/generate_stream"
+            with httpx.stream("POST", url, json={"n": ENDLESS, "tag": "late"}) as r:
+                last = [e for e in events(r.iter_lines()) if "error" in e]
+        app.close()
+        assert "Deadline exceeded" in last[0]["error"]
+        with model_of(core) as model:
+            assert model.closed == ["late"]
