@@ -161,6 +161,7 @@ class InferenceServicer:
             fields["backend"],
         )
         config.max_batch_size = fields["max_batch_size"]
+        config.model_transaction_policy.decoupled = fields["model_transaction_policy"]["decoupled"]
         for key, entries in (("input", config.input), ("output", config.output)):
             for tensor in fields[key]:
                 entries.add(

@@ -17,6 +17,7 @@ from servinglib.core.servable_handle import ServableHandle
 from servinglib.core.servable_state import ManagerState
 from servinglib.errors import DeadlineExceededError, ServingError, UnimplementedError
 from servinglib.servable import (
+    DEFAULT_SIGNATURE,
     ExecutionMode,
     Servable,
     SignatureSpec,
@@ -203,7 +204,9 @@ class DataPlane:
         """Triton's model configuration of the selected version, as its JSON object.
 
         ``platform`` and ``backend`` both name the model's platform; the
-        tensors are the default signature's (``data_type`` as ``TYPE_FP32``).
+        tensors are the default signature's (``data_type`` as ``TYPE_FP32``);
+        ``model_transaction_policy.decoupled`` says whether it streams (as a
+        Triton decoupled model, read by clients such as perf_analyzer).
         """
         metadata = self._core.model_metadata(model_spec)
         summary = v2_model_metadata(
@@ -216,6 +219,7 @@ class DataPlane:
             "max_batch_size": 0,
             "input": [_config_tensor(t) for t in summary["inputs"]],
             "output": [_config_tensor(t) for t in summary["outputs"]],
+            "model_transaction_policy": {"decoupled": _streams(metadata.signatures)},
         }
 
     def model_status(self, model: str | ModelSpec, version: int | None = None) -> ModelStatus:
@@ -443,6 +447,14 @@ class DataPlane:
 
 def _no_release() -> None:
     pass
+
+
+def _streams(signatures: Mapping[str, SignatureSpec]) -> bool:
+    """Whether the signature V2 metadata describes (the default, or the only one) streams."""
+    spec = signatures.get(DEFAULT_SIGNATURE)
+    if spec is None and len(signatures) == 1:
+        (spec,) = signatures.values()
+    return spec is not None and spec.streaming
 
 
 def _config_tensor(tensor: dict[str, Any]) -> dict[str, Any]:

@@ -202,3 +202,14 @@ def test_a_slow_reader_holds_the_generator_back(server: Server) -> None:
     # Bounded: the plane's buffer, the handler's responses ahead, and what gRPC's flow-control
     # windows hold (they grow with the connection's measured bandwidth, to a few MiB).
     assert produced < 100_000
+
+
+def test_the_model_config_says_the_model_is_decoupled(server: Server) -> None:
+    """tritonclient's get_model_config sees a streaming model as decoupled, as Triton's."""
+    client = triton.InferenceServerClient(server.served.address)
+    try:
+        assert client.get_model_config("stream").config.model_transaction_policy.decoupled
+        plain = client.get_model_config("python_half_plus_two").config
+        assert not plain.model_transaction_policy.decoupled
+    finally:
+        client.close()

@@ -152,3 +152,11 @@ def test_the_rest_timeout_bounds_the_whole_stream(tmp_path: Path) -> None:
         assert "Deadline exceeded" in last[0]["error"]
         with model_of(core) as model:
             assert model.closed == ["late"]
+
+
+def test_the_model_config_says_whether_the_model_streams(served: Served) -> None:
+    """A streaming default signature is a decoupled model in Triton's config; others are not."""
+    config = httpx.get(f"{served.url}/v2/models/stream/config").json()
+    assert config["model_transaction_policy"] == {"decoupled": True}
+    other = httpx.get(f"{served.url}/v2/models/python_half_plus_two/config").json()
+    assert other["model_transaction_policy"] == {"decoupled": False}
