@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -160,3 +161,21 @@ def test_the_model_config_says_whether_the_model_streams(served: Served) -> None
     assert config["model_transaction_policy"] == {"decoupled": True}
     other = httpx.get(f"{served.url}/v2/models/python_half_plus_two/config").json()
     assert other["model_transaction_policy"] == {"decoupled": False}
+
+
+@pytest.mark.parametrize("signature", ["serving_default", "async_count"])
+def test_concurrent_streams_each_get_their_parts_in_order(served: Served, signature: str) -> None:
+    """16 clients streaming at once: each gets its 50 parts, in order."""
+
+    async def one(client: httpx.AsyncClient, tag: str) -> list[int]:
+        body = {"n": 50, "tag": tag, "parameters": {"signature_name": signature}}
+        url = f"{served.url}/v2/models/stream/generate_stream"
+        async with client.stream("POST", url, json=body) as response:
+            lines = [line async for line in response.aiter_lines()]
+        return [event["i"] for event in events(iter(lines))]
+
+    async def run() -> list[list[int]]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            return await asyncio.gather(*(one(client, f"c{k}") for k in range(16)))
+
+    assert asyncio.run(run()) == [list(range(50))] * 16
