@@ -179,3 +179,23 @@ def test_concurrent_streams_each_get_their_parts_in_order(served: Served, signat
             return await asyncio.gather(*(one(client, f"c{k}") for k in range(16)))
 
     assert asyncio.run(run()) == [list(range(50))] * 16
+
+
+def test_a_whole_call_of_a_streaming_signature_is_a_clear_400(served: Served) -> None:
+    """TF Serving predict and V2 infer on a streaming signature: 400 naming the streaming calls."""
+    predict = httpx.post(
+        f"{served.url}/v1/models/stream:predict", json={"inputs": {"n": [1], "tag": ["a"]}}
+    )
+    assert predict.status_code == 400
+    assert "generate_stream" in predict.json()["error"]
+    infer = httpx.post(
+        f"{served.url}/v2/models/stream/infer",
+        json={
+            "inputs": [
+                {"name": "n", "shape": [1], "datatype": "INT32", "data": [1]},
+                {"name": "tag", "shape": [1], "datatype": "BYTES", "data": ["a"]},
+            ]
+        },
+    )
+    assert infer.status_code == 400
+    assert "ModelStreamInfer" in infer.json()["error"]
