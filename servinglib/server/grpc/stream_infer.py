@@ -47,6 +47,8 @@ METHOD: Final = "ModelStreamInfer"
 API: Final = "stream_infer"
 FINAL_RESPONSE: Final = "triton_final_response"
 EMPTY_FINAL_RESPONSE: Final = "triton_enable_empty_final_response"
+REQUESTS_AT_ONCE: Final = 64
+"""Requests of one stream answered at once; past them the stream's further requests wait."""
 RESPONSES_AHEAD: Final = 16
 """Responses a stream holds ready for a client that reads slowly; past them the models wait."""
 
@@ -127,9 +129,11 @@ def stream_stream_handler(
 ) -> grpc.RpcMethodHandler[Any, Any]:
     """ModelStreamInfer on grpc.aio: requests answered concurrently, responses as they come.
 
-    Reports one RequestRecord per request (latency: from its arrival to
-    its last response).  A client that cancels (or the server's stop past
-    its grace) cancels every request's stream, closing their generators.
+    At most :data:`REQUESTS_AT_ONCE` requests of the stream run at once
+    (the next ones are read when one ends).  Reports one RequestRecord per
+    request (latency: from its arrival to its last response).  A client
+    that cancels (or the server's stop past its grace) cancels every
+    request's stream, closing their generators.
     """
 
     async def call(
@@ -157,6 +161,8 @@ def stream_stream_handler(
         async def read() -> None:
             try:
                 async for data in requests:
+                    while len(running) >= REQUESTS_AT_ONCE:  # hold the client back
+                        await asyncio.wait(running.copy(), return_when=asyncio.FIRST_COMPLETED)
                     task = asyncio.create_task(answer(data))
                     running.add(task)
                     task.add_done_callback(running.discard)
