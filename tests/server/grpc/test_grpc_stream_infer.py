@@ -17,6 +17,7 @@ from grpc_servers import Served, serving
 from tritonclient.utils import InferenceServerException
 
 from servinglib.errors import StatusCode
+from servinglib.server.grpc import stream_infer
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.streaming import StreamRecord
 from servinglib.server.server_core import ServerCore
@@ -213,3 +214,15 @@ def test_the_model_config_says_the_model_is_decoupled(server: Server) -> None:
         assert not plain.model_transaction_policy.decoupled
     finally:
         client.close()
+
+
+def test_requests_past_the_limit_wait_for_earlier_ones(
+    client: tuple[Any, queue.Queue[Result]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With one request at once, a stream's second request is answered after the first ends."""
+    monkeypatch.setattr(stream_infer, "REQUESTS_AT_ONCE", 1)
+    stream, results = client
+    stream.async_stream_infer("stream", stream_inputs(3, "a"), request_id="a")
+    stream.async_stream_infer("stream", stream_inputs(3, "b"), request_id="b")
+    got = [(r.get_response().id, int(r.as_numpy("i")[0])) for r, _ in take(results, 6)]
+    assert got == [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("b", 2)]
