@@ -17,7 +17,6 @@ from servinglib.core.servable_handle import ServableHandle
 from servinglib.core.servable_state import ManagerState
 from servinglib.errors import DeadlineExceededError, ServingError, UnimplementedError
 from servinglib.servable import (
-    DEFAULT_SIGNATURE,
     ExecutionMode,
     Servable,
     SignatureSpec,
@@ -37,16 +36,20 @@ from servinglib.server.plane.call_pool import (
     RunningCall,
     default_max_calls_per_model,
 )
-from servinglib.server.plane.metadata import v2_config_data_type, v2_model_metadata
+from servinglib.server.plane.metadata import (
+    v2_config_data_type,
+    v2_decoupled,
+    v2_model_metadata,
+)
 from servinglib.server.plane.repository import RepositoryEntry, repository_index
 from servinglib.server.plane.signature_cache import SignatureCache
+from servinglib.server.plane.stream_producer import stream_producer
 from servinglib.server.plane.streaming import (
     DEFAULT_BUFFER_PARTS,
     InferenceStream,
     OpenStreams,
     Part,
     StreamObserver,
-    stream_producer,
 )
 from servinglib.server.server_core import ServerCore
 from servinglib.server.status import ModelMetadata, ModelStatus
@@ -219,7 +222,7 @@ class DataPlane:
             "max_batch_size": 0,
             "input": [_config_tensor(t) for t in summary["inputs"]],
             "output": [_config_tensor(t) for t in summary["outputs"]],
-            "model_transaction_policy": {"decoupled": _streams(metadata.signatures)},
+            "model_transaction_policy": {"decoupled": v2_decoupled(metadata.signatures)},
         }
 
     def model_status(self, model: str | ModelSpec, version: int | None = None) -> ModelStatus:
@@ -447,14 +450,6 @@ class DataPlane:
 
 def _no_release() -> None:
     pass
-
-
-def _streams(signatures: Mapping[str, SignatureSpec]) -> bool:
-    """Whether the signature V2 metadata describes (the default, or the only one) streams."""
-    spec = signatures.get(DEFAULT_SIGNATURE)
-    if spec is None and len(signatures) == 1:
-        (spec,) = signatures.values()
-    return spec is not None and spec.streaming
 
 
 def _config_tensor(tensor: dict[str, Any]) -> dict[str, Any]:
