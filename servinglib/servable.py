@@ -14,7 +14,7 @@ import abc
 import contextlib
 import contextvars
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any, final
 
 import attrs
@@ -22,7 +22,12 @@ import numpy as np
 import numpy.typing as npt
 
 from servinglib.core.argument_types import wrong_type
-from servinglib.errors import FailedPreconditionError, InternalError, InvalidArgumentError
+from servinglib.errors import (
+    FailedPreconditionError,
+    InternalError,
+    InvalidArgumentError,
+    UnimplementedError,
+)
 
 DEFAULT_SIGNATURE = "serving_default"
 """The signature a request naming none gets (TF Serving's ``kDefaultServingSignatureDefKey``)."""
@@ -182,13 +187,17 @@ class SignatureSpec:
     """One callable signature of a servable: its inputs, outputs, method and execution mode.
 
     ``inputs`` / ``outputs`` may be given as a mapping or a list of
-    TensorSpecs; they are keyed by tensor name.  Immutable, so thread-safe.
+    TensorSpecs; they are keyed by tensor name.  A ``streaming`` signature
+    answers with a stream of parts (:meth:`Servable.call_stream`), each part
+    a mapping of the outputs ``outputs`` describes; it cannot be called
+    whole (:func:`call_resolved` refuses it).  Immutable, so thread-safe.
     """
 
     inputs: Mapping[str, TensorSpec] = attrs.field(converter=_freeze_specs)
     outputs: Mapping[str, TensorSpec] = attrs.field(converter=_freeze_specs)
     method_name: str = PREDICT_METHOD
     execution_mode: ExecutionMode = ExecutionMode.THREAD
+    streaming: bool = False
 
 
 class Servable(abc.ABC):
@@ -222,6 +231,32 @@ class Servable(abc.ABC):
     ) -> dict[str, npt.NDArray[Any]]:
         """Runs a signature whose execution mode is ASYNC; by default calls :meth:`call`."""
         return self.call(signature_name, inputs, output_filter)
+
+    def call_stream(
+        self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
+    ) -> Iterator[dict[str, npt.NDArray[Any]]]:
+        """Starts a streaming signature (THREAD or INLINE): an iterator of output parts.
+
+        Requires: as :meth:`call`, and the signature is ``streaming``.
+        Important: each part holds every output of the signature (or those
+        in ``output_filter``); ``next()`` runs where the execution mode says,
+        one part at a time, and may raise (ServingError) to end the stream
+        with an error.  The caller ``close()`` s an iterator it stops reading
+        early, and only between ``next()`` calls, so a generator's
+        ``finally`` runs.  Nothing runs before the first ``next()`` that a
+        generator would not run.  Default: UnimplementedError.
+        """
+        raise UnimplementedError(f"Signature '{signature_name}' cannot stream")
+
+    def call_stream_async(
+        self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
+    ) -> AsyncIterator[dict[str, npt.NDArray[Any]]]:
+        """Starts a streaming signature whose execution mode is ASYNC: an async iterator of parts.
+
+        As :meth:`call_stream`, on the event loop; the caller ``aclose()`` s
+        an async generator it stops reading early.  Default: UnimplementedError.
+        """
+        raise UnimplementedError(f"Signature '{signature_name}' cannot stream")
 
     def close(self) -> None:  # noqa: B027 - an optional hook: most servables hold nothing to close
         """Releases what the servable holds; called once when its version unloads.
@@ -327,6 +362,44 @@ def call_resolved(
     return _checked_outputs(name, spec, wanted, servable.call(name, inputs, wanted))
 
 
+def start_stream(
+    servable: Servable,
+    name: str,
+    spec: SignatureSpec,
+    inputs: Tensors,
+    output_filter: Iterable[str] | None = None,
+) -> tuple[Iterator[dict[str, Any]] | AsyncIterator[dict[str, Any]], frozenset[str] | None]:
+    """Checks a request against a streaming signature and starts it: its parts, and the filter.
+
+    The iterator is :meth:`Servable.call_stream_async`'s for ASYNC
+    signatures, else :meth:`Servable.call_stream`'s; pass each part it
+    gives to :func:`checked_part` with the returned filter.  Raises as
+    :func:`call_resolved`, and FailedPreconditionError for a signature
+    that does not stream.
+    Requires: ``(name, spec)`` came from :func:`resolve_signature` on this servable.
+    """
+    if not spec.streaming:
+        raise FailedPreconditionError(f"Signature '{name}' does not stream its answer")
+    check_inputs(spec, inputs)
+    wanted = _output_filter(spec, output_filter)
+    if spec.execution_mode is ExecutionMode.ASYNC:
+        return servable.call_stream_async(name, inputs, wanted), wanted
+    return servable.call_stream(name, inputs, wanted), wanted
+
+
+def checked_part(
+    name: str, spec: SignatureSpec, wanted: frozenset[str] | None, part: object
+) -> dict[str, npt.NDArray[Any]]:
+    """A part of a stream :func:`start_stream` started, checked as :func:`call_resolved` checks.
+
+    Raises InternalError if the servable breaks its contract (a part that
+    is not a dict, or holds missing or extra outputs).
+    """
+    if type(part) is not dict:
+        raise InternalError(f"Signature '{name}' gave a {type(part).__name__}, not a dict part")
+    return _checked_outputs(name, spec, wanted, part)
+
+
 async def call_resolved_async(
     servable: Servable,
     name: str,
@@ -343,6 +416,11 @@ async def call_resolved_async(
 def _prepare(
     spec: SignatureSpec, inputs: Tensors, output_filter: Iterable[str] | None
 ) -> frozenset[str] | None:
+    if spec.streaming:
+        raise FailedPreconditionError(
+            "The signature streams its answer in parts: call it as a stream (gRPC "
+            "ModelStreamInfer, REST generate or generate_stream)"
+        )
     check_inputs(spec, inputs)
     return _output_filter(spec, output_filter)
 

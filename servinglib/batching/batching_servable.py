@@ -14,7 +14,7 @@ import concurrent.futures
 import itertools
 import logging
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import AsyncIterator, Hashable, Iterator, Mapping
 from typing import Self, final
 
 from servinglib.batching._batch_request import BatchRequest, Outputs, Settlements
@@ -42,7 +42,8 @@ class BatchingServable(Servable):
     """Wraps a servable so that its batchable signatures run in batches.
 
     A signature is batched unless it is ASYNC (a coroutine cannot run on a
-    batch thread) or one of its tensors is known to have no batch
+    batch thread), streaming (its parts go straight to their one caller),
+    or one of its tensors is known to have no batch
     dimension (rank 0); other signatures call the wrapped servable
     directly.  Batched signatures report ExecutionMode.ASYNC: front ends
     await the batch instead of holding a worker thread.  :meth:`call`
@@ -126,6 +127,16 @@ class BatchingServable(Servable):
         assert isinstance(future, asyncio.Future)  # made on this loop
         return await future
 
+    def call_stream(
+        self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
+    ) -> Iterator[Outputs]:
+        return self._inner.call_stream(signature_name, inputs, output_filter)  # never batched
+
+    def call_stream_async(
+        self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
+    ) -> AsyncIterator[Outputs]:
+        return self._inner.call_stream_async(signature_name, inputs, output_filter)
+
     def close(self) -> None:
         for queue in self._queues.values():
             queue.close()
@@ -133,7 +144,7 @@ class BatchingServable(Servable):
 
 
 def _batchable(spec: SignatureSpec) -> bool:
-    if spec.execution_mode is ExecutionMode.ASYNC:
+    if spec.execution_mode is ExecutionMode.ASYNC or spec.streaming:
         return False
     tensors = itertools.chain(spec.inputs.values(), spec.outputs.values())
     return all(tensor.shape is None or len(tensor.shape) > 0 for tensor in tensors)

@@ -13,7 +13,7 @@ import inspect
 import itertools
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, final
 
 import attrs
@@ -107,11 +107,18 @@ def signature(
     The method is called with each input tensor as a keyword argument and
     returns a mapping of output name → array (anything ``numpy.asarray``
     accepts).  An ``async def`` method needs ``execution_mode=ASYNC``.
+    A generator method (``yield``) is a streaming signature: each mapping
+    it yields is one part of the answer (``outputs`` describe each part);
+    an async generator needs ``execution_mode=ASYNC``.  A stream stopped
+    early (the client left, the deadline passed) closes the generator, so
+    its ``finally`` runs.
     """
     spec = SignatureSpec(inputs, outputs, method_name, execution_mode)
 
     def mark(method: F) -> F:
-        setattr(method, _SPEC_ATTRIBUTE, (name or method.__name__, spec))
+        streaming = inspect.isgeneratorfunction(method) or inspect.isasyncgenfunction(method)
+        marked = attrs.evolve(spec, streaming=True) if streaming else spec
+        setattr(method, _SPEC_ATTRIBUTE, (name or method.__name__, marked))
         return method
 
     return mark
@@ -214,7 +221,7 @@ class PythonServable(Servable):
             name, spec = marked
             if name in specs:
                 raise InvalidArgumentError(f"Two methods declare signature '{name}'")
-            is_async = inspect.iscoroutinefunction(member)
+            is_async = inspect.iscoroutinefunction(member) or inspect.isasyncgenfunction(member)
             if is_async != (spec.execution_mode is ExecutionMode.ASYNC):
                 raise InvalidArgumentError(
                     f"Signature '{name}': async methods need execution_mode=ASYNC, and ASYNC "
@@ -254,6 +261,48 @@ class PythonServable(Servable):
         except Exception as exc:
             raise ServingError.wrap(exc, f"Signature '{signature_name}' failed") from exc
         return self._outputs(signature_name, outputs, output_filter)
+
+    def call_stream(
+        self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
+    ) -> Iterator[dict[str, npt.NDArray[Any]]]:
+        try:
+            parts = self._methods[signature_name](**inputs)
+        except Exception as exc:
+            raise ServingError.wrap(exc, f"Signature '{signature_name}' failed") from exc
+        return self._parts(signature_name, parts, output_filter)
+
+    def _parts(
+        self, name: str, parts: Iterator[object], output_filter: frozenset[str] | None
+    ) -> Iterator[dict[str, npt.NDArray[Any]]]:
+        try:
+            while True:
+                try:
+                    part = next(parts)
+                except StopIteration:
+                    return
+                except Exception as exc:
+                    raise ServingError.wrap(exc, f"Signature '{name}' failed") from exc
+                yield self._outputs(name, part, output_filter)
+        finally:
+            close = getattr(parts, "close", None)
+            if close is not None:
+                close()  # the model's generator runs its finally
+
+    async def call_stream_async(
+        self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
+    ) -> AsyncIterator[dict[str, npt.NDArray[Any]]]:
+        parts = self._methods[signature_name](**inputs)
+        try:
+            while True:
+                try:
+                    part = await anext(parts)
+                except StopAsyncIteration:
+                    return
+                except Exception as exc:
+                    raise ServingError.wrap(exc, f"Signature '{signature_name}' failed") from exc
+                yield self._outputs(signature_name, part, output_filter)
+        finally:
+            await parts.aclose()
 
     def _outputs(
         self, name: str, outputs: object, output_filter: frozenset[str] | None

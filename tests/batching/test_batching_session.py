@@ -20,6 +20,8 @@ from servinglib.errors import (
     InvalidArgumentError,
     ServingError,
 )
+from servinglib.loaders import PythonModel, signature
+from servinglib.loaders.python import PythonServable
 from servinglib.servable import (
     ExecutionMode,
     Servable,
@@ -28,6 +30,8 @@ from servinglib.servable import (
     TensorSpec,
     call_signature,
     deadline_scope,
+    resolve_signature,
+    start_stream,
 )
 from servinglib.testing import FakeClock, wait_until
 
@@ -302,3 +306,26 @@ def test_close_closes_queues_then_the_wrapped_servable(scheduler: SharedBatchSch
     servable.close()
     assert model.closed
     assert scheduler.statistics() == {}
+
+
+def test_streaming_signatures_pass_through_unbatched(scheduler: SharedBatchScheduler) -> None:
+    """A streaming signature is not batched: its parts stream from the wrapped servable."""
+
+    class Parts(PythonModel):
+        @signature(
+            name="serving_default",
+            inputs=[TensorSpec("x", "float32", [-1, 1])],
+            outputs=[TensorSpec("y", "float32", [-1, 1])],
+        )
+        def parts(self, x: Any) -> Any:
+            yield {"y": x}
+            yield {"y": x * 2}
+
+    servable = BatchingServable(
+        PythonServable(Parts()), scheduler, BatchingParameters(max_batch_size=8), name="p/1"
+    )
+    assert servable.batched_signatures == frozenset()
+    name, spec = resolve_signature(servable, None)
+    assert spec.streaming
+    parts, _ = start_stream(servable, name, spec, {"x": x(3)})
+    assert [p["y"].tolist() for p in parts] == [[[3.0]], [[6.0]]]  # type: ignore[union-attr]

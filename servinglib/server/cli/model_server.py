@@ -22,7 +22,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from typing import Any, final
+from typing import Any, TypeVar, final
 
 import attrs
 
@@ -57,12 +57,15 @@ from servinglib.server.plane.request_record import (
     RequestRecord,
     record_request,
 )
+from servinglib.server.plane.stream_metrics import StreamMetrics, log_stream
+from servinglib.server.plane.streaming import StreamObserver
 from servinglib.server.plane.worker_metrics import WorkerMetrics
 from servinglib.server.server_core import ServerCore
 from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.sources.file_system_storage_path_source import FileSystemStoragePathSourceConfig
 
 _log = logging.getLogger("servinglib.server")
+R = TypeVar("R")  # a record an observer takes
 
 _REFREEZE_CHECK_S = 2.0  # how often the loop looks whether versions changed (see HeapFreezer)
 _TRIM_CHECK_S = 1.0  # how often the RSS is read to decide on a trim (see MemoryTrimmer)
@@ -239,7 +242,9 @@ class ModelServer:
         if self.metrics is not None:
             self.metrics.attach(self.core)
         self.plane = DataPlane(
-            self.core, max_calls_per_model=flags.max_pool_calls_per_model or None
+            self.core,
+            max_calls_per_model=flags.max_pool_calls_per_model or None,
+            on_stream=self._stream_observer(),
         )
         if self.metrics is not None:
             self.metrics.attach_plane(self.plane)
@@ -443,14 +448,16 @@ class ModelServer:
             observers.append(record_request(self.metrics))
         if self.flags.log_requests:
             observers.append(_log_request)
-        if len(observers) <= 1:
-            return observers[0] if observers else None
+        return _each_of(observers)
 
-        def observe(record: RequestRecord) -> None:
-            for observer in observers:
-                observer(record)
-
-        return observe
+    def _stream_observer(self) -> StreamObserver | None:
+        """What each closed stream is reported to: the metrics, the request log."""
+        observers: list[StreamObserver] = []
+        if self.metrics is not None:
+            observers.append(StreamMetrics(self.metrics).observe)
+        if self.flags.log_requests:
+            observers.append(log_stream)
+        return _each_of(observers)
 
     def _make_watcher(self) -> ModelConfigFileWatcher | None:
         flags = self.flags
@@ -526,6 +533,18 @@ class ModelServer:
 
 
 _requests_log = logging.getLogger("servinglib.requests")
+
+
+def _each_of(observers: list[Callable[[R], None]]) -> Callable[[R], None] | None:
+    """One observer calling each of ``observers`` in order (None: none; itself: one)."""
+    if len(observers) <= 1:
+        return observers[0] if observers else None
+
+    def observe(record: R) -> None:
+        for observer in observers:
+            observer(record)
+
+    return observe
 
 
 def _log_request(record: RequestRecord) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Final, final
 
+import attrs
 import grpc.aio
+import numpy.typing as npt
 
 from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
 from servinglib.errors import InvalidArgumentError, UnimplementedError
@@ -140,29 +142,11 @@ class InferenceServicer:
         self, request: v2.ModelInferRequest, context: Context
     ) -> v2.ModelInferResponse:
         """Runs the signature on the inputs; the requested outputs (default: all)."""
-        name, version = request.model_name, request.model_version
-        spec = cached_spec((name, version), lambda: _spec(name, version))
-        signature = _signature_name(request) if request.parameters else None
-        requested: list[str] | None = None
-        if request.outputs:
-            for output in request.outputs:
-                if "classification" in output.parameters:
-                    raise UnimplementedError(
-                        f"Output '{output.name}': the classification extension is not supported"
-                    )
-            requested = [output.name for output in request.outputs]
-        inputs = decode_inputs(request, self._decode_limits)
+        call = decode_request(request, self._decode_limits)
         result = await self._plane.infer(
-            spec, signature, inputs, requested, deadline=deadline_of(context)
+            call.spec, call.signature, call.inputs, call.requested, deadline=deadline_of(context)
         )
-        outputs = result.outputs
-        if requested:
-            outputs = {name: outputs[name] for name in dict.fromkeys(requested)}
-        response = v2.ModelInferResponse(
-            model_name=result.model_name, model_version=str(result.version), id=request.id
-        )
-        encode_outputs(outputs, response)
-        return response
+        return encode_response(request, call, result.model_name, result.version, result.outputs)
 
     async def model_config(
         self, request: v2.ModelConfigRequest, _context: Context
@@ -177,6 +161,7 @@ class InferenceServicer:
             fields["backend"],
         )
         config.max_batch_size = fields["max_batch_size"]
+        config.model_transaction_policy.decoupled = fields["model_transaction_policy"]["decoupled"]
         for key, entries in (("input", config.input), ("output", config.output)):
             for tensor in fields[key]:
                 entries.add(
@@ -211,6 +196,50 @@ class InferenceServicer:
         """Unloads a model; see :class:`ModelRepository`."""
         await self._repository.unload(request.model_name)
         return v2.RepositoryModelUnloadResponse()
+
+
+@final
+@attrs.frozen
+class DecodedRequest:
+    """A ModelInferRequest as the plane takes it: model, signature, inputs, outputs.  Immutable."""
+
+    spec: ModelSpec
+    signature: str | None
+    inputs: dict[str, npt.NDArray[Any]]
+    requested: list[str] | None
+
+
+def decode_request(request: v2.ModelInferRequest, limits: DecodeLimits) -> DecodedRequest:
+    """What ``request`` asks (ModelInfer and ModelStreamInfer alike); errors name the field."""
+    name, version = request.model_name, request.model_version
+    spec = cached_spec((name, version), lambda: _spec(name, version))
+    signature = _signature_name(request) if request.parameters else None
+    requested: list[str] | None = None
+    if request.outputs:
+        for output in request.outputs:
+            if "classification" in output.parameters:
+                raise UnimplementedError(
+                    f"Output '{output.name}': the classification extension is not supported"
+                )
+        requested = [output.name for output in request.outputs]
+    return DecodedRequest(spec, signature, decode_inputs(request, limits), requested)
+
+
+def encode_response(
+    request: v2.ModelInferRequest,
+    call: DecodedRequest,
+    model_name: str,
+    version: int,
+    outputs: dict[str, npt.NDArray[Any]],
+) -> v2.ModelInferResponse:
+    """The response to ``request``: its id, the version that served it, the requested outputs."""
+    if call.requested:
+        outputs = {name: outputs[name] for name in dict.fromkeys(call.requested)}
+    response = v2.ModelInferResponse(
+        model_name=model_name, model_version=str(version), id=request.id
+    )
+    encode_outputs(outputs, response)
+    return response
 
 
 def _name(name: str) -> str:

@@ -19,7 +19,13 @@ import grpc.aio
 
 from servinglib.errors import UnavailableError
 from servinglib.protos import health_pb2
-from servinglib.server.grpc import health, inference_service, model_service, prediction_service
+from servinglib.server.grpc import (
+    health,
+    inference_service,
+    model_service,
+    prediction_service,
+    stream_infer,
+)
 from servinglib.server.grpc._rpc import (
     blocking_method_handler,
     blocking_stream_handler,
@@ -170,7 +176,8 @@ def create_server(
         name: {rpc.method: unary(name, rpc, observer) for rpc in rpcs}
         for name, rpcs in [*services.items(), (health.SERVICE, health_servicer.rpcs())]
     }
-    for name, streams in _streams(health_servicer, blocking=blocking).items():
+    inferer = stream_infer.StreamInferer(plane, options.decode_limits)
+    for name, streams in _streams(health_servicer, inferer, observer, blocking=blocking).items():
         methods[name].update(streams)
     server.add_generic_rpc_handlers(
         [grpc.method_handlers_generic_handler(name, rpcs) for name, rpcs in methods.items()]
@@ -224,23 +231,35 @@ def _server(options: GrpcServerOptions) -> grpc.aio.Server | grpc.Server:
 
 
 def _streams(
-    health_servicer: health.HealthServicer, *, blocking: bool
+    health_servicer: health.HealthServicer,
+    inferer: stream_infer.StreamInferer,
+    observer: RequestObserver | None,
+    *,
+    blocking: bool,
 ) -> dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]]:
     """The streaming RPCs, by service and method.
 
     Unlike unary RPCs (one coroutine, driven by either server), a stream
     needs a handler per server: a generator on the synchronous server's
-    thread, an async generator on grpc.aio.  Health Watch is one; a
-    bidirectional ModelStreamInfer adds its pair here (on the synchronous
-    server, a stream's requests answered concurrently can run their
-    coroutines on one event loop thread while the RPC's thread relays).
+    thread, an async generator on grpc.aio.  Health Watch is one;
+    ModelStreamInfer the other (on the synchronous server, a stream's
+    requests are answered concurrently on a helper event loop while the
+    RPC's thread relays).
     """
     watch = (
         blocking_stream_handler(health_pb2.HealthCheckRequest, health_servicer.watch_blocking)
         if blocking
         else stream_handler(health_pb2.HealthCheckRequest, health_servicer.watch)
     )
-    return {health.SERVICE: {"Watch": watch}}
+    stream = (
+        stream_infer.blocking_stream_stream_handler
+        if blocking
+        else stream_infer.stream_stream_handler
+    )(inference_service.SERVICE, inferer, observer)
+    return {
+        health.SERVICE: {"Watch": watch},
+        inference_service.SERVICE: {stream_infer.METHOD: stream},
+    }
 
 
 def _bind(server: grpc.aio.Server | grpc.Server, options: GrpcServerOptions) -> int:

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, final
 
 import attrs
@@ -23,9 +23,11 @@ from servinglib.servable import (
     Tensors,
     call_resolved,
     call_resolved_async,
+    check_inputs,
     deadline_scope,
     request_deadline,
     resolve_signature,
+    start_stream,
 )
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.call_pool import (
@@ -35,9 +37,21 @@ from servinglib.server.plane.call_pool import (
     default_max_calls_per_model,
 )
 from servinglib.server.plane.calls_here import CallsHere, on_server_thread
-from servinglib.server.plane.metadata import v2_config_data_type, v2_model_metadata
+from servinglib.server.plane.metadata import (
+    v2_config_data_type,
+    v2_decoupled,
+    v2_model_metadata,
+)
 from servinglib.server.plane.repository import RepositoryEntry, repository_index
 from servinglib.server.plane.signature_cache import SignatureCache
+from servinglib.server.plane.stream_producer import stream_producer
+from servinglib.server.plane.streaming import (
+    DEFAULT_BUFFER_PARTS,
+    InferenceStream,
+    OpenStreams,
+    Part,
+    StreamObserver,
+)
 from servinglib.server.server_core import ServerCore
 from servinglib.server.status import ModelMetadata, ModelStatus
 
@@ -120,9 +134,11 @@ class DataPlane:
         *,
         max_workers: int | None = None,
         max_calls_per_model: int | None = None,
+        on_stream: StreamObserver | None = None,
     ) -> None:
         workers = max_workers or _default_workers()
         self._core = core
+        self._on_stream = on_stream
         self._pool = CallPool(
             workers,
             max_calls_per_model or default_max_calls_per_model(workers),
@@ -130,6 +146,7 @@ class DataPlane:
         )
         self._signatures = SignatureCache(core)
         self._here = CallsHere(self._pool)
+        self._streams = OpenStreams()
 
     @property
     def core(self) -> ServerCore:
@@ -200,7 +217,9 @@ class DataPlane:
         """Triton's model configuration of the selected version, as its JSON object.
 
         ``platform`` and ``backend`` both name the model's platform; the
-        tensors are the default signature's (``data_type`` as ``TYPE_FP32``).
+        tensors are the default signature's (``data_type`` as ``TYPE_FP32``);
+        ``model_transaction_policy.decoupled`` says whether it streams (as a
+        Triton decoupled model, read by clients such as perf_analyzer).
         """
         metadata = self._core.model_metadata(model_spec)
         summary = v2_model_metadata(
@@ -213,6 +232,7 @@ class DataPlane:
             "max_batch_size": 0,
             "input": [_config_tensor(t) for t in summary["inputs"]],
             "output": [_config_tensor(t) for t in summary["outputs"]],
+            "model_transaction_policy": {"decoupled": v2_decoupled(metadata.signatures)},
         }
 
     def model_status(self, model: str | ModelSpec, version: int | None = None) -> ModelStatus:
@@ -265,7 +285,10 @@ class DataPlane:
 
         The running calls' threads go on until their model returns (server
         threads' calls too: their server answers its clients at its stop).
+        Open streams end too: their readers get ``error`` after the parts
+        they have, and the models' generators are closed.
         """
+        self._streams.cut_off(error)
         return self._pool.cut_off(error) + self._here.running()
 
     def signatures(self, model_spec: ModelSpec) -> tuple[ModelSpec, Mapping[str, SignatureSpec]]:
@@ -335,6 +358,77 @@ class DataPlane:
                     raise
         return InferenceResult(outputs, model_spec.name, handle.id.version, name)
 
+    def open_stream(
+        self,
+        model_spec: ModelSpec,
+        signature_name: str | None,
+        inputs: Tensors,
+        output_filter: Iterable[str] | None = None,
+        *,
+        deadline: float | None = None,
+        buffer_parts: int = DEFAULT_BUFFER_PARTS,
+    ) -> InferenceStream:
+        """Starts ``signature_name`` of the version ``model_spec`` picks as a stream of parts.
+
+        A streaming signature gives its parts (see
+        :class:`~servinglib.server.plane.streaming.InferenceStream`:
+        ``buffer_parts`` buffered and a batch in hand ahead of the reader at
+        most, the deadline bounding the whole stream, one request in flight
+        until it is closed); any other gives
+        one part, its outputs, as :meth:`infer` runs it.  Raises at once
+        what the lookup and the request's checks raise (as :meth:`infer`);
+        errors of the model arrive through the stream.  Close the stream
+        (``async with``) on the event loop that reads it.
+        """
+        handle = self._core.servable_handle(model_spec)
+        try:
+            servable = _servable_of(handle, model_spec)
+            name, spec = resolve_signature(servable, signature_name)
+            site = CallSite(model_spec.name, handle.id.version, name)
+            if spec.streaming:
+                parts, wanted = start_stream(servable, name, spec, inputs, output_filter)
+                produce = stream_producer(
+                    self._pool,
+                    site,
+                    spec,
+                    parts,
+                    wanted=wanted,
+                    deadline=deadline,
+                    batch_parts=buffer_parts,
+                )
+                release = handle.release
+            else:
+                check_inputs(spec, inputs)
+                handle.release()  # infer takes its own: the call counts once, as any request
+                pinned = ModelSpec(model_spec.name, handle.id.version)
+
+                async def produce(put: Callable[[Part], Awaitable[None]]) -> None:
+                    result = await self.infer(
+                        pinned, name, inputs, output_filter, deadline=deadline
+                    )
+                    await put(result.outputs)
+
+                release = _no_release
+        except BaseException:
+            handle.release()
+            raise
+        stream = InferenceStream(
+            site,
+            produce,
+            release=release,
+            deadline=deadline,
+            buffer_parts=buffer_parts,
+            observer=self._on_stream,
+            streaming=spec.streaming,
+            on_close=self._streams.discard,
+        )
+        self._streams.add(stream)
+        return stream
+
+    def open_streams(self) -> int:
+        """How many streams :meth:`open_stream` opened are not closed yet."""
+        return len(self._streams)
+
     async def _run(
         self,
         handle: ServableHandle[Any],
@@ -379,6 +473,10 @@ class DataPlane:
         self._signatures.close()
         self._pool.close()
         self._here.close()
+
+
+def _no_release() -> None:
+    pass
 
 
 def _config_tensor(tensor: dict[str, Any]) -> dict[str, Any]:

@@ -62,9 +62,7 @@ def v2_model_metadata(
     signature uses it whatever its name).  Shapes use -1 for unknown sizes;
     an unknown rank is reported as ``[-1]``.
     """
-    spec = signatures.get(signature_name)
-    if spec is None and len(signatures) == 1:
-        (spec,) = signatures.values()
+    spec = _described(signatures, signature_name)
     return {
         "name": name,
         "versions": [str(v) for v in sorted(versions)],
@@ -87,3 +85,21 @@ def _v2_tensor(tensor: TensorSpec) -> dict[str, Any]:
         "datatype": numpy_to_v2_datatype(tensor.dtype),
         "shape": list(tensor.shape) if tensor.shape is not None else [-1],
     }
+
+
+def v2_decoupled(
+    signatures: Mapping[str, SignatureSpec], signature_name: str = DEFAULT_SIGNATURE
+) -> bool:
+    """Whether the signature V2 metadata describes streams: Triton's "decoupled" model."""
+    spec = _described(signatures, signature_name)
+    return spec is not None and spec.streaming
+
+
+def _described(
+    signatures: Mapping[str, SignatureSpec], signature_name: str
+) -> SignatureSpec | None:
+    """The signature V2 describes: ``signature_name``, or a servable's only signature."""
+    spec = signatures.get(signature_name)
+    if spec is None and len(signatures) == 1:
+        (spec,) = signatures.values()
+    return spec

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
@@ -21,7 +22,8 @@ from servinglib.errors import (
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 from servinglib.server.rest import json_codec
-from servinglib.server.rest.exchange import RestRequest, RestResponse
+from servinglib.server.rest.exchange import BodyStream, RestRequest, RestResponse
+from servinglib.server.rest.generate import GenerateApi
 from servinglib.server.rest.kserve_v2 import KServeV2Api
 from servinglib.server.rest.options import RestOptions
 from servinglib.server.rest.router import Route, Router, below_root
@@ -73,7 +75,9 @@ class RestApp:
         self._plane = target if isinstance(target, DataPlane) else DataPlane(target)
         self._options = options or RestOptions()
         self._tfs = TfServingApi(self._plane)
-        self._router = Router(self._tfs, KServeV2Api(self._plane, self._options))
+        self._router = Router(
+            self._tfs, KServeV2Api(self._plane, self._options), GenerateApi(self._plane)
+        )
         self._on_request = on_request
         self._timeout_s = self._options.request_timeout_s
         self._max_body = self._options.max_request_body_bytes
@@ -157,7 +161,10 @@ class RestApp:
             code = StatusCode.INTERNAL
             wrapped = InternalError(f"{type(error).__name__}: {error}")
             response = self._log_failure(scope, method, path, error, RestResponse.error(wrapped))
-        await self._send(send, response)
+        if response.stream is None:
+            await self._send(send, response)
+        else:
+            code = await self._send_stream(send, receive, response, response.stream)
         # Metrics hook: the one place that knows model, API, entrypoint, status and latency.
         if self._on_request is not None:
             self._on_request(
@@ -224,6 +231,41 @@ class RestApp:
         ]
         await send({"type": "http.response.start", "status": response.status, "headers": headers})
         await send({"type": "http.response.body", "body": response.body})
+
+    async def _send_stream(
+        self, send: Send, receive: Receive, response: RestResponse, body: BodyStream
+    ) -> StatusCode:
+        """Sends a body chunk by chunk until it ends or the client leaves; the outcome's code."""
+        headers = [(b"content-type", response.content_type), *response.headers]
+        headers.extend(self._extra_headers)
+        pump = asyncio.ensure_future(_pump(send, response.status, headers, body))
+        left = asyncio.ensure_future(_disconnected(receive))
+        try:
+            await asyncio.wait((pump, left), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            pump.cancel()
+            left.cancel()
+            await asyncio.gather(pump, left, return_exceptions=True)
+            await body.aclose()
+        if pump.cancelled() or pump.exception() is not None:
+            return StatusCode.CANCELLED  # the client left (or the server stopped) mid-stream
+        return body.code
+
+
+async def _pump(
+    send: Send, status: int, headers: list[tuple[bytes, bytes]], body: BodyStream
+) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    async with contextlib.aclosing(body.chunks()) as chunks:
+        async for chunk in chunks:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Returns when the client disconnects (the request's body was read before)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 class _BodyTooLarge(Exception):  # noqa: N818 - an HTTP outcome (413), not a serving error

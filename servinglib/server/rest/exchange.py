@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import abc
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, final
 
 import attrs
 
-from servinglib.errors import InvalidArgumentError, ServingError
+from servinglib.errors import InvalidArgumentError, ServingError, StatusCode
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.rest import json_codec
 
@@ -57,15 +58,42 @@ class RestRequest:
         return value
 
 
+class BodyStream(abc.ABC):
+    """A response body sent in chunks as they come (server-sent events, say).
+
+    The app sends each chunk of :meth:`chunks` as it comes, stops reading
+    them when the client disconnects, and always calls :meth:`aclose`
+    last.  ``code`` is the outcome for the request's record: OK unless the
+    body reported an error in band.
+    Not thread-safe: one task sends it.
+    """
+
+    def __init__(self) -> None:
+        self.code = StatusCode.OK
+
+    @abc.abstractmethod
+    def chunks(self) -> AsyncGenerator[bytes, None]:
+        """The body's chunks, each sent as soon as it is given."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Releases what the body holds; called once, whether or not the chunks were read."""
+
+
 @final
 @attrs.frozen
 class RestResponse:
-    """A complete response: status, body, content type and extra headers.  Immutable."""
+    """A response: status, body, content type and extra headers.  Immutable.
+
+    With ``stream`` the body is sent in chunks from it (``body`` is then
+    ignored, and no content length is sent).
+    """
 
     status: int
     body: bytes
     content_type: bytes = JSON
     headers: tuple[tuple[bytes, bytes], ...] = ()
+    stream: BodyStream | None = attrs.field(default=None, eq=False)
 
     @classmethod
     def json(cls, value: Any, status: int = 200) -> RestResponse:  # noqa: ANN401 - any JSON value

@@ -20,6 +20,7 @@ import attrs
 from servinglib.errors import InvalidArgumentError, NotFoundError
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.rest.exchange import Handler
+from servinglib.server.rest.generate import GenerateApi
 from servinglib.server.rest.kserve_v2 import KServeV2Api
 from servinglib.server.rest.tf_serving import TfServingApi
 
@@ -31,7 +32,8 @@ _TFS_GET = re.compile(
     r"/v1/models/([^/:]+)(?:/versions/([0-9]+)|/labels/([^/:]+))?(/metadata)?", re.IGNORECASE
 )
 _V2_MODEL = re.compile(
-    r"/v2/models/([^/]+)(?:/versions/([^/]+))?(?:/(ready|config|infer))?", re.IGNORECASE
+    r"/v2/models/([^/]+)(?:/versions/([^/]+))?(?:/(ready|config|infer|generate|generate_stream))?",
+    re.IGNORECASE,
 )
 _CACHE_SIZE = 4096  # distinct (method, path) pairs remembered; past it the cache starts over
 
@@ -69,9 +71,14 @@ class Router:
     same whichever thread matched it first.
     """
 
-    def __init__(self, tfs: TfServingApi, v2: KServeV2Api) -> None:
+    def __init__(self, tfs: TfServingApi, v2: KServeV2Api, generate: GenerateApi) -> None:
         self._tfs = tfs
         self._v2 = v2
+        self._v2_post = {
+            "infer": v2.infer,
+            "generate": generate.generate,
+            "generate_stream": generate.generate_stream,
+        }
         self._matched: dict[tuple[str, str], Route] = {}
         self._static: dict[tuple[str, str], Route] = {
             ("GET", "/v1/models"): Route("list_models", tfs.list_models),
@@ -143,9 +150,9 @@ class Router:
                         f"Model version must be a non-negative integer, got {_shown(raw_version)}"
                     )
                 version = int(raw_version)
-            if method == "POST" and verb == "infer":
-                return Route("infer", self._v2.infer, _decoded(name), version)
-            if method == "GET" and verb != "infer":
+            if method == "POST" and verb in self._v2_post:
+                return Route(verb, self._v2_post[verb], _decoded(name), version)
+            if method == "GET" and verb not in self._v2_post:
                 api, handler = self._v2_get[verb]
                 return Route(api, handler, _decoded(name), version)
         raise NotFoundError(f"Not found: {method} {_shown(path)}")

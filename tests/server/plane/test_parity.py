@@ -215,6 +215,7 @@ class Both:
             "max_batch_size": config.max_batch_size,
             "input": tensors(config.input),
             "output": tensors(config.output),
+            "model_transaction_policy": {"decoupled": config.model_transaction_policy.decoupled},
         }
         return over_rest, (200, fields)
 

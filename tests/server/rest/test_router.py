@@ -24,7 +24,7 @@ class _Api:
 def router() -> Router:
     """A Router over stand-in handlers (matching never calls them)."""
     api: object = _Api()
-    return Router(api, api)  # type: ignore[arg-type]
+    return Router(api, api, api)  # type: ignore[arg-type]
 
 
 def test_a_path_seen_before_gives_the_same_route(router: Router) -> None:

@@ -1,0 +1,274 @@
+"""KServe V2 / Triton ``ModelStreamInfer``: a bidirectional stream of requests and their parts.
+
+Each request on the stream is answered by zero or more
+``ModelStreamInferResponse`` s carrying its ``id``: one per part of a
+streaming signature, one for any other signature.  A failing request gets
+one response with ``error_message`` set (its ``infer_response`` names the
+request's id and model) and the stream stays open for the others.
+Requests run concurrently; one request's responses keep their order.
+
+Triton's final-response flag: every response carries the parameter
+``triton_final_response`` (false for a streaming signature's parts, whose
+last one is known only once the model has ended; true for the one response
+of any other signature); a request with ``triton_enable_empty_final_response``
+set also gets an empty response with the flag true once its stream ended
+(tritonclient's ``enable_empty_final_response``), so a client knows when it
+may stop waiting.
+
+:class:`StreamInferer` holds the protocol (decode, the plane's stream,
+encode, errors); :func:`stream_stream_handler` only runs it on grpc.aio's
+bidirectional call, so another gRPC server can run the same StreamInferer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Final, final
+
+import grpc
+import grpc.aio
+from google.protobuf import message as pb_message
+
+from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
+from servinglib.errors import InvalidArgumentError, ServingError, StatusCode
+from servinglib.protos import grpc_service_pb2 as v2
+from servinglib.server.grpc._convert import deadline_of
+from servinglib.server.grpc.inference_service import decode_request, encode_response
+from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.request_record import RequestObserver, RequestRecord
+
+_log = logging.getLogger("servinglib.server.grpc")
+
+METHOD: Final = "ModelStreamInfer"
+API: Final = "stream_infer"
+FINAL_RESPONSE: Final = "triton_final_response"
+EMPTY_FINAL_RESPONSE: Final = "triton_enable_empty_final_response"
+REQUESTS_AT_ONCE: Final = 64
+"""Requests of one stream answered at once; past them the stream's further requests wait."""
+RESPONSES_AHEAD: Final = 16
+"""Responses a stream holds ready for a client that reads slowly; past them the models wait."""
+
+
+@final
+class StreamInferer:
+    """Answers the requests of ModelStreamInfer through a DataPlane.  Thread-safe: stateless."""
+
+    def __init__(self, plane: DataPlane, decode_limits: DecodeLimits = DEFAULT_LIMITS) -> None:
+        self._plane = plane
+        self._decode_limits = decode_limits
+
+    async def answer(
+        self, data: bytes, deadline: float | None
+    ) -> AsyncGenerator[tuple[v2.ModelStreamInferResponse, str, StatusCode], None]:
+        """The responses to one serialized ModelInferRequest, each with its model and outcome.
+
+        The outcome is OK but for the last response of a failed request
+        (its error's code).  Closing the iterator early (``aclose``, e.g.
+        through ``contextlib.aclosing``: leaving an ``async for`` does not)
+        closes the plane's stream, and so the model's generator.
+        """
+        request = v2.ModelInferRequest()
+        try:
+            try:
+                request.ParseFromString(data)
+            except pb_message.DecodeError as error:
+                raise InvalidArgumentError(
+                    f"Cannot decode the ModelInferRequest: {error}"
+                ) from None
+            call = decode_request(request, self._decode_limits)
+            stream = self._plane.open_stream(
+                call.spec, call.signature, call.inputs, call.requested, deadline=deadline
+            )
+            async with stream:
+                final = not stream.streaming  # a streaming signature's last part is not known
+                async for outputs in stream:
+                    response = encode_response(
+                        request, call, stream.model_name, stream.version, outputs
+                    )
+                    yield _wrapped(response, final=final), request.model_name, StatusCode.OK
+        except ServingError as error:
+            yield _error(request, error.message), request.model_name, error.code
+            return
+        except Exception as error:  # noqa: BLE001 - one request's failure never ends the stream
+            _log.exception("%s: request %r failed", METHOD, request.id)
+            message = f"{type(error).__name__}: {error}"
+            yield _error(request, message), request.model_name, StatusCode.INTERNAL
+            return
+        if stream.streaming and _wants_empty_final(request):
+            empty = v2.ModelInferResponse(
+                model_name=stream.model_name, model_version=str(stream.version), id=request.id
+            )
+            yield _wrapped(empty, final=True), request.model_name, StatusCode.OK
+
+
+def _wrapped(response: v2.ModelInferResponse, *, final: bool) -> v2.ModelStreamInferResponse:
+    response.parameters[FINAL_RESPONSE].bool_param = final
+    return v2.ModelStreamInferResponse(infer_response=response)
+
+
+def _error(request: v2.ModelInferRequest, message: str) -> v2.ModelStreamInferResponse:
+    named = v2.ModelInferResponse(
+        model_name=request.model_name, model_version=request.model_version, id=request.id
+    )
+    named.parameters[FINAL_RESPONSE].bool_param = True
+    return v2.ModelStreamInferResponse(error_message=message, infer_response=named)
+
+
+def _wants_empty_final(request: v2.ModelInferRequest) -> bool:
+    if EMPTY_FINAL_RESPONSE not in request.parameters:
+        return False
+    return request.parameters[EMPTY_FINAL_RESPONSE].bool_param
+
+
+def stream_stream_handler(
+    service: str, inferer: StreamInferer, observer: RequestObserver | None
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """ModelStreamInfer on grpc.aio: requests answered concurrently, responses as they come.
+
+    At most :data:`REQUESTS_AT_ONCE` requests of the stream run at once
+    (the next ones are read when one ends).  Reports one RequestRecord per
+    request (latency: from its arrival to its last response).  A client
+    that cancels (or the server's stop past its grace) cancels every
+    request's stream, closing their generators.
+    """
+
+    serve = _serving(service, inferer, observer)
+
+    async def call(
+        requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> None:
+        await serve(requests, context.write, deadline_of(context))
+
+    return grpc.stream_stream_rpc_method_handler(call)
+
+
+Serve = Callable[
+    [AsyncIterator[bytes], Callable[[bytes], Awaitable[object]], float | None], Awaitable[None]
+]
+
+
+def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | None) -> Serve:
+    """One stream's loop, whatever the server: read requests, answer them concurrently, write."""
+
+    async def serve(
+        requests: AsyncIterator[bytes],
+        write: Callable[[bytes], Awaitable[object]],
+        deadline: float | None,
+    ) -> None:
+        out: asyncio.Queue[bytes | None] = asyncio.Queue(RESPONSES_AHEAD)
+        running: set[asyncio.Task[None]] = set()
+
+        async def answer(data: bytes) -> None:
+            started = time.perf_counter()
+            model, code = "", StatusCode.OK
+            try:
+                async with contextlib.aclosing(inferer.answer(data, deadline)) as responses:
+                    async for response, model_name, outcome in responses:
+                        model, code = model_name, outcome
+                        await out.put(response.SerializeToString())
+            except asyncio.CancelledError:
+                code = StatusCode.CANCELLED
+                raise
+            finally:
+                if observer is not None:
+                    observer(_record(service, model, code, time.perf_counter() - started))
+
+        async def read() -> None:
+            try:
+                async for data in requests:
+                    while len(running) >= REQUESTS_AT_ONCE:  # hold the client back
+                        await asyncio.wait(running.copy(), return_when=asyncio.FIRST_COMPLETED)
+                    task = asyncio.create_task(answer(data))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+            except grpc.RpcError as error:  # the client's side of the stream broke
+                _log.info("%s: reading requests ended: %s", METHOD, error)
+            while running:
+                await asyncio.wait(set(running))
+            await out.put(None)
+
+        reader = asyncio.create_task(read())
+        try:
+            while (response := await out.get()) is not None:
+                try:
+                    await write(response)
+                except Exception as error:  # noqa: BLE001 - the call ended under us (cancelled)
+                    _log.debug("%s: a response could not be sent: %r", METHOD, error)
+                    return
+        finally:
+            for task in (reader, *running):
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(reader, *running, return_exceptions=True)
+
+    return serve
+
+
+def blocking_stream_stream_handler(
+    service: str, inferer: StreamInferer, observer: RequestObserver | None
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """ModelStreamInfer on grpcio's synchronous server: the stream's loop on a helper event loop.
+
+    The RPC's thread relays: requests are read from it by the loop's
+    executor, responses handed back through a bounded queue (a slow reader
+    holds the models back as on grpc.aio).  A client that cancels, or the
+    server's stop, cancels the loop's requests, closing their generators.
+    """
+    serve = _serving(service, inferer, observer)
+
+    def call(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+        deadline = deadline_of(context)  # type: ignore[arg-type]
+        responses: queue.Queue[bytes | None] = queue.Queue(RESPONSES_AHEAD)
+        loop = asyncio.new_event_loop()
+        done = object()
+
+        async def read() -> AsyncIterator[bytes]:
+            while (data := await loop.run_in_executor(None, next, requests, done)) is not done:
+                yield data  # type: ignore[misc]
+
+        async def write(response: bytes) -> None:
+            await loop.run_in_executor(None, responses.put, response)
+
+        async def run() -> None:
+            try:
+                await serve(read(), write, deadline)
+            finally:
+                await loop.run_in_executor(None, responses.put, None)
+
+        task = loop.create_task(run())
+
+        def drive() -> None:
+            with contextlib.suppress(asyncio.CancelledError):  # the client left: cancelled
+                loop.run_until_complete(task)
+
+        thread = threading.Thread(target=drive, name="servinglib-stream", daemon=True)
+        thread.start()
+        try:
+            while (response := responses.get()) is not None:
+                yield response
+        finally:
+            loop.call_soon_threadsafe(task.cancel)
+            while thread.is_alive():  # the loop's last put may wait for room
+                with contextlib.suppress(queue.Empty):
+                    responses.get(timeout=0.05)
+            loop.close()
+
+    return grpc.stream_stream_rpc_method_handler(call)
+
+
+def _record(service: str, model: str, code: StatusCode, latency_s: float) -> RequestRecord:
+    return RequestRecord(
+        model_name=model,
+        api=API,
+        entrypoint="GRPC",
+        code=code,
+        latency_s=latency_s,
+        service=service,
+        method=METHOD,
+    )
