@@ -93,7 +93,7 @@ def running(
 
 
 _REQUEST_COUNT = re.compile(
-    r"^:tensorflow:serving:request_count_total\{([^}]*)\} (\S+)$", re.MULTILINE
+    r"^:tensorflow:serving:request_count\{([^}]*)\} (\S+)$", re.MULTILINE
 )
 
 

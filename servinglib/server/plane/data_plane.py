@@ -34,6 +34,7 @@ from servinglib.server.plane.call_pool import (
     RunningCall,
     default_max_calls_per_model,
 )
+from servinglib.server.plane.in_flight import InFlight
 from servinglib.server.plane.metadata import v2_config_data_type, v2_model_metadata
 from servinglib.server.plane.repository import RepositoryEntry, repository_index
 from servinglib.server.plane.signature_cache import SignatureCache
@@ -120,6 +121,7 @@ class DataPlane:
             "servinglib-call",
         )
         self._signatures = SignatureCache(core)
+        self._in_flight = InFlight()
 
     @property
     def core(self) -> ServerCore:
@@ -130,6 +132,10 @@ class DataPlane:
     def max_calls_per_model(self) -> int:
         """How many calls of one model may hold workers of the pool at once."""
         return self._pool.max_calls_per_model
+
+    def requests_in_flight(self) -> dict[str, int]:
+        """Inference requests running now (:meth:`infer`), by model; models seen before: 0."""
+        return self._in_flight.snapshot()
 
     def overdue_calls(self) -> dict[str, int]:
         """Calls still running past their request's deadline, by model (none: left out)."""
@@ -276,6 +282,20 @@ class DataPlane:
         :func:`call_signature`, UnimplementedError for a servable without
         signatures, DeadlineExceededError once ``deadline`` passes.
         """
+        self._in_flight.enter(model_spec.name)
+        try:
+            return await self._infer(model_spec, signature_name, inputs, output_filter, deadline)
+        finally:
+            self._in_flight.leave(model_spec.name)
+
+    async def _infer(
+        self,
+        model_spec: ModelSpec,
+        signature_name: str | None,
+        inputs: Tensors,
+        output_filter: Iterable[str] | None,
+        deadline: float | None,
+    ) -> InferenceResult:
         handle = self._core.servable_handle(model_spec)
         try:
             servable = _servable_of(handle, model_spec)
