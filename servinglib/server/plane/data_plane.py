@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, final
 
 import attrs
@@ -27,6 +27,7 @@ from servinglib.servable import (
     request_deadline,
     resolve_signature,
 )
+from servinglib.server.logging_config import LoggingConfig
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.call_pool import (
     CallPool,
@@ -35,8 +36,10 @@ from servinglib.server.plane.call_pool import (
     default_max_calls_per_model,
 )
 from servinglib.server.plane.in_flight import InFlight
+from servinglib.server.plane.log_sink import LogSinkFactory
 from servinglib.server.plane.metadata import v2_config_data_type, v2_model_metadata
 from servinglib.server.plane.repository import RepositoryEntry, repository_index
+from servinglib.server.plane.request_logger import RequestLogger
 from servinglib.server.plane.signature_cache import SignatureCache
 from servinglib.server.server_core import ServerCore
 from servinglib.server.status import ModelMetadata, ModelStatus
@@ -92,6 +95,9 @@ class DataPlane:
     released when the model call ends, even if the request gave up earlier,
     so a version never unloads under a running call.
 
+    Request logging: models whose config has a ``logging_config`` have
+    their sampled requests written by :attr:`request_logger`, to the file
+    sink or a sink of ``log_sinks`` (collector type → factory).
     Isolation: the worker pool (``max_workers`` threads, default 4 per CPU
     up to 32) is shared, but at most ``max_calls_per_model`` calls of one
     model run on it at once (default half the pool); the model's further
@@ -112,6 +118,7 @@ class DataPlane:
         *,
         max_workers: int | None = None,
         max_calls_per_model: int | None = None,
+        log_sinks: Mapping[str, LogSinkFactory] | None = None,
     ) -> None:
         workers = max_workers or _default_workers()
         self._core = core
@@ -122,11 +129,17 @@ class DataPlane:
         )
         self._signatures = SignatureCache(core)
         self._in_flight = InFlight()
+        self._request_logger = RequestLogger(_logging_config_of(core), sinks=log_sinks)
 
     @property
     def core(self) -> ServerCore:
         """The ServerCore requests go to."""
         return self._core
+
+    @property
+    def request_logger(self) -> RequestLogger:
+        """Logs the sampled requests of models with a ``logging_config`` (closed by :meth:`close`)."""
+        return self._request_logger
 
     @property
     def max_calls_per_model(self) -> int:
@@ -275,18 +288,35 @@ class DataPlane:
         output_filter: Iterable[str] | None = None,
         *,
         deadline: float | None = None,
+        log_request: bool = True,
     ) -> InferenceResult:
         """Runs ``signature_name`` (None: the default) of the version ``model_spec`` picks.
 
-        Raises the errors of :meth:`ServerCore.servable_handle` and
+        A model with a ``logging_config`` has its sampled successful calls
+        logged as predict requests (``log_request=False``: the caller logs
+        the request itself, as classify and regress do).  Raises the errors of :meth:`ServerCore.servable_handle` and
         :func:`call_signature`, UnimplementedError for a servable without
         signatures, DeadlineExceededError once ``deadline`` passes.
         """
-        self._in_flight.enter(model_spec.name)
+        name = model_spec.name
+        self._in_flight.enter(name)
         try:
-            return await self._infer(model_spec, signature_name, inputs, output_filter, deadline)
+            result = await self._infer(model_spec, signature_name, inputs, output_filter, deadline)
         finally:
-            self._in_flight.leave(model_spec.name)
+            self._in_flight.leave(name)
+        if log_request and (logging := self._request_logger.sampled(name)) is not None:
+            self._request_logger.log(
+                logging,
+                name,
+                "predict",
+                name,
+                result.version,
+                result.signature_name,
+                inputs,
+                result.outputs,
+                None if output_filter is None else tuple(output_filter),
+            )
+        return result
 
     async def _infer(
         self,
@@ -369,9 +399,18 @@ class DataPlane:
         return await future
 
     def close(self) -> None:
-        """Stops the worker pool after the calls running on it, and following the core's events."""
+        """Stops the worker pool after its running calls, following the core, and the request log."""
         self._signatures.close()
         self._pool.close()
+        self._request_logger.close()
+
+
+def _logging_config_of(core: ServerCore) -> Callable[[str], LoggingConfig | None]:
+    def logging_config(name: str) -> LoggingConfig | None:
+        model = core.config.model(name)
+        return None if model is None else model.logging_config
+
+    return logging_config
 
 
 def _config_tensor(tensor: dict[str, Any]) -> dict[str, Any]:

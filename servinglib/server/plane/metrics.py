@@ -337,11 +337,12 @@ class _RequestCollector:
 
 @final
 class _StateCollector:
-    """Gauges computed at scrape time: version states, overdue calls, batch queue depths."""
+    """Computed at scrape time: version states, overdue calls, request logs, load gauges."""
 
     def __init__(self, metrics: ServerMetrics, prom: Any) -> None:  # noqa: ANN401 - the module
         self._metrics = metrics
         self._gauge = prom.metrics_core.GaugeMetricFamily
+        self._counter = prom.metrics_core.CounterMetricFamily
 
     def describe(self) -> list[Any]:
         return []
@@ -367,6 +368,16 @@ class _StateCollector:
             for name, count in sorted(plane.overdue_calls().items()):
                 overdue.add_metric([name], count)
             yield overdue
+            logged = self._counter(
+                ":tensorflow:serving:request_log_count",
+                "Sampled requests of models with a logging_config, by outcome: OK (written), "
+                "RESOURCE_EXHAUSTED (dropped: queue full), INTERNAL (sink failed), NOT_FOUND "
+                "(no such collector).",
+                labels=["model_name", "status_code"],
+            )
+            for (name, outcome), count in sorted(plane.request_logger.counts().items()):
+                logged.add_metric([name, outcome], count)
+            yield logged
         yield from self._load_gauges()
 
     def _load_gauges(self) -> Iterator[Any]:
