@@ -183,6 +183,7 @@ class ServerFlags:
     malloc_trim: bool = True
     log_level: str = "INFO"
     log_requests: bool = False
+    log_format: str = "text"
     ignored: tuple[str, ...] = ()
 
 
@@ -376,6 +377,7 @@ def _own_flags(group: argparse._ArgumentGroup) -> None:
     _flag(group, "malloc_trim", bool, "give freed heap back to the OS once RSS grew 64 MiB")
     _flag(group, "log_level", str, "DEBUG, INFO, WARNING or ERROR")
     _flag(group, "log_requests", bool, "log one line per request")
+    _flag(group, "log_format", str, "text, or json: one JSON object per line")
     group.add_argument("--version", action="store_true", help="print versions and exit")
 
 
@@ -459,6 +461,8 @@ def _check(flags: ServerFlags) -> None:
         raise FlagError(
             "--grpc_socket_path serves one process: it cannot be used with --num_workers"
         )
+    if flags.log_format not in ("text", "json"):
+        raise FlagError(f"--log_format must be text or json, not {flags.log_format}")
     if flags.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
         raise FlagError(f"--log_level must be DEBUG, INFO, WARNING or ERROR, not {flags.log_level}")
 

@@ -13,6 +13,7 @@ hook request metrics attach to.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,6 +25,7 @@ import grpc.aio
 from google.protobuf import message as pb_message
 
 from servinglib.errors import InvalidArgumentError, ServingError, StatusCode
+from servinglib.server.plane.request_context import begin_request, request_id, was_logged
 from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 
 _log = logging.getLogger("servinglib.server.grpc")
@@ -36,6 +38,13 @@ Handler = Callable[[Request, grpc.aio.ServicerContext[Any, Any]], Awaitable[pb_m
 StreamHandler = Callable[
     [Request, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[pb_message.Message]
 ]
+
+_REQUEST_ID: Final = "x-request-id"
+_request_ids = itertools.count(1)
+# Failures of the server's or the model's side are logged (as REST logs its 5xx but 503/504).
+_LOGGED_CODES: Final = frozenset(
+    {StatusCode.INTERNAL, StatusCode.UNKNOWN, StatusCode.DATA_LOSS, StatusCode.UNIMPLEMENTED}
+)
 
 _GRPC_CODE: Final[dict[StatusCode, grpc.StatusCode]] = {
     code: grpc.StatusCode[code.name] for code in StatusCode
@@ -74,6 +83,7 @@ def method_handler(
         start = time.perf_counter()
         model = ""
         code = StatusCode.OK
+        begin_request(lambda: _request_id_of(context))
         try:
             request = parse(data)
             model = model_of(request)
@@ -81,6 +91,10 @@ def method_handler(
             return response.SerializeToString()
         except ServingError as error:
             code = error.code
+            if code in _LOGGED_CODES and not was_logged(error):
+                _log.error(
+                    "Request %s: %s/%s failed: %s", request_id(), service, rpc.method, error
+                )
             await context.abort(_GRPC_CODE[code], error.message)
             raise  # unreachable: abort raises
         except asyncio.CancelledError:
@@ -88,7 +102,8 @@ def method_handler(
             raise
         except Exception as error:
             code = StatusCode.INTERNAL
-            _log.exception("%s/%s failed", service, rpc.method)
+            if not was_logged(error):
+                _log.exception("Request %s: %s/%s failed", request_id(), service, rpc.method)
             await context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
             raise  # unreachable: abort raises
         finally:
@@ -107,6 +122,14 @@ def method_handler(
                 )
 
     return grpc.unary_unary_rpc_method_handler(call)
+
+
+def _request_id_of(context: grpc.aio.ServicerContext[Any, Any]) -> str:
+    """The call's ``x-request-id`` metadata, else ``grpc-<n>``."""
+    for key, value in context.invocation_metadata() or ():
+        if key == _REQUEST_ID:
+            return value if isinstance(value, str) else value.decode("latin-1")
+    return f"grpc-{next(_request_ids)}"
 
 
 def stream_handler(

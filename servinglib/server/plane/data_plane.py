@@ -39,6 +39,7 @@ from servinglib.server.plane.in_flight import InFlight
 from servinglib.server.plane.log_sink import LogSinkFactory
 from servinglib.server.plane.metadata import v2_config_data_type, v2_model_metadata
 from servinglib.server.plane.repository import RepositoryEntry, repository_index
+from servinglib.server.plane.request_context import log_model_failure
 from servinglib.server.plane.request_logger import RequestLogger
 from servinglib.server.plane.signature_cache import SignatureCache
 from servinglib.server.server_core import ServerCore
@@ -294,7 +295,10 @@ class DataPlane:
 
         A model with a ``logging_config`` has its sampled successful calls
         logged as predict requests (``log_request=False``: the caller logs
-        the request itself, as classify and regress do).  Raises the errors of :meth:`ServerCore.servable_handle` and
+        the request itself, as classify and regress do).  An exception of
+        the model's own is logged once, with its traceback and the request's
+        id (:mod:`~servinglib.server.plane.request_context`).  Raises the
+        errors of :meth:`ServerCore.servable_handle` and
         :func:`call_signature`, UnimplementedError for a servable without
         signatures, DeadlineExceededError once ``deadline`` passes.
         """
@@ -333,30 +337,34 @@ class DataPlane:
         except BaseException:
             handle.release()
             raise
-        # Nothing to set for most requests: skip entering a deadline scope then.
-        unset = deadline is None and request_deadline() is None
-        with _NO_SCOPE if unset else deadline_scope(deadline):
-            if spec.execution_mode is ExecutionMode.INLINE:  # no coroutine of its own
-                try:
-                    outputs = call_resolved(servable, name, spec, inputs, output_filter)
-                finally:
-                    handle.release()
-            else:
-                site = CallSite(model_spec.name, handle.id.version, name)
-                started = time.monotonic()
-                try:
-                    outputs = await self._run(
-                        handle,
-                        site,
-                        servable,
-                        spec,
-                        inputs,
-                        output_filter=output_filter,
-                        deadline=deadline,
-                    )
-                except (DeadlineExceededError, asyncio.CancelledError) as error:
-                    _log_gave_up(site, error, deadline, started)
-                    raise
+        try:
+            # Nothing to set for most requests: skip entering a deadline scope then.
+            unset = deadline is None and request_deadline() is None
+            with _NO_SCOPE if unset else deadline_scope(deadline):
+                if spec.execution_mode is ExecutionMode.INLINE:  # no coroutine of its own
+                    try:
+                        outputs = call_resolved(servable, name, spec, inputs, output_filter)
+                    finally:
+                        handle.release()
+                else:
+                    site = CallSite(model_spec.name, handle.id.version, name)
+                    started = time.monotonic()
+                    try:
+                        outputs = await self._run(
+                            handle,
+                            site,
+                            servable,
+                            spec,
+                            inputs,
+                            output_filter=output_filter,
+                            deadline=deadline,
+                        )
+                    except (DeadlineExceededError, asyncio.CancelledError) as error:
+                        _log_gave_up(site, error, deadline, started)
+                        raise
+        except Exception as error:
+            log_model_failure(error, model_spec.name, handle.id.version, name)
+            raise
         return InferenceResult(outputs, model_spec.name, handle.id.version, name)
 
     async def _run(
