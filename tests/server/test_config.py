@@ -27,8 +27,8 @@ from servinglib.server import (
 )
 from servinglib.server import _config_support as config_support
 from servinglib.server import config as config_module
-from servinglib.sources import ServableVersionPolicy
 from servinglib.server.logging_config import LoggingConfig
+from servinglib.sources import ServableVersionPolicy
 
 # -- model config files as TF Serving's guide writes them (g3doc/serving_config.md) ---------
 

@@ -413,6 +413,8 @@ def parse_flags(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
                 values["model_name"] = environ.get("MODEL_NAME", "model")
             values["model_base_path"] = os.path.join(base, values["model_name"])
     flags = ServerFlags(**values, ignored=ignored)
+    if flags.log_format not in ("text", "json"):
+        raise FlagError(f"--log_format must be text or json, not {flags.log_format}")
     _check(flags)
     return flags
 
@@ -461,8 +463,6 @@ def _check(flags: ServerFlags) -> None:
         raise FlagError(
             "--grpc_socket_path serves one process: it cannot be used with --num_workers"
         )
-    if flags.log_format not in ("text", "json"):
-        raise FlagError(f"--log_format must be text or json, not {flags.log_format}")
     if flags.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
         raise FlagError(f"--log_level must be DEBUG, INFO, WARNING or ERROR, not {flags.log_level}")
 

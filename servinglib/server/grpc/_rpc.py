@@ -92,9 +92,7 @@ def method_handler(
         except ServingError as error:
             code = error.code
             if code in _LOGGED_CODES and not was_logged(error):
-                _log.error(
-                    "Request %s: %s/%s failed: %s", request_id(), service, rpc.method, error
-                )
+                _log.error("Request %s: %s/%s failed: %s", request_id(), service, rpc.method, error)
             await context.abort(_GRPC_CODE[code], error.message)
             raise  # unreachable: abort raises
         except asyncio.CancelledError:

@@ -139,7 +139,7 @@ class DataPlane:
 
     @property
     def request_logger(self) -> RequestLogger:
-        """Logs the sampled requests of models with a ``logging_config`` (closed by :meth:`close`)."""
+        """Logs sampled requests of models with a ``logging_config``; :meth:`close` closes it."""
         return self._request_logger
 
     @property
@@ -407,7 +407,7 @@ class DataPlane:
         return await future
 
     def close(self) -> None:
-        """Stops the worker pool after its running calls, following the core, and the request log."""
+        """Stops the worker pool (after its running calls), the core's events, the request log."""
         self._signatures.close()
         self._pool.close()
         self._request_logger.close()

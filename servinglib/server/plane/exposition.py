@@ -50,7 +50,8 @@ def render(families: Iterable[Any]) -> bytes:
                 f'{key}="{_escaped(value)}"' for key, value in sorted(sample.labels.items())
             )
             label_text = f"{{{labels}}}" if labels else ""
-            lines.append(f"{sample_name}{label_text} {floatToGoString(sample.value)}\n")
+            value = floatToGoString(sample.value)  # type: ignore[no-untyped-call]
+            lines.append(f"{sample_name}{label_text} {value}\n")
     return "".join(lines).encode("utf-8")
 
 

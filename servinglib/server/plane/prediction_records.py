@@ -26,7 +26,7 @@ from servinglib.protos import (
 )
 
 
-def predict_record(
+def predict_record(  # noqa: PLR0917 - called with the queued arguments, in order
     model_name: str,
     version: int,
     signature_name: str,

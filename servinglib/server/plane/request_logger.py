@@ -15,7 +15,7 @@ import queue
 import random
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Final, final
+from typing import Any, Final, cast, final
 
 from servinglib.server.logging_config import FILE_COLLECTOR, LoggingConfig
 from servinglib.server.plane.log_sink import FileLogSink, LogSink, LogSinkFactory
@@ -140,7 +140,7 @@ class RequestLogger:
                 self._close_sinks()
                 self._queue.task_done()
                 return
-            config, model_name, kind, args = item  # type: ignore[misc]
+            config, model_name, kind, args = cast("_Item", item)
             self._count(model_name, self._write(prediction_records, config, kind, args))
             if self._queue.empty():
                 self._flush_sinks()
@@ -158,7 +158,7 @@ class RequestLogger:
             return NO_SINK
         try:
             sink.write(getattr(records, f"{kind}_record")(*args))
-        except Exception:
+        except Exception:  # noqa: BLE001 - a sink's failure is counted, never the writer's end
             _log.exception("Request log of model %s: the record was not written", args[0])
             return FAILED
         return LOGGED
@@ -179,8 +179,10 @@ class RequestLogger:
         else:
             try:
                 sink = factory(config)
-            except Exception:
-                _log.exception("Request log: the %r collector failed to start", config.collector_type)
+            except Exception:  # noqa: BLE001 - a broken sink factory: its records are counted
+                _log.exception(
+                    "Request log: the %r collector failed to start", config.collector_type
+                )
         self._sinks[key] = sink
         return sink
 
@@ -189,7 +191,7 @@ class RequestLogger:
             if sink is not None:
                 try:
                     sink.flush()
-                except Exception:
+                except Exception:  # noqa: BLE001 - one sink's failure stops no other
                     _log.exception("Request log: a sink failed to flush")
 
     def _close_sinks(self) -> None:
@@ -197,5 +199,5 @@ class RequestLogger:
             if sink is not None:
                 try:
                     sink.close()
-                except Exception:
+                except Exception:  # noqa: BLE001 - one sink's failure stops no other
                     _log.exception("Request log: a sink failed to close")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -111,6 +110,7 @@ def test_batching_on_is_logged_with_its_parameters(logged: list[dict[str, Any]])
     """One line says model m version 1 is batched, naming its parameters."""
     lines = [line for line in logged if "batching on" in line["message"]]
     assert len(lines) == 1
-    assert lines[0]["model"] == "m" and lines[0]["version"] == 1
+    assert lines[0]["model"] == "m"
+    assert lines[0]["version"] == 1
     assert "max_batch_size=" in lines[0]["message"]
     assert "batch_timeout_s=" in lines[0]["message"]

@@ -1,4 +1,4 @@
-"""docs/reference/metrics.md lists exactly the series a real scrape shows, under TF Serving's names."""
+"""docs/reference/metrics.md lists the series a real scrape shows, under TF Serving's names."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ TF_SERVING_FAMILIES = {
 
 def load_script() -> ModuleType:
     spec = importlib.util.spec_from_file_location("metrics_reference", SCRIPT)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -50,7 +51,7 @@ def test_the_reference_lists_every_series_of_a_real_scrape(
 def test_tf_serving_families_keep_tf_serving_names_and_types(
     scraped: tuple[ModuleType, list[str]],
 ) -> None:
-    """Every :tensorflow: family is TF Serving's, typed as TF Serving types it; no _total, _created."""
+    """Every :tensorflow: family is TF Serving's, typed as TF Serving's; no _total or _created."""
     _, series = scraped
     types = {
         line.split(" ")[2]: line.split(" ")[3] for line in series if line.startswith("# TYPE ")
