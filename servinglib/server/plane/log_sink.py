@@ -18,7 +18,6 @@ from typing import IO, final
 
 import attrs
 
-from servinglib.codecs.tfrecord import framed_record
 from servinglib.server.logging_config import LoggingConfig
 
 
@@ -80,6 +79,7 @@ class FileLogSink(LogSink):
         self._file: IO[bytes] | None = None
         self._opened_s = 0.0
         self._bytes = 0
+        self._frame: Callable[[bytes], bytes] = bytes
         self.paths: list[str] = []
         """Every file this sink has opened, in order."""
 
@@ -100,7 +100,7 @@ class FileLogSink(LogSink):
             file = self._file = None
         if file is None:
             file = self._open(now)
-        framed = framed_record(record)
+        framed = self._frame(record)
         file.write(framed)
         self._bytes += len(framed)
 
@@ -116,6 +116,9 @@ class FileLogSink(LogSink):
             self._file = None
 
     def _open(self, now: float) -> IO[bytes]:
+        from servinglib.codecs.tfrecord import framed_record  # codecs import protobuf
+
+        self._frame = framed_record
         directory = os.path.dirname(self._prefix)
         if directory:
             os.makedirs(directory, exist_ok=True)
