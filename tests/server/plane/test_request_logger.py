@@ -276,3 +276,31 @@ def _floats(values: list[float]) -> object:
     proto = tensor_pb2.TensorProto(dtype=1, float_val=values)
     proto.tensor_shape.dim.add().size = len(values)
     return proto
+
+
+def test_a_v2_rest_inference_is_logged_as_a_tf_serving_predict_log(
+    tmp_path: Path, prefix: Path
+) -> None:
+    """KServe V2 /infer over REST is recorded as its TF Serving equivalent, a predict_log."""
+    import httpx
+
+    from servinglib.server.rest import RestOptions, create_app
+
+    write_model(tmp_path)
+    with ServerCore(logged_config(tmp_path, 1.0, prefix), TEST_SERVER_CORE_OPTIONS) as core:
+        plane = DataPlane(core, max_workers=2)
+        app = create_app(plane, RestOptions())
+
+        async def infer() -> httpx.Response:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://rest") as client:
+                body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2], "data": [1, 2]}]}
+                return await client.post("/v2/models/m/infer", json=body)
+
+        answer = asyncio.run(infer())
+        assert answer.status_code == 200, answer.text
+        plane.close()
+    (log,) = logs_of(prefix)
+    assert log.WhichOneof("log_type") == "predict_log"
+    assert list(log.predict_log.request.inputs["x"].float_val) == [1.0, 2.0]
+    assert list(log.predict_log.response.outputs["y"].float_val) == [2.0, 4.0]
