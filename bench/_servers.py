@@ -73,19 +73,76 @@ class Model(PythonModel):
 """A Python servable: 3 x Dense(256) in numpy (bench/batching.py, bench/grpc.py's batched cell)."""
 
 
-def write_trivial_models(tmp: Path) -> Path:
-    """Both trivial servables under ``tmp``; the models.config serving them (python platform)."""
+LOGGING_RATES = (None, 0.01, 1.0)
+"""--request-logging's servers: request logging off, at sampling 0.01 and at 1.0."""
+
+
+def write_trivial_models(tmp: Path, sampling_rate: float | None = None) -> Path:
+    """Both trivial servables under ``tmp``; the models.config serving them (python platform).
+
+    ``sampling_rate``: each model logs its requests at that rate to TFRecord files under
+    ``tmp/logs`` (None: no request logging).
+    """
     lines = []
     for mode, model in TRIVIAL_MODELS.items():
         directory = tmp / model / "1"
-        directory.mkdir(parents=True)
-        (directory / "model.py").write_text(TRIVIAL_MODEL_PY.format(mode=mode.upper()))
+        if not directory.exists():
+            directory.mkdir(parents=True)
+            (directory / "model.py").write_text(TRIVIAL_MODEL_PY.format(mode=mode.upper()))
+        logging = ""
+        if sampling_rate is not None:
+            prefix = tmp / "logs" / f"{model}-{sampling_rate:g}"
+            logging = (
+                f' logging_config {{ log_collector_config {{ type: "file" '
+                f'filename_prefix: "{prefix}" }} sampling_config {{ sampling_rate: '
+                f"{sampling_rate} }} }}"
+            )
         lines.append(
-            f'  config {{ name: "{model}" base_path: "{tmp / model}" model_platform: "python" }}'
+            f'  config {{ name: "{model}" base_path: "{tmp / model}" model_platform: "python"'
+            f"{logging} }}"
         )
-    config = tmp / "models.config"
+    config = tmp / (
+        "models.config" if sampling_rate is None else f"logged-{sampling_rate:g}.config"
+    )
     config.write_text("model_config_list {\n" + "\n".join(lines) + "\n}\n")
     return config
+
+
+def print_logging_ratios(rps: dict[tuple[float | None, int], float], label: str) -> None:
+    """Each logging rate's req/s against logging off at the same concurrency (--request-logging).
+
+    Targets (issue 22): at most 3 % slower at sampling 0.01, at most 15 % at 1.0.
+    """
+    print(f"\nRequest logging, {label}: req/s (ratio to logging off, same run)")
+    for (rate, concurrency), value in sorted(rps.items(), key=lambda i: (i[0][1], i[0][0] or 0)):
+        off = rps[None, concurrency]
+        name = "off" if rate is None else f"sampling {rate:g}"
+        print(f"  c={concurrency:<3} {name:<14} {value:9.0f} req/s  {value / off:6.3f}")
+    for rate, allowed in ((0.01, 0.03), (1.0, 0.15)):
+        for concurrency in sorted({c for _, c in rps}):
+            cost = 1 - rps[rate, concurrency] / rps[None, concurrency]
+            verdict = "PASS" if cost <= allowed else "MISS"
+            print(
+                f"{verdict} sampling {rate:g}, c={concurrency}: {cost:+.1%} throughput cost "
+                f"(target <= {allowed:.0%})"
+            )
+
+
+_LOG_COUNT = re.compile(
+    r'^:tensorflow:serving:request_log_count\{model_name="([^"]*)",status_code="([^"]*)"\} (\S+)$',
+    re.MULTILINE,
+)
+
+
+def request_log_counts(rest_port: int) -> dict[str, float]:
+    """The server's ``:tensorflow:serving:request_log_count`` by outcome (OK, dropped, ...)."""
+    url = f"http://127.0.0.1:{rest_port}/monitoring/prometheus/metrics"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        text = reply.read().decode()
+    counts: dict[str, float] = {}
+    for _model, status, value in _LOG_COUNT.findall(text):
+        counts[status] = counts.get(status, 0) + float(value)
+    return counts
 
 
 def free_port() -> int:
@@ -123,9 +180,7 @@ def running(
             process.wait()
 
 
-_REQUEST_COUNT = re.compile(
-    r"^:tensorflow:serving:request_count_total\{([^}]*)\} (\S+)$", re.MULTILINE
-)
+_REQUEST_COUNT = re.compile(r"^:tensorflow:serving:request_count\{([^}]*)\} (\S+)$", re.MULTILINE)
 
 
 def request_counts(rest_port: int) -> dict[tuple[str, str], float]:

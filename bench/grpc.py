@@ -57,11 +57,13 @@ from typing import Any
 import numpy as np
 from _common import INDENT, percentile, print_environment, print_target
 from _servers import (
+    LOGGING_RATES,
     NUMPY_MLP_PY,
     TRIVIAL_MODELS,
     bound_command,
     free_port,
     pinned,
+    print_logging_ratios,
     request_counts,
     running,
     write_trivial_models,
@@ -449,6 +451,11 @@ def main() -> None:
     )
     parser.add_argument("--skip-mlp", action="store_true", help="no batched MLP cells")
     parser.add_argument(
+        "--request-logging",
+        action="store_true",
+        help="instead: TF Serving Predict (thread) with request logging off, at 0.01 and at 1.0",
+    )
+    parser.add_argument(
         "--floor", choices=("uvloop", "asyncio", *SYNC_FLOOR_WORKERS), help=argparse.SUPPRESS
     )
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -477,8 +484,41 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
+        if args.request_logging:
+            run_logging(args, tmp, server_cpus)
+            return
         cells = run_all(args, tmp, server_cpus)
     report(cells, args)
+
+
+def run_logging(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> None:
+    """One server per logging rate (off, 0.01, 1.0), measured back to back per concurrency."""
+    workload = workloads()[1]  # TF Serving Predict, thread
+    with contextlib.ExitStack() as stack:
+        ports: dict[float | None, int] = {}
+        for rate in LOGGING_RATES:
+            port = ports[rate] = free_port()
+            command = [
+                sys.executable, "-m", "servinglib",
+                f"--model_config_file={write_trivial_models(tmp, rate)}",
+                "--allow_python_code_execution", f"--port={port}", "--grpc_host=127.0.0.1",
+                "--enable_metrics",
+            ]  # fmt: skip
+            log = tmp / f"server-{rate}.log"
+            stack.enter_context(
+                running(
+                    pinned(command, server_cpus),
+                    log,
+                    functools.partial(wait_for_grpc, port, log=log),
+                )
+            )
+            call_once(port, workload)
+        rps: dict[tuple[float | None, int], float] = {}
+        for concurrency in args.concurrency:
+            for rate, port in ports.items():
+                cell = measure(workload.label, port, workload, concurrency, args=args, tmp=tmp)
+                rps[rate, concurrency] = cell.rps
+    print_logging_ratios(rps, "gRPC TF Serving Predict, thread")
 
 
 def cli_command(port: int, rest_port: int, config: Path, kind: str, *extra: str) -> list[str]:

@@ -57,11 +57,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 from _common import INDENT, print_environment, print_target
 from _servers import (
+    LOGGING_RATES,
     TRIVIAL_MODELS,
     bound_command,
     free_port,
     pinned,
+    print_logging_ratios,
     request_counts,
+    request_log_counts,
     running,
     write_trivial_models,
 )
@@ -698,6 +701,11 @@ def main() -> None:
     parser.add_argument(
         "--profile-requests", type=int, default=20000, help="requests per profiled workload"
     )
+    parser.add_argument(
+        "--request-logging",
+        action="store_true",
+        help="instead: TFS :predict (thread) with request logging off, at 0.01 and at 1.0",
+    )
     parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -726,8 +734,36 @@ def main() -> None:
         "concurrency = wrk connections (one thread), one request outstanding on each"
     )
     with tempfile.TemporaryDirectory() as name:
+        if args.request_logging:
+            run_logging(args, Path(name), server_cpus)
+            return
         cells = run_all(args, Path(name), server_cpus)
     report(cells, args)
+
+
+def run_logging(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> None:
+    """One server per logging rate (off, 0.01, 1.0), measured back to back per concurrency."""
+    workload = trivial_workloads()[0]  # TFS :predict, thread
+    with contextlib.ExitStack() as stack:
+        ports: dict[float | None, int] = {}
+        for rate in LOGGING_RATES:
+            port = ports[rate] = free_port()
+            config = write_trivial_models(tmp, rate)
+            server = cli_command(port, f"--model_config_file={config}")
+            probe = f"/v1/models/{TRIVIAL_MODELS['thread']}"
+            log = tmp / f"server-{rate}.log"
+            stack.enter_context(running_http(pinned(server, server_cpus), port, log, probe))
+            workload.check(post(port, workload.path, workload.body))
+        rps: dict[tuple[float | None, int], float] = {}
+        for concurrency in args.concurrency:
+            for rate, port in ports.items():
+                cell = measure(port, workload, concurrency, args=args, tmp=tmp)
+                if cell.non2xx or cell.socket_errors:
+                    raise RuntimeError(f"errors under load: {cell}")
+                rps[rate, concurrency] = cell.rps
+        for rate, port in ports.items():
+            print(f"sampling {rate}: request_log_count {request_log_counts(port)}")
+    print_logging_ratios(rps, "REST TFS :predict, thread")
 
 
 if __name__ == "__main__":

@@ -55,13 +55,21 @@ def write_records(path: StrPath, records: Iterable[bytes]) -> int:
     count = 0
     with open(path, "wb") as file:
         for record in records:
-            length = _LENGTH.pack(len(record))
-            file.write(length)
-            file.write(_CRC.pack(masked_crc32c(length)))
-            file.write(record)
-            file.write(_CRC.pack(masked_crc32c(record)))
+            file.write(framed_record(record))
             count += 1
     return count
+
+
+def framed_record(record: bytes) -> bytes:
+    """``record`` framed as one TFRecord (length, its checksum, data, its checksum).
+
+    Appending framed records to a file makes a TFRecord file (for writers
+    that keep a file open, such as request logs).
+    """
+    length = _LENGTH.pack(len(record))
+    return b"".join(
+        (length, _CRC.pack(masked_crc32c(length)), record, _CRC.pack(masked_crc32c(record)))
+    )
 
 
 def _records(path: StrPath, max_records: int | None) -> Iterator[bytes]:

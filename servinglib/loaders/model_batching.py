@@ -14,6 +14,8 @@ import os
 from collections.abc import Sequence
 from typing import Any, final
 
+import attrs
+
 from servinglib.batching.batching_servable import BatchingServable
 from servinglib.batching.options import BatchingParameters, read_batching_parameters
 from servinglib.batching.scheduler import SharedBatchScheduler
@@ -71,7 +73,9 @@ class ModelBatching(SourceAdapter[Loader, Loader]):
         if parameters is None:
             return servable
         name = f"{servable_id.name}/{servable_id.version}"
-        return BatchingServable(servable, self.scheduler, parameters, name=name)
+        batched = BatchingServable(servable, self.scheduler, parameters, name=name)
+        _log_batching_on(servable_id, parameters)
+        return batched
 
     def _model_parameters(self, path: str) -> BatchingParameters | None:
         if not path:  # a Loader without a version directory
@@ -110,3 +114,18 @@ class _AsModelLoader(ModelLoader):
 
     def _unload_servable(self, servable: Servable) -> None:
         self._inner.unload()
+
+
+def _log_batching_on(servable_id: ServableId, parameters: BatchingParameters) -> None:
+    """One line per version batched, naming every parameter it is batched with."""
+    settings = ", ".join(
+        f"{field.name}={getattr(parameters, field.name)!r}"
+        for field in attrs.fields(BatchingParameters)
+    )
+    _log.info(
+        "Model %s version %d: batching on (%s)",
+        servable_id.name,
+        servable_id.version,
+        settings,
+        extra={"model": servable_id.name, "version": servable_id.version},
+    )

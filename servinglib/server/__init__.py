@@ -8,6 +8,7 @@ from servinglib.server.config_file_watcher import ConfigFileStatus as ConfigFile
 from servinglib.server.config_file_watcher import (
     ModelConfigFileWatcher as ModelConfigFileWatcher,
 )
+from servinglib.server.logging_config import LoggingConfig as LoggingConfig
 from servinglib.server.model_spec import ModelSpec as ModelSpec
 from servinglib.server.plane.data_plane import DataPlane as DataPlane
 from servinglib.server.plane.data_plane import InferenceResult as InferenceResult
@@ -31,6 +32,7 @@ __all__ = [
     "ConfigFileStatus",
     "DataPlane",
     "InferenceResult",
+    "LoggingConfig",
     "ModelConfig",
     "ModelConfigFileWatcher",
     "ModelManagement",

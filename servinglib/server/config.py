@@ -30,8 +30,8 @@ from servinglib.server._config_support import (
     platform_of,
     policy_from_proto,
     policy_to_proto,
-    warn_once,
 )
+from servinglib.server.logging_config import LoggingConfig
 from servinglib.sources.version_policy import ServableVersionPolicy, VersionPolicyKind
 
 if TYPE_CHECKING:
@@ -75,6 +75,7 @@ class ModelConfig:
     that loads it (``"tensorflow"``, ``"python"``, ...).  ``version_policy``:
     which versions to serve.  ``version_labels``: label → version, for requests
     that ask for a label such as ``stable``; frozen into a read-only mapping.
+    ``logging_config``: which requests are logged, and where (None: none).
     Raises InvalidArgumentError for an empty name or one with ``/``, an empty
     base path or platform, a label that is empty or holds ``/`` or ``:``, or a
     version outside int64 (negative included).  TF Serving's ``ModelConfig``.
@@ -86,6 +87,7 @@ class ModelConfig:
     model_platform: str = DEFAULT_MODEL_PLATFORM
     version_policy: ServableVersionPolicy = attrs.field(factory=ServableVersionPolicy.latest)
     version_labels: Mapping[str, int] = attrs.field(factory=dict, converter=_freeze_labels)
+    logging_config: LoggingConfig | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         _check_model(self)
@@ -124,6 +126,8 @@ class ModelConfig:
         )
         policy_to_proto(self.version_policy, message.model_version_policy)
         message.version_labels.update(self.version_labels)
+        if self.logging_config is not None:
+            self.logging_config.fill_proto(message.logging_config)
         return message
 
     @classmethod
@@ -132,8 +136,9 @@ class ModelConfig:
 
         Empty ``model_platform``: the deprecated ``model_type`` decides
         (``TENSORFLOW`` → ``"tensorflow"``), else ``"tensorflow"``.  An unset or
-        ``latest {}`` policy means the latest version.  ``logging_config`` is
-        ignored, with a warning logged once per model.  Raises
+        ``latest {}`` policy means the latest version.  ``logging_config``
+        becomes a :class:`LoggingConfig` (InvalidArgumentError when it is
+        invalid).  Raises
         InvalidArgumentError as the constructor does, for ``model_type`` other
         than ``TENSORFLOW``, and for ``model_type`` together with
         ``model_platform``.
@@ -142,14 +147,13 @@ class ModelConfig:
 
         ours = as_ours(message, config_pb2.ModelConfig, _TF_SERVING_MODEL_CONFIG)
         name = ours.name
-        if ours.HasField("logging_config"):
-            warn_once(
-                ("logging_config", name),
-                f"Model {name}: logging_config is accepted and ignored: servinglib does not "
-                "log requests yet",
-            )
         try:
             policy = policy_from_proto(ours.model_version_policy)
+            logging_config = (
+                LoggingConfig.from_proto(ours.logging_config)
+                if ours.HasField("logging_config")
+                else None
+            )
         except InvalidArgumentError as error:
             raise InvalidArgumentError(f"Model {name}: {error.message}") from None
         return cls(
@@ -158,6 +162,7 @@ class ModelConfig:
             platform_of(ours),
             policy,
             dict(ours.version_labels),
+            logging_config=logging_config,
         )
 
 

@@ -27,6 +27,7 @@ from servinglib.server import (
 )
 from servinglib.server import _config_support as config_support
 from servinglib.server import config as config_module
+from servinglib.server.logging_config import LoggingConfig
 from servinglib.sources import ServableVersionPolicy
 
 # -- model config files as TF Serving's guide writes them (g3doc/serving_config.md) ---------
@@ -314,19 +315,21 @@ def test_missing_model_platform_means_tensorflow() -> None:
     assert model == ModelConfig("m", "/m")
 
 
-def test_logging_config_is_accepted_ignored_and_warned_about_once(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """A logging_config parses, is not kept, and logs one warning per model per process."""
-    with caplog.at_level(logging.WARNING):
-        config = parse_model_server_config(WITH_LOGGING)
-        again = parse_model_server_config(WITH_LOGGING)
+def test_logging_config_is_kept_and_written_back() -> None:
+    """A logging_config parses into the model's LoggingConfig and survives a text round trip."""
+    config = parse_model_server_config(WITH_LOGGING)
 
-    assert config == again == ModelServerConfig((ModelConfig("logged", "/models/logged"),))
-    assert "logging_config" not in config.to_text()
-    assert warnings_logged(caplog) == [
-        "Model logged: logging_config is accepted and ignored: servinglib does not log requests yet"
-    ]
+    expected = LoggingConfig(sampling_rate=0.1, collector_type="", filename_prefix="/tmp/logs")
+    assert config.model("logged") == ModelConfig(
+        "logged", "/models/logged", logging_config=expected
+    )
+    assert parse_model_server_config(config.to_text()) == config
+
+
+def test_an_invalid_logging_config_names_its_model() -> None:
+    """A sampling rate above 1 is rejected as INVALID_ARGUMENT naming the model."""
+    with pytest.raises(InvalidArgumentError, match="Model logged: sampling_rate"):
+        parse_model_server_config(WITH_LOGGING.replace("0.1", "1.5"))
 
 
 def test_empty_model_config_list_serves_no_models() -> None:

@@ -197,6 +197,7 @@ class ServerFlags:
     malloc_trim: bool = True
     log_level: str = "INFO"
     log_requests: bool = False
+    log_format: str = "text"
     ignored: tuple[str, ...] = ()
 
 
@@ -392,6 +393,7 @@ def _own_flags(group: argparse._ArgumentGroup) -> None:
     _flag(group, "malloc_trim", bool, "give freed heap back to the OS once RSS grew 64 MiB")
     _flag(group, "log_level", str, "DEBUG, INFO, WARNING or ERROR")
     _flag(group, "log_requests", bool, "log one line per request")
+    _flag(group, "log_format", str, "text, or json: one JSON object per line")
     group.add_argument("--version", action="store_true", help="print versions and exit")
 
 
@@ -427,6 +429,8 @@ def parse_flags(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
                 values["model_name"] = environ.get("MODEL_NAME", "model")
             values["model_base_path"] = os.path.join(base, values["model_name"])
     flags = ServerFlags(**values, ignored=ignored)
+    if flags.log_format not in ("text", "json"):
+        raise FlagError(f"--log_format must be text or json, not {flags.log_format}")
     _check(flags)
     return flags
 

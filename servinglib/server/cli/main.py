@@ -12,6 +12,7 @@ from types import FrameType
 
 from servinglib.errors import ServingError
 from servinglib.server.cli.flags import PROGRAM, FlagError, ServerFlags, parse_flags
+from servinglib.server.cli.log_format import configure_logging
 from servinglib.server.cli.worker_identity import WorkerIdentity
 
 _log = logging.getLogger("servinglib.server")
@@ -36,10 +37,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROGRAM}: error: {error}; see {PROGRAM} --help", file=sys.stderr)
         return 2
     worker = WorkerIdentity.from_environ()
-    whose = f"worker {worker.index} " if worker is not None else ""
-    logging.basicConfig(
-        level=flags.log_level.upper(),
-        format=f"%(asctime)s %(levelname)s {whose}%(name)s: %(message)s",
+    configure_logging(
+        flags.log_level, flags.log_format, worker.index if worker is not None else None
     )
     if worker is None:
         for name in flags.ignored:

@@ -548,7 +548,14 @@ def _each_of(observers: list[Callable[[R], None]]) -> Callable[[R], None] | None
 
 
 def _log_request(record: RequestRecord) -> None:
-    """One access-log line per request, in each protocol's terms."""
+    """One access-log line per request, in each protocol's terms (as fields in JSON lines)."""
+    fields = {
+        "model": record.model_name or None,
+        "entrypoint": record.entrypoint,
+        "api": record.api,
+        "code": record.code.name,
+        "latency_ms": round(record.latency_s * 1e3, 3),
+    }
     if record.service:  # gRPC
         _requests_log.info(
             "GRPC %s %s/%s %s %.2f ms",
@@ -557,6 +564,7 @@ def _log_request(record: RequestRecord) -> None:
             record.method,
             record.code.name,
             record.latency_s * 1e3,
+            extra={**fields, "method": f"{record.service}/{record.method}"},
         )
     else:
         _requests_log.info(
@@ -565,6 +573,7 @@ def _log_request(record: RequestRecord) -> None:
             record.api,
             record.status,
             record.latency_s * 1e3,
+            extra={**fields, "status": record.status},
         )
 
 

@@ -15,6 +15,7 @@ hook request metrics attach to.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
@@ -27,6 +28,7 @@ from google.protobuf import message as pb_message
 
 from servinglib.errors import InvalidArgumentError, ServingError, StatusCode
 from servinglib.server.plane.calls_here import run_to_completion
+from servinglib.server.plane.request_context import begin_request, request_id, was_logged
 from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 
 _log = logging.getLogger("servinglib.server.grpc")
@@ -42,6 +44,13 @@ StreamHandler = Callable[
     [Request, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[pb_message.Message]
 ]
 BlockingStreamHandler = Callable[[Request, grpc.ServicerContext], Iterator[pb_message.Message]]
+
+_REQUEST_ID: Final = "x-request-id"
+_request_ids = itertools.count(1)
+# Failures of the server's or the model's side are logged (as REST logs its 5xx but 503/504).
+_LOGGED_CODES: Final = frozenset(
+    {StatusCode.INTERNAL, StatusCode.UNKNOWN, StatusCode.DATA_LOSS, StatusCode.UNIMPLEMENTED}
+)
 
 _GRPC_CODE: Final[dict[StatusCode, grpc.StatusCode]] = {
     code: grpc.StatusCode[code.name] for code in StatusCode
@@ -81,6 +90,7 @@ def method_handler(
         start = time.perf_counter()
         model = ""
         code = StatusCode.OK
+        begin_request(lambda: _request_id_of(context))
         try:
             request = parse(data)
             model = model_of(request)
@@ -114,6 +124,7 @@ def blocking_method_handler(
         start = time.perf_counter()
         model = ""
         code = StatusCode.OK
+        begin_request(lambda: _request_id_of(context))
         try:
             request = parse(data)
             model = model_of(request)
@@ -132,11 +143,17 @@ def blocking_method_handler(
 
 
 def _failure(service: str, rpc: Rpc[Any], error: Exception) -> tuple[StatusCode, str]:
-    """The status an RPC failing with ``error`` answers: a ServingError's own, else INTERNAL
-    (logged with its traceback)."""
+    """The status an RPC failing with ``error`` answers: a ServingError's own, else INTERNAL.
+
+    Failures of the server's or the model's side are logged once, with the
+    request's id (unless the DataPlane logged them already, traceback and all).
+    """
     if isinstance(error, ServingError):
+        if error.code in _LOGGED_CODES and not was_logged(error):
+            _log.error("Request %s: %s/%s failed: %s", request_id(), service, rpc.method, error)
         return error.code, error.message
-    _log.exception("%s/%s failed", service, rpc.method)
+    if not was_logged(error):
+        _log.exception("Request %s: %s/%s failed", request_id(), service, rpc.method)
     return StatusCode.INTERNAL, f"{type(error).__name__}: {error}"
 
 
@@ -160,6 +177,14 @@ def _report(
             method=rpc.method,
         )
     )
+
+
+def _request_id_of(context: Any) -> str:  # noqa: ANN401 - either server's ServicerContext
+    """The call's ``x-request-id`` metadata, else ``grpc-<n>``."""
+    for key, value in context.invocation_metadata() or ():
+        if key == _REQUEST_ID:
+            return value if isinstance(value, str) else value.decode("latin-1")
+    return f"grpc-{next(_request_ids)}"
 
 
 def stream_handler(

@@ -177,15 +177,18 @@ class PredictionServicer:
             entry = response.results.add()
             if task.method_name == CLASSIFY_METHOD:
                 classified = await classify(
-                    self._plane, pinned, signature, examples, deadline=deadline
+                    self._plane, pinned, signature, examples, deadline=deadline, log_request=False
                 )
                 classification_result(classified.classifications, entry.classification_result)
             else:
                 regressed = await regress(
-                    self._plane, pinned, signature, examples, deadline=deadline
+                    self._plane, pinned, signature, examples, deadline=deadline, log_request=False
                 )
                 regression_result(regressed.values, entry.regression_result)
             fill_model_spec(entry.model_spec, spec.name, version, signature)
+        logger = self._plane.request_logger
+        if (logging := logger.sampled(specs[0].name)) is not None:
+            logger.log(logging, specs[0].name, "multi_inference", request, response)
         return response
 
     async def get_model_metadata(

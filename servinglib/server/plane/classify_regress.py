@@ -73,6 +73,7 @@ async def classify(
     serialized_examples: npt.NDArray[Any],
     *,
     deadline: float | None = None,
+    log_request: bool = True,
 ) -> ClassifyResult:
     """Classifies ``serialized_examples`` (object array of bytes, shape [n]).
 
@@ -81,13 +82,20 @@ async def classify(
     that is not a classify signature or does not follow its tensor rules, or
     outputs of the wrong shape or dtype; FailedPreconditionError for an
     unknown signature; and whatever :meth:`DataPlane.infer` raises.
+    A sampled request of a model with a ``logging_config`` is logged as a
+    ``classify_log`` (``log_request=False``: the caller logs it).
     Thread safety: a coroutine; run it on any event loop, concurrently.
     """
     pinned, name, spec = _signature_of(plane, model_spec, signature_name)
     _check_classify_signature(spec)
     count = _count_examples(serialized_examples)
     result = await plane.infer(
-        pinned, name, {CLASSIFY_INPUTS: serialized_examples}, None, deadline=deadline
+        pinned,
+        name,
+        {CLASSIFY_INPUTS: serialized_examples},
+        None,
+        deadline=deadline,
+        log_request=False,
     )
     classes = result.outputs.get(CLASSIFY_OUTPUT_CLASSES)
     scores = result.outputs.get(CLASSIFY_OUTPUT_SCORES)
@@ -98,7 +106,10 @@ async def classify(
         [(_label(label), score) for label, score in zip(row_labels, row_scores, strict=True)]
         for row_labels, row_scores in zip(labels, values, strict=True)
     ]
-    return ClassifyResult(result.model_name, result.version, name, classifications)
+    classified = ClassifyResult(result.model_name, result.version, name, classifications)
+    if log_request:
+        _log_request(plane, "classify", classified, serialized_examples, classifications)
+    return classified
 
 
 async def regress(
@@ -108,6 +119,7 @@ async def regress(
     serialized_examples: npt.NDArray[Any],
     *,
     deadline: float | None = None,
+    log_request: bool = True,
 ) -> RegressResult:
     """Regresses ``serialized_examples`` (object array of bytes, shape [n]).
 
@@ -116,13 +128,20 @@ async def regress(
     that is not a regress signature or does not follow its tensor rules, or
     an output of the wrong shape or dtype; FailedPreconditionError for an
     unknown signature; and whatever :meth:`DataPlane.infer` raises.
+    A sampled request of a model with a ``logging_config`` is logged as a
+    ``regress_log`` (``log_request=False``: the caller logs it).
     Thread safety: a coroutine; run it on any event loop, concurrently.
     """
     pinned, name, spec = _signature_of(plane, model_spec, signature_name)
     _check_regress_signature(spec)
     count = _count_examples(serialized_examples)
     result = await plane.infer(
-        pinned, name, {REGRESS_INPUTS: serialized_examples}, None, deadline=deadline
+        pinned,
+        name,
+        {REGRESS_INPUTS: serialized_examples},
+        None,
+        deadline=deadline,
+        log_request=False,
     )
     outputs = result.outputs[REGRESS_OUTPUTS]
     if outputs.dtype != np.float32:
@@ -137,7 +156,33 @@ async def regress(
             f"Input batch size did not match output batch size: {count} vs. {outputs.shape[0]}"
         )
     values: list[float] = outputs.reshape(-1).tolist()
-    return RegressResult(result.model_name, result.version, name, values)
+    regressed = RegressResult(result.model_name, result.version, name, values)
+    if log_request:
+        _log_request(plane, "regress", regressed, serialized_examples, values)
+    return regressed
+
+
+def _log_request(
+    plane: DataPlane,
+    kind: str,
+    result: ClassifyResult | RegressResult,
+    serialized_examples: npt.NDArray[Any],
+    answer: object,
+) -> None:
+    """Hands a sampled classify or regress request to the plane's request logger."""
+    logger = plane.request_logger
+    logging = logger.sampled(result.model_name)
+    if logging is not None:
+        logger.log(
+            logging,
+            result.model_name,
+            kind,
+            result.model_name,
+            result.version,
+            result.signature_name,
+            serialized_examples.reshape(-1).tolist(),
+            answer,
+        )
 
 
 def _signature_of(

@@ -29,6 +29,7 @@ from servinglib.servable import (
     resolve_signature,
     start_stream,
 )
+from servinglib.server.logging_config import LoggingConfig
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.call_pool import (
     CallPool,
@@ -37,12 +38,16 @@ from servinglib.server.plane.call_pool import (
     default_max_calls_per_model,
 )
 from servinglib.server.plane.calls_here import CallsHere, on_server_thread
+from servinglib.server.plane.in_flight import InFlight
+from servinglib.server.plane.log_sink import LogSinkFactory
 from servinglib.server.plane.metadata import (
     v2_config_data_type,
     v2_decoupled,
     v2_model_metadata,
 )
 from servinglib.server.plane.repository import RepositoryEntry, repository_index
+from servinglib.server.plane.request_context import log_model_failure
+from servinglib.server.plane.request_logger import RequestLogger
 from servinglib.server.plane.signature_cache import SignatureCache
 from servinglib.server.plane.stream_producer import stream_producer
 from servinglib.server.plane.streaming import (
@@ -106,6 +111,9 @@ class DataPlane:
     released when the model call ends, even if the request gave up earlier,
     so a version never unloads under a running call.
 
+    Request logging: models whose config has a ``logging_config`` have
+    their sampled requests written by :attr:`request_logger`, to the file
+    sink or a sink of ``log_sinks`` (collector type → factory).
     Isolation: the worker pool (``max_workers`` threads, default 4 per CPU
     up to 32) is shared, but at most ``max_calls_per_model`` calls of one
     model run on it at once (default half the pool); the model's further
@@ -135,6 +143,7 @@ class DataPlane:
         max_workers: int | None = None,
         max_calls_per_model: int | None = None,
         on_stream: StreamObserver | None = None,
+        log_sinks: Mapping[str, LogSinkFactory] | None = None,
     ) -> None:
         workers = max_workers or _default_workers()
         self._core = core
@@ -147,6 +156,8 @@ class DataPlane:
         self._signatures = SignatureCache(core)
         self._here = CallsHere(self._pool)
         self._streams = OpenStreams()
+        self._in_flight = InFlight()
+        self._request_logger = RequestLogger(_logging_config_of(core), sinks=log_sinks)
 
     @property
     def core(self) -> ServerCore:
@@ -154,9 +165,18 @@ class DataPlane:
         return self._core
 
     @property
+    def request_logger(self) -> RequestLogger:
+        """Logs sampled requests of models with a ``logging_config``; :meth:`close` closes it."""
+        return self._request_logger
+
+    @property
     def max_calls_per_model(self) -> int:
         """How many calls of one model may hold workers of the pool at once."""
         return self._pool.max_calls_per_model
+
+    def requests_in_flight(self) -> dict[str, int]:
+        """Inference requests running now (:meth:`infer`), by model; models seen before: 0."""
+        return self._in_flight.snapshot()
 
     def overdue_calls(self) -> dict[str, int]:
         """Calls still running past their request's deadline, by model (none: left out)."""
@@ -310,13 +330,47 @@ class DataPlane:
         output_filter: Iterable[str] | None = None,
         *,
         deadline: float | None = None,
+        log_request: bool = True,
     ) -> InferenceResult:
         """Runs ``signature_name`` (None: the default) of the version ``model_spec`` picks.
 
-        Raises the errors of :meth:`ServerCore.servable_handle` and
+        A model with a ``logging_config`` has its sampled successful calls
+        logged as predict requests (``log_request=False``: the caller logs
+        the request itself, as classify and regress do).  An exception of
+        the model's own is logged once, with its traceback and the request's
+        id (:mod:`~servinglib.server.plane.request_context`).  Raises the
+        errors of :meth:`ServerCore.servable_handle` and
         :func:`call_signature`, UnimplementedError for a servable without
         signatures, DeadlineExceededError once ``deadline`` passes.
         """
+        name = model_spec.name
+        self._in_flight.enter(name)
+        try:
+            result = await self._infer(model_spec, signature_name, inputs, output_filter, deadline)
+        finally:
+            self._in_flight.leave(name)
+        if log_request and (logging := self._request_logger.sampled(name)) is not None:
+            self._request_logger.log(
+                logging,
+                name,
+                "predict",
+                name,
+                result.version,
+                result.signature_name,
+                inputs,
+                result.outputs,
+                None if output_filter is None else tuple(output_filter),
+            )
+        return result
+
+    async def _infer(
+        self,
+        model_spec: ModelSpec,
+        signature_name: str | None,
+        inputs: Tensors,
+        output_filter: Iterable[str] | None,
+        deadline: float | None,
+    ) -> InferenceResult:
         handle = self._core.servable_handle(model_spec)
         try:
             servable = _servable_of(handle, model_spec)
@@ -324,38 +378,42 @@ class DataPlane:
         except BaseException:
             handle.release()
             raise
-        # Nothing to set for most requests: skip entering a deadline scope then.
-        unset = deadline is None and request_deadline() is None
-        with _NO_SCOPE if unset else deadline_scope(deadline):
-            if spec.execution_mode is ExecutionMode.INLINE:  # no coroutine of its own
-                try:
-                    outputs = call_resolved(servable, name, spec, inputs, output_filter)
-                finally:
-                    handle.release()
-            else:
-                site = CallSite(model_spec.name, handle.id.version, name)
-                started = time.monotonic()
-                try:
-                    if on_server_thread():
-                        try:
-                            outputs = self._here.call(
-                                site, servable, spec, inputs, output_filter, deadline=deadline
+        try:
+            # Nothing to set for most requests: skip entering a deadline scope then.
+            unset = deadline is None and request_deadline() is None
+            with _NO_SCOPE if unset else deadline_scope(deadline):
+                if spec.execution_mode is ExecutionMode.INLINE:  # no coroutine of its own
+                    try:
+                        outputs = call_resolved(servable, name, spec, inputs, output_filter)
+                    finally:
+                        handle.release()
+                else:
+                    site = CallSite(model_spec.name, handle.id.version, name)
+                    started = time.monotonic()
+                    try:
+                        if on_server_thread():
+                            try:
+                                outputs = self._here.call(
+                                    site, servable, spec, inputs, output_filter, deadline=deadline
+                                )
+                            finally:
+                                handle.release()
+                        else:
+                            outputs = await self._run(
+                                handle,
+                                site,
+                                servable,
+                                spec,
+                                inputs,
+                                output_filter=output_filter,
+                                deadline=deadline,
                             )
-                        finally:
-                            handle.release()
-                    else:
-                        outputs = await self._run(
-                            handle,
-                            site,
-                            servable,
-                            spec,
-                            inputs,
-                            output_filter=output_filter,
-                            deadline=deadline,
-                        )
-                except (DeadlineExceededError, asyncio.CancelledError) as error:
-                    _log_gave_up(site, error, deadline, started)
-                    raise
+                    except (DeadlineExceededError, asyncio.CancelledError) as error:
+                        _log_gave_up(site, error, deadline, started)
+                        raise
+        except Exception as error:
+            log_model_failure(error, model_spec.name, handle.id.version, name)
+            raise
         return InferenceResult(outputs, model_spec.name, handle.id.version, name)
 
     def open_stream(
@@ -469,14 +527,23 @@ class DataPlane:
         return await future
 
     def close(self) -> None:
-        """Stops the worker pool after the calls running on it, and following the core's events."""
+        """Stops the worker pool (after its running calls), the core's events, the request log."""
         self._signatures.close()
         self._pool.close()
         self._here.close()
+        self._request_logger.close()
 
 
 def _no_release() -> None:
     pass
+
+
+def _logging_config_of(core: ServerCore) -> Callable[[str], LoggingConfig | None]:
+    def logging_config(name: str) -> LoggingConfig | None:
+        model = core.config.model(name)
+        return None if model is None else model.logging_config
+
+    return logging_config
 
 
 def _config_tensor(tensor: dict[str, Any]) -> dict[str, Any]:

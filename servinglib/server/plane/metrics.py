@@ -197,8 +197,9 @@ class ServerMetrics:
         """
         if self._workers is not None:
             return self._workers.render()
-        rendered: bytes = self._prom.generate_latest(self.registry)
-        return rendered
+        from servinglib.server.plane.exposition import render
+
+        return render(self.registry.collect())
 
     def share_with_workers(self, directory: str, index: int) -> WorkerMetrics:
         """Publishes these metrics as worker ``index`` of ``directory``; renders all workers' sum.
@@ -336,11 +337,12 @@ class _RequestCollector:
 
 @final
 class _StateCollector:
-    """Gauges computed at scrape time: version states, overdue calls, batch queue depths."""
+    """Computed at scrape time: version states, overdue calls, request logs, load gauges."""
 
     def __init__(self, metrics: ServerMetrics, prom: Any) -> None:  # noqa: ANN401 - the module
         self._metrics = metrics
         self._gauge = prom.metrics_core.GaugeMetricFamily
+        self._counter = prom.metrics_core.CounterMetricFamily
 
     def describe(self) -> list[Any]:
         return []
@@ -366,7 +368,45 @@ class _StateCollector:
             for name, count in sorted(plane.overdue_calls().items()):
                 overdue.add_metric([name], count)
             yield overdue
+            logged = self._counter(
+                ":tensorflow:serving:request_log_count",
+                "Sampled requests of models with a logging_config, by outcome: OK (written), "
+                "RESOURCE_EXHAUSTED (dropped: queue full), INTERNAL (sink failed), NOT_FOUND "
+                "(no such collector).",
+                labels=["model_name", "status_code"],
+            )
+            for (name, outcome), count in sorted(plane.request_logger.counts().items()):
+                logged.add_metric([name, outcome], count)
+            yield logged
+        yield from self._load_gauges()
+
+    def _load_gauges(self) -> Iterator[Any]:
+        """Requests in flight and waiting in batch queues, per model: always, 0 when none."""
+        models = {servable.name for servable in self._metrics.states()}
+        plane = self._metrics.plane
+        in_flight = plane.requests_in_flight() if plane is not None else {}
         scheduler = self._metrics.scheduler
+        queues = scheduler.statistics() if scheduler is not None else {}
+        queued: dict[str, int] = {}
+        for queue, stats in queues.items():  # named model/version/signature
+            model = queue.split("/", 1)[0]
+            queued[model] = queued.get(model, 0) + stats.queued_tasks
+        models |= in_flight.keys() | queued.keys()
+        flying = self._gauge(
+            "servinglib_model_requests_in_flight",
+            "Inference requests a model is answering now (queued, batched or running).",
+            labels=["model_name"],
+        )
+        waiting = self._gauge(
+            "servinglib_model_requests_queued",
+            "Requests of a model waiting in its batch queues (0 when it is not batched).",
+            labels=["model_name"],
+        )
+        for model in sorted(models):
+            flying.add_metric([model], in_flight.get(model, 0))
+            waiting.add_metric([model], queued.get(model, 0))
+        yield flying
+        yield waiting
         if scheduler is None:
             return
         depth = self._gauge(
@@ -374,6 +414,6 @@ class _StateCollector:
             "Requests waiting in each batch queue (model/version/signature).",
             labels=["queue"],
         )
-        for name, stats in sorted(scheduler.statistics().items()):
+        for name, stats in sorted(queues.items()):
             depth.add_metric([name], stats.queued_tasks)
         yield depth

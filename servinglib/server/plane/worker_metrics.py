@@ -72,10 +72,9 @@ class WorkerMetrics:
         self.publish()
         files = sorted(self._directory.glob("worker-*.json"))
         workers = [(path.stem.removeprefix("worker-"), _read(path)) for path in files]
-        from prometheus_client import generate_latest  # a worker's ServerMetrics imported it
+        from servinglib.server.plane.exposition import render
 
-        rendered: bytes = generate_latest(_Collector(_merged(workers)))
-        return rendered
+        return render(_Collector(_merged(workers)).collect())
 
     def close(self) -> None:
         """Stops the periodic publishing (after one last write)."""
@@ -158,7 +157,7 @@ def _read(path: Path, *, summed_only: bool = False) -> _Families:
 
 @final
 class _Collector:
-    """Yields merged families as prometheus_client metrics, for generate_latest."""
+    """Yields merged families as prometheus_client metrics, for the exposition renderer."""
 
     def __init__(self, families: _Families) -> None:
         self._families = families

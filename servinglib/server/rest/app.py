@@ -20,6 +20,8 @@ from servinglib.errors import (
     UnavailableError,
 )
 from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.request_context import begin_request, was_logged
+from servinglib.server.plane.request_context import request_id as current_request_id
 from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import BodyStream, RestRequest, RestResponse
@@ -120,6 +122,7 @@ class RestApp:
             path = below_root(path, root_path)
         route: Route | None = None
         code = StatusCode.OK
+        begin_request(lambda: _header(scope, _REQUEST_ID) or f"rest-{next(self._request_ids)}")
         try:
             if method == "OPTIONS" and self._extra_headers:
                 response = RestResponse(204, b"")
@@ -209,15 +212,17 @@ class RestApp:
     def _log_failure(
         self, scope: Scope, method: str, path: str, error: BaseException, response: RestResponse
     ) -> RestResponse:
-        request_id = _header(scope, _REQUEST_ID) or f"rest-{next(self._request_ids)}"
-        _log.error(
-            "Request %s (%s %s) failed: %s",
-            request_id,
-            method,
-            path[:200],
-            error,
-            exc_info=not isinstance(error, ServingError),
-        )
+        request_id = current_request_id() or f"rest-{next(self._request_ids)}"
+        if not was_logged(error):  # a model's exception: the DataPlane logged its traceback
+            _log.error(
+                "Request %s (%s %s) failed: %s",
+                request_id,
+                method,
+                path[:200],
+                error,
+                exc_info=not isinstance(error, ServingError),
+                extra={"request_id": request_id},
+            )
         return attrs.evolve(
             response, headers=(*response.headers, (_REQUEST_ID, request_id.encode("latin-1")))
         )

@@ -147,7 +147,7 @@ def test_serves_rest_grpc_and_metrics(server: Server) -> None:
     assert server.predict("triple", [1.0, 2.0]).json() == {"predictions": [3.0, 6.0]}
     assert server.health() == health_pb2.HealthCheckResponse.SERVING
     scrape = server.http.get("/monitoring/prometheus/metrics").text
-    assert ':tensorflow:serving:request_count_total{model_name="triple",status="OK"}' in scrape
+    assert ':tensorflow:serving:request_count{model_name="triple",status="OK"}' in scrape
 
 
 def test_an_edited_config_file_is_applied_while_serving(server: Server, models: Path) -> None:

@@ -252,7 +252,7 @@ def scrape(workers: Workers) -> str:
 
 
 def request_count(text: str) -> float:
-    found = re.search(r'request_count_total\{model_name="m",status="OK"\} (\S+)', text)
+    found = re.search(r'request_count\{model_name="m",status="OK"\} (\S+)', text)
     return float(found.group(1)) if found else 0.0
 
 

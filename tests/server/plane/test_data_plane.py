@@ -222,3 +222,23 @@ def test_a_closed_plane_refuses_calls(core: ServerCore) -> None:
     plane.close()
     with pytest.raises(RuntimeError, match="closed"):
         asyncio.run(asyncio.wait_for(plane.infer(SPEC, None, X), 30))
+
+
+def test_requests_in_flight_are_counted_while_they_run(tmp_path: Path) -> None:
+    """A running inference counts as in flight for its model until it returns, then 0."""
+    with ServerCore(write_model(tmp_path), TEST_SERVER_CORE_OPTIONS) as core:
+        plane = DataPlane(core, max_workers=2)
+        try:
+
+            async def run() -> None:
+                call = asyncio.ensure_future(plane.infer(SPEC, "gated", X))
+                await asyncio.to_thread(
+                    wait_until, lambda: plane.requests_in_flight() == {"m": 1}, timeout_s=10
+                )
+                release_gated_calls(tmp_path)
+                await call
+
+            asyncio.run(run())
+            assert plane.requests_in_flight() == {"m": 0}
+        finally:
+            plane.close()

@@ -275,3 +275,22 @@ def test_versions_older_than_the_event_log_are_seen_from_their_live_state() -> N
         ServableId("old", 1): ManagerState.AVAILABLE,
         ServableId("new", 1): ManagerState.LOADING,
     }
+
+
+def test_load_gauges_are_exported_for_every_model_without_batching(tmp_path: Path) -> None:
+    """In-flight and queued gauges list every model, 0 at rest, also with batching off."""
+    config = ModelServerConfig([ModelConfig("m", write_model(tmp_path, "m"), "python")])
+    with ServerCore(config, TEST_SERVER_CORE_OPTIONS) as core:
+        metrics = ServerMetrics()
+        metrics.attach(core)
+        plane = DataPlane(core, max_workers=1)
+        metrics.attach_plane(plane)
+        try:
+            asyncio.run(plane.infer(ModelSpec.latest("m"), None, {"x": np.ones(2, np.float32)}))
+            text = metrics.render().decode()
+        finally:
+            plane.close()
+    assert 'servinglib_model_requests_in_flight{model_name="m"} 0.0' in text
+    assert 'servinglib_model_requests_queued{model_name="m"} 0.0' in text
+    assert "_created" not in text
+    assert ":tensorflow:serving:request_count_total" not in text

@@ -1,0 +1,59 @@
+"""The Prometheus text format of a scrape, with TF Serving's exact names.
+
+prometheus-client's ``generate_latest`` names every counter ``<name>_total``
+and adds a ``<name>_created`` series to counters and histograms.  TF
+Serving's exporter (``monitoring/prometheus_exporter.cc``) does neither: its
+counters are exported under their own name (``:tensorflow:serving:request_count``)
+and its histograms as ``_bucket``, ``_sum`` and ``_count`` only.  This
+renderer writes TF Serving's families (named ``:tensorflow:...``) that way,
+servinglib's own (``servinglib_*``) as Prometheus' conventions name them
+(counters ``_total``), and no ``_created`` series at all (they double a
+scrape's size and TF Serving has none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+TF_SERVING_PREFIX = ":tensorflow:"
+"""The names of TF Serving's metrics as its exporter writes them begin so."""
+
+_CREATED = "_created"
+
+
+def render(families: Iterable[Any]) -> bytes:
+    """The text format (``text/plain; version=0.0.4``) of prometheus-client metric families.
+
+    ``families``: what a registry's ``collect()`` yields.
+    Thread safety: a pure function of its argument.
+    """
+    from prometheus_client.utils import floatToGoString
+
+    lines: list[str] = []
+    for family in families:
+        name: str = family.name
+        kind: str = family.type
+        tf_serving = name.startswith(TF_SERVING_PREFIX)
+        exported = name + "_total" if kind == "counter" and not tf_serving else name
+        kind = {"unknown": "untyped", "info": "gauge", "stateset": "gauge"}.get(kind, kind)
+        documentation = family.documentation.replace("\\", r"\\").replace("\n", r"\n")
+        lines.append(f"# HELP {exported} {documentation}\n")
+        lines.append(f"# TYPE {exported} {kind}\n")
+        for sample in family.samples:
+            sample_name: str = sample.name
+            if sample_name.endswith(_CREATED):
+                continue
+            if tf_serving and kind == "counter":
+                sample_name = name  # TF Serving's counter sample has the family's own name
+            labels = ",".join(
+                f'{key}="{_escaped(value)}"' for key, value in sorted(sample.labels.items())
+            )
+            label_text = f"{{{labels}}}" if labels else ""
+            value = floatToGoString(sample.value)  # type: ignore[no-untyped-call]
+            lines.append(f"{sample_name}{label_text} {value}\n")
+    return "".join(lines).encode("utf-8")
+
+
+def _escaped(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
