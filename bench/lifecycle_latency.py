@@ -52,6 +52,8 @@ EXTRA_MODELS = 100
 SAVEDMODEL_VARIABLES = 200
 START_TIMEOUT_S = 120.0
 WAIT_TIMEOUT_S = 120.0
+HERE = Path(__file__).resolve().parent
+_PAUSE = re.compile(r"^PAUSE (gc gen=(\d)|stall) ms=([\d.]+).* t=([\d.]+)$", re.MULTILINE)
 _APPLIED = r"applied model config file"
 X = np.arange(16, dtype=np.float32).reshape(1, 16)
 
@@ -103,8 +105,7 @@ def write_python_version(base: Path, version: int) -> None:
 def config_text(models: Sequence[tuple[str, Path, str]]) -> str:
     """A models.config serving ``models`` (name, base path, platform)."""
     entries = "".join(
-        f'  config {{ name: "{n}" base_path: "{p}" model_platform: "{f}" }}\n'
-        for n, p, f in models
+        f'  config {{ name: "{n}" base_path: "{p}" model_platform: "{f}" }}\n' for n, p, f in models
     )
     return f"model_config_list {{\n{entries}}}\n"
 
@@ -119,7 +120,7 @@ class Server:
         return len(re.findall(pattern, self.log.read_text(errors="replace"), re.MULTILINE))
 
     def reload(self, models: Sequence[tuple[str, Path, str]], *, wait_for: str, times: int) -> None:
-        """Serves ``models`` (SIGHUP); returns once applied and ``wait_for`` was logged ``times`` more.
+        """Serves ``models`` (SIGHUP); returns once applied and ``wait_for`` logged ``times`` more.
 
         The reload itself waits for the models it adds, not for those it removes to unload.
         """
@@ -257,16 +258,18 @@ class Rig:
             ("swapper", self.swapper, "python"),
         ]
         self.big_model = ("big", self.big, "tensorflow")
+        self.windows: list[tuple[float, float]] = []  # each measure()'s monotonic start and end
 
     def start(self, server_cpus: str | None) -> tuple[Server, object]:
         config = self.tmp / "models.config"
         # The SavedModel is served from the start, so TensorFlow is imported before any phase.
         config.write_text(config_text([*self.base_models, self.big_model]))
         self.port, self.rest_port = free_port(), free_port()
+        traced = self.args.trace_pauses
+        launcher = [str(HERE / "_pause_trace.py")] if traced else ["-m", "servinglib"]
         command = [
             sys.executable,
-            "-m",
-            "servinglib",
+            *launcher,
             f"--model_config_file={config}",
             "--allow_python_code_execution",
             f"--port={self.port}",
@@ -318,13 +321,46 @@ Figures = dict[str, float]
 
 def measure(rig: Rig, args: argparse.Namespace) -> tuple[Figures, Figures]:
     """REST, then gRPC, each for ``args.seconds``: (wrk's figures, h2load's figures)."""
+    started = time.monotonic()
     rest = wrk(rig.rest_port, rig.tmp, args.concurrency, args.seconds)
     grpc = h2load(rig.port, rig.tmp, args.concurrency, args.seconds)
+    rig.windows.append((started, time.monotonic()))
     return rest, grpc
 
 
+def report_pauses(log: Path, phases: Sequence[str], windows: Sequence[tuple[float, float]]) -> None:
+    """Section 4 (``--trace-pauses``): the server's pauses per phase, from its log."""
+    pauses = _PAUSE.findall(log.read_text(errors="replace"))
+    print(
+        "\n4. Where the time went (--trace-pauses): the server's garbage collections of >= 2 ms "
+        "(count, total ms, max ms) by generation, and stalls of >= 5 ms of a thread waking "
+        "every 1 ms (count, max ms; > 50 ms: count)"
+    )
+    print(f"{INDENT}{'phase':<26}{'gc gen0/1':>20}{'gc gen2':>22}{'stalls':>14}{'> 50 ms':>9}")
+    for phase, (start, end) in zip(phases, windows, strict=True):
+        young: list[float] = []
+        full: list[float] = []
+        stalls: list[float] = []
+        for kind, generation, ms, stamp in pauses:
+            if not start <= float(stamp) <= end:
+                continue
+            if kind == "stall":
+                stalls.append(float(ms))
+            else:
+                (full if generation == "2" else young).append(float(ms))
+
+        def cell(values: list[float]) -> str:
+            return f"{len(values)}, {sum(values):.0f}, {max(values, default=0):.0f}"
+
+        long_stalls = sum(1 for v in stalls if v > MAX_MS_TARGET)
+        stall_cell = f"{len(stalls)}, {max(stalls, default=0):.0f}"
+        print(
+            f"{INDENT}{phase:<26}{cell(young):>20}{cell(full):>22}{stall_cell:>14}{long_stalls:>9}"
+        )
+
+
 def report(phases: dict[str, tuple[Figures, Figures]], cycles: dict[str, int]) -> None:
-    print(f"\n2. Latency of plus_one (ms), each phase beside the steady state of this run:")
+    print("\n2. Latency of plus_one (ms), each phase beside the steady state of this run:")
     header = f"{'phase':<26}{'protocol':>9}{'p50':>8}{'p99':>8}{'max':>8}{'p99/steady':>12}"
     print(f"{INDENT}{header}{'requests':>10}{'errors':>8}{'cycles':>8}")
     steady = phases["steady"]
@@ -428,6 +464,9 @@ def main() -> None:
     parser.add_argument(
         "--server-flag", action="append", default=[], help="an extra flag for the server"
     )
+    parser.add_argument(
+        "--trace-pauses", action="store_true", help="log the server's GC pauses and stalls"
+    )
     parser.add_argument("--gil-probe", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.gil_probe is not None:
@@ -435,7 +474,7 @@ def main() -> None:
         return
     for tool in ("wrk", "h2load"):
         if shutil.which(tool) is None:
-            sys.exit(f"bench/lifecycle_latency.py needs {tool} (apt-get install wrk nghttp2-client)")
+            sys.exit(f"bench/lifecycle_latency.py needs {tool}: apt-get install wrk nghttp2-client")
     server_cpus = os.environ.get("SERVINGLIB_BENCH_SERVER_CPUS")
     print_environment("bench/lifecycle_latency.py: one model's latency during lifecycle work")
     print(
@@ -475,6 +514,8 @@ def main() -> None:
         finally:
             context.__exit__(None, None, None)  # type: ignore[attr-defined]
         report(phases, cycles)
+        if args.trace_pauses:
+            report_pauses(server.log, list(phases), rig.windows)
         if args.gil:
             gil_bound(args, rig.big, server_cpus)
 
