@@ -29,6 +29,7 @@ Run with ``./dev bench lifecycle_latency`` (see bench/README.md); needs wrk and 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import re
 import shutil
@@ -54,6 +55,8 @@ START_TIMEOUT_S = 120.0
 WAIT_TIMEOUT_S = 120.0
 HERE = Path(__file__).resolve().parent
 _PAUSE = re.compile(r"^PAUSE (gc gen=(\d)|stall) ms=([\d.]+).* t=([\d.]+)$", re.MULTILINE)
+_NUMBERED = re.compile(r"[_-]?\d+$")  # a pool thread's number
+_BUSY = re.compile(r"^BUSY t=([\d.]+) ms=(\d+) (\S+) (.*)$", re.MULTILINE)
 _APPLIED = r"applied model config file"
 X = np.arange(16, dtype=np.float32).reshape(1, 16)
 
@@ -328,13 +331,22 @@ def measure(rig: Rig, args: argparse.Namespace) -> tuple[Figures, Figures]:
     return rest, grpc
 
 
-def report_pauses(log: Path, phases: Sequence[str], windows: Sequence[tuple[float, float]]) -> None:
-    """Section 4 (``--trace-pauses``): the server's pauses per phase, from its log."""
-    pauses = _PAUSE.findall(log.read_text(errors="replace"))
+def report_pauses(
+    log: Path, phases: Sequence[str], windows: Sequence[tuple[float, float]], top: int = 5
+) -> None:
+    """Section 4 (``--trace-pauses``): the server's pauses per phase, from its log.
+
+    Under each phase, the threads that ran during stalls of 20 ms or more: CPU ms summed over
+    the stalls, by thread (numbers dropped) and innermost frames.
+    """
+    text = log.read_text(errors="replace")
+    pauses = _PAUSE.findall(text)
+    busy = _BUSY.findall(text)
     print(
         "\n4. Where the time went (--trace-pauses): the server's garbage collections of >= 2 ms "
         "(count, total ms, max ms) by generation, and stalls of >= 5 ms of a thread waking "
-        "every 1 ms (count, max ms; > 50 ms: count)"
+        "every 1 ms (count, max ms; > 50 ms: count); under each phase, the threads that used "
+        "the CPU during stalls of >= 20 ms (ms, by thread and innermost frames)"
     )
     print(f"{INDENT}{'phase':<26}{'gc gen0/1':>20}{'gc gen2':>22}{'stalls':>14}{'> 50 ms':>9}")
     for phase, (start, end) in zip(phases, windows, strict=True):
@@ -357,6 +369,12 @@ def report_pauses(log: Path, phases: Sequence[str], windows: Sequence[tuple[floa
         print(
             f"{INDENT}{phase:<26}{cell(young):>20}{cell(full):>22}{stall_cell:>14}{long_stalls:>9}"
         )
+        ran: collections.Counter[str] = collections.Counter()
+        for stamp, ms, thread, where in busy:
+            if start <= float(stamp) <= end:
+                ran[f"{_NUMBERED.sub('', thread)} {where}"] += int(ms)
+        for what, ms in ran.most_common(top):
+            print(f"{INDENT}{INDENT}{ms:>6} ms  {what[:140]}")
 
 
 def report(phases: dict[str, tuple[Figures, Figures]], cycles: dict[str, int]) -> None:
