@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_state import ManagerState, ServableState
+from servinglib.server.cli.flags import parse_flags
 from servinglib.server.cli.heap_freezer import HeapAction, HeapFreezer
+from servinglib.server.cli.model_server import ModelServer
 
 
 @pytest.fixture(autouse=True)
@@ -99,3 +103,42 @@ def test_cycles_of_frozen_objects_are_collected_by_a_refreeze() -> None:
     assert cycle() is not None
     HeapFreezer().refreeze()
     assert cycle() is None
+
+
+MODEL_PY = """
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import TensorSpec
+
+class Model(PythonModel):
+    @signature(name="serving_default", inputs=[TensorSpec("x", "float32", [-1])],
+               outputs=[TensorSpec("y", "float32", [-1])])
+    def predict(self, x):
+        return {"y": x}
+"""
+
+
+def test_the_server_freezes_before_its_models_load(tmp_path: Path) -> None:
+    """ModelServer freezes the heap before loading, so a model's objects stay collectable."""
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "1" / "model.py").write_text(MODEL_PY)
+    before = Node()
+    flags = parse_flags(
+        [
+            f"--model_base_path={tmp_path / 'm'}",
+            "--model_name=m",
+            "--model_platform=python",
+            "--allow_python_code_execution",
+            "--port=0",
+            "--rest_api_port=0",
+        ]
+    )
+    server = ModelServer(flags)
+    try:
+        modules = [m for n, m in sys.modules.items() if n.startswith("servinglib_python_model_")]
+        unfrozen = {id(o) for o in gc.get_objects()}
+        assert id(before) not in unfrozen
+        assert modules
+        assert all(id(m) in unfrozen for m in modules)
+    finally:
+        server.plane.close()
+        server.core.close()
