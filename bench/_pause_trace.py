@@ -12,7 +12,8 @@ Two kinds, one line each on stderr (the server's log), with ``time.monotonic()``
 
 bench/lifecycle_latency.py starts the server through this file with ``--trace-pauses`` and
 sums the lines per phase.  ``SERVINGLIB_BENCH_SWITCH_INTERVAL_MS`` sets the server's GIL switch
-interval (``sys.setswitchinterval``) for an experiment.
+interval (``sys.setswitchinterval``) for an experiment; ``SERVINGLIB_BENCH_TRACE=0`` then leaves
+the tracing out.
 """
 
 from __future__ import annotations
@@ -112,8 +113,9 @@ def main() -> None:
     interval_ms = os.environ.get("SERVINGLIB_BENCH_SWITCH_INTERVAL_MS")
     if interval_ms:  # an experiment: how long a thread may hold the GIL while another waits
         sys.setswitchinterval(float(interval_ms) / 1e3)
-    gc.callbacks.append(_on_gc)
-    threading.Thread(target=_watch_stalls, name="pause-trace", daemon=True).start()
+    if os.environ.get("SERVINGLIB_BENCH_TRACE", "1") != "0":
+        gc.callbacks.append(_on_gc)
+        threading.Thread(target=_watch_stalls, name="pause-trace", daemon=True).start()
     sys.argv = ["servinglib", *sys.argv[1:]]
     runpy.run_module("servinglib", run_name="__main__", alter_sys=True)
 

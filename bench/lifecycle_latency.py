@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import math
 import os
 import re
 import shutil
@@ -230,6 +231,8 @@ def h2load(port: int, tmp: Path, concurrency: int, seconds: int) -> dict[str, fl
         for fields in (line.split("\t") for line in log.read_text().splitlines())
         if len(fields) >= 3 and fields[1] == "200"
     )
+    if not latencies:  # nothing answered in time: the figures say so rather than a traceback
+        latencies = [math.inf]
     return {
         "requests": float(len(latencies)),
         "errors": float(counts.group(2)),
@@ -268,7 +271,7 @@ class Rig:
         # The SavedModel is served from the start, so TensorFlow is imported before any phase.
         config.write_text(config_text([*self.base_models, self.big_model]))
         self.port, self.rest_port = free_port(), free_port()
-        traced = self.args.trace_pauses
+        traced = self.args.trace_pauses or "SERVINGLIB_BENCH_SWITCH_INTERVAL_MS" in os.environ
         launcher = [str(HERE / "_pause_trace.py")] if traced else ["-m", "servinglib"]
         command = [
             sys.executable,
@@ -499,6 +502,8 @@ def main() -> None:
         f"server on CPU {server_cpus or 'any (not pinned)'}, clients on CPU "
         f"{os.environ.get('SERVINGLIB_BENCH_CLIENT_CPUS', 'any')}; {args.seconds} s per protocol "
         f"and phase at concurrency {args.concurrency}; server flags {args.server_flag or 'none'}; "
+        "server GIL switch interval "
+        f"{os.environ.get('SERVINGLIB_BENCH_SWITCH_INTERVAL_MS', 'default')} ms; "
         f"load average at start {os.getloadavg()[0]:.2f}"
     )
     with tempfile.TemporaryDirectory() as name:
