@@ -480,7 +480,7 @@ def main() -> None:
     parser.add_argument("--loads", type=int, default=3, help="--gil loads and unloads (3)")
     parser.add_argument("--gil", action="store_true", help="also measure the GIL bound")
     parser.add_argument(
-        "--phases", nargs="+", default=["savedmodel", "swap", "reload"], help="phases to run"
+        "--phases", nargs="*", default=["savedmodel", "swap", "reload"], help="phases after steady"
     )
     parser.add_argument(
         "--server-flag", action="append", default=[], help="an extra flag for the server"
