@@ -328,10 +328,24 @@ Figures = dict[str, float]
 def measure(rig: Rig, args: argparse.Namespace) -> tuple[Figures, Figures]:
     """REST, then gRPC, each for ``args.seconds``: (wrk's figures, h2load's figures)."""
     started = time.monotonic()
+    before = tcp_retransmits()
     rest = wrk(rig.rest_port, rig.tmp, args.concurrency, args.seconds)
+    between = tcp_retransmits()
     grpc = h2load(rig.port, rig.tmp, args.concurrency, args.seconds)
+    rest["retrans"], grpc["retrans"] = between - before, tcp_retransmits() - between
     rig.windows.append((started, time.monotonic()))
     return rest, grpc
+
+
+def tcp_retransmits() -> float:
+    """TCP segments the machine retransmitted so far (all processes: the machine is shared).
+
+    A retransmitted segment waits at least Linux's minimum RTO, 200 ms: on loopback it is the
+    kernel dropping a segment (a full queue, memory pressure), not the server pausing.
+    """
+    with open("/proc/net/snmp") as snmp:
+        rows = [line.split() for line in snmp if line.startswith("Tcp:")]
+    return float(rows[1][rows[0].index("RetransSegs")])
 
 
 def report_pauses(
@@ -381,9 +395,14 @@ def report_pauses(
 
 
 def report(phases: dict[str, tuple[Figures, Figures]], cycles: dict[str, int]) -> None:
+    """Section 2: the table, then the PASS/MISS lines.
+
+    ``retrans``: TCP segments the whole machine retransmitted during the cell; each waits
+    200 ms or more, so a cell with some can show tails that are not the server's.
+    """
     print("\n2. Latency of plus_one (ms), each phase beside the steady state of this run:")
     header = f"{'phase':<26}{'protocol':>9}{'p50':>8}{'p99':>8}{'max':>8}{'p99/steady':>12}"
-    print(f"{INDENT}{header}{'requests':>10}{'errors':>8}{'cycles':>8}")
+    print(f"{INDENT}{header}{'requests':>10}{'errors':>8}{'cycles':>8}{'retrans':>9}")
     steady = phases["steady"]
     verdicts = []
     for phase, figures in phases.items():
@@ -394,7 +413,7 @@ def report(phases: dict[str, tuple[Figures, Figures]], cycles: dict[str, int]) -
             print(
                 f"{INDENT}{phase:<26}{protocol:>9}{f['p50']:>8.2f}{f['p99']:>8.2f}"
                 f"{f['max']:>8.1f}{ratio:>12.2f}{int(f['requests']):>10}{errors:>8}"
-                f"{cycles.get(phase, 0):>8}"
+                f"{cycles.get(phase, 0):>8}{int(f['retrans']):>9}"
             )
             if phase != "steady":
                 met = ratio <= P99_FACTOR_TARGET and f["max"] <= MAX_MS_TARGET and errors == 0
