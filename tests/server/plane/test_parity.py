@@ -299,21 +299,24 @@ def test_a_model_at_its_in_flight_limit_answers_every_question_as_when_idle(
 ) -> None:
     """Requests in flight at the limit change no answer: readiness, status, labels, metadata."""
     idle = assert_same(both, QUESTIONS[:5])
-    (tmp_path / "m" / "HOLD").write_text("")
+    hold = tmp_path / "m" / "HOLD"
+    hold.write_text("")
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        held = pool.submit(
-            httpx.post,
-            f"{both.rest.url}/v1/models/m:predict",
-            json={"instances": [1.0]},
-            timeout=60,
-        )
-        wait_until((tmp_path / "m" / "CALLED").exists, timeout_s=30)
-        refused = httpx.post(
-            f"{both.rest.url}/v1/models/m:predict", json={"instances": [1.0]}, timeout=30
-        )
-        assert refused.status_code == 503  # the limit holds for inference
-        busy = assert_same(both, QUESTIONS[:5])
-        (tmp_path / "m" / "HOLD").unlink()
+        try:
+            held = pool.submit(
+                httpx.post,
+                f"{both.rest.url}/v1/models/m:predict",
+                json={"instances": [1.0]},
+                timeout=60,
+            )
+            wait_until((tmp_path / "m" / "CALLED").exists, timeout_s=30)
+            refused = httpx.post(
+                f"{both.rest.url}/v1/models/m:predict", json={"instances": [1.0]}, timeout=30
+            )
+            assert refused.status_code == 503  # the limit holds for inference
+            busy = assert_same(both, QUESTIONS[:5])
+        finally:  # a failed assertion must not leave the call waiting forever
+            hold.unlink(missing_ok=True)
         assert held.result(timeout=60).status_code == 200
     assert busy == idle
 
@@ -333,35 +336,39 @@ def test_rest_and_grpc_agree_on_a_model_loading_and_one_unloading(
         except ServingError as error:
             errors.append(error)
 
-    adding = threading.Thread(target=reload, args=([m, slow],))
-    adding.start()
-    wait_until(lambda: both.core.list_models() == ["m", "slow"], timeout_s=30)
-    loading = assert_same(both, [("slow", None, None), ("slow", 1, None)])
-    assert loading[("slow", None, None)]["ready"] is False
-    (tmp_path / "slow" / "1" / "WAIT").unlink()
-    adding.join(30)
-    assert errors == []
+    try:
+        adding = threading.Thread(target=reload, args=([m, slow],))
+        adding.start()
+        wait_until(lambda: both.core.list_models() == ["m", "slow"], timeout_s=30)
+        loading = assert_same(both, [("slow", None, None), ("slow", 1, None)])
+        assert loading[("slow", None, None)]["ready"] is False
+        (tmp_path / "slow" / "1" / "WAIT").unlink()
+        adding.join(30)
+        assert errors == []
 
-    (tmp_path / "slow" / "HOLD").write_text("")
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        held = pool.submit(
-            httpx.post,
-            f"{both.rest.url}/v1/models/slow:predict",
-            json={"instances": [1.0]},
-            timeout=60,
-        )
-        wait_until((tmp_path / "slow" / "CALLED").exists, timeout_s=30)
-        removing = threading.Thread(target=reload, args=([m],))
-        removing.start()
-        wait_until(
-            lambda: both.core.model_status("slow").versions[0].state.value == "UNLOADING",
-            timeout_s=30,
-        )
-        unloading = assert_same(both, [("slow", None, None), ("slow", 1, None)])
-        assert unloading[("slow", 1, None)]["status"][1][0][1] == "UNLOADING"
-        (tmp_path / "slow" / "HOLD").unlink()
-        assert held.result(timeout=60).status_code == 200
-        removing.join(30)
+        (tmp_path / "slow" / "HOLD").write_text("")
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            held = pool.submit(
+                httpx.post,
+                f"{both.rest.url}/v1/models/slow:predict",
+                json={"instances": [1.0]},
+                timeout=60,
+            )
+            wait_until((tmp_path / "slow" / "CALLED").exists, timeout_s=30)
+            removing = threading.Thread(target=reload, args=([m],))
+            removing.start()
+            wait_until(
+                lambda: both.core.model_status("slow").versions[0].state.value == "UNLOADING",
+                timeout_s=30,
+            )
+            unloading = assert_same(both, [("slow", None, None), ("slow", 1, None)])
+            assert unloading[("slow", 1, None)]["status"][1][0][1] == "UNLOADING"
+            (tmp_path / "slow" / "HOLD").unlink()
+            assert held.result(timeout=60).status_code == 200
+            removing.join(30)
+    finally:  # a failed assertion must not leave the model's load or call waiting forever
+        for flag in (tmp_path / "slow" / "1" / "WAIT", tmp_path / "slow" / "HOLD"):
+            flag.unlink(missing_ok=True)
 
 
 def test_the_repository_index_is_one_list_for_both(both: Both) -> None:
