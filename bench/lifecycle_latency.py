@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gc
 import math
 import os
 import re
@@ -445,7 +446,8 @@ def gil_bound(args: argparse.Namespace, savedmodel: Path, server_cpus: str | Non
     print(
         f"\n3. Measured bound: a thread asking to wake every 1 ms beside SavedModelLoader "
         f"load() / unload() of the {args.savedmodel_mb} MB SavedModel (same CPU, {args.loads} "
-        "times): its delays (ms) are how long the load kept other Python threads waiting"
+        "times, without and with the heap frozen first): its delays (ms) are how long each call "
+        "kept other Python threads, an event loop included, waiting"
     )
     print(done.stdout.rstrip())
 
@@ -471,7 +473,7 @@ def gil_probe(path: Path, loads: int) -> None:
         ordered = sorted(delays)
         late = sum(1 for d in ordered if d > MAX_MS_TARGET)
         print(
-            f"{INDENT}{name:<8} took {took:7.1f} ms; ticker delay p50 "
+            f"{INDENT}{INDENT}{name:<8} took {took:7.1f} ms; ticker delay p50 "
             f"{percentile(ordered, 0.5):6.2f}, p99 {percentile(ordered, 0.99):6.2f}, "
             f"max {ordered[-1]:6.1f}; delays over {MAX_MS_TARGET:g} ms: {late}"
         )
@@ -482,9 +484,14 @@ def gil_probe(path: Path, loads: int) -> None:
     ticker = threading.Thread(target=tick)
     ticker.start()
     try:
-        for _ in range(loads):
-            timed("load", loader.load)
-            timed("unload", loader.unload)
+        for frozen in (False, True):
+            if frozen:  # as servinglib-server does: the imports frozen before models load
+                gc.collect()
+                gc.freeze()
+            print(f"{INDENT}heap {'frozen before the loads' if frozen else 'not frozen'}:")
+            for _ in range(loads):
+                timed("load", loader.load)
+                timed("unload", loader.unload)
     finally:
         stop.set()
         ticker.join()
