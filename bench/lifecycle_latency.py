@@ -446,8 +446,8 @@ def gil_bound(args: argparse.Namespace, savedmodel: Path, server_cpus: str | Non
     print(
         f"\n3. Measured bound: a thread asking to wake every 1 ms beside SavedModelLoader "
         f"load() / unload() of the {args.savedmodel_mb} MB SavedModel (same CPU, {args.loads} "
-        "times, without and with the heap frozen first): its delays (ms) are how long each call "
-        "kept other Python threads, an event loop included, waiting"
+        "times: heap not frozen; frozen first; and with a 1 ms switch interval): its delays "
+        "(ms) are how long each call kept other Python threads, an event loop included, waiting"
     )
     print(done.stdout.rstrip())
 
@@ -484,11 +484,13 @@ def gil_probe(path: Path, loads: int) -> None:
     ticker = threading.Thread(target=tick)
     ticker.start()
     try:
-        for frozen in (False, True):
+        for frozen, switch_ms in ((False, 5.0), (True, 5.0), (True, 1.0)):
             if frozen:  # as servinglib-server does: the imports frozen before models load
                 gc.collect()
                 gc.freeze()
-            print(f"{INDENT}heap {'frozen before the loads' if frozen else 'not frozen'}:")
+            sys.setswitchinterval(switch_ms / 1e3)  # 1 ms: the server's while versions load
+            state = "frozen before the loads" if frozen else "not frozen"
+            print(f"{INDENT}heap {state}, GIL switch interval {switch_ms:g} ms:")
             for _ in range(loads):
                 timed("load", loader.load)
                 timed("unload", loader.unload)

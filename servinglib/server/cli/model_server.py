@@ -40,6 +40,7 @@ from servinglib.loaders.warmup import WarmupOptions
 from servinglib.server.cli.example_request import try_command
 from servinglib.server.cli.flags import ServerFlags, usable_cores
 from servinglib.server.cli.heap_freezer import HeapFreezer
+from servinglib.server.cli.load_switch_interval import LoadSwitchInterval
 from servinglib.server.cli.memory_trimmer import MemoryTrimmer
 from servinglib.server.cli.model_platform import flag_model
 from servinglib.server.cli.monitoring_config import PrometheusConfig, read_monitoring_config
@@ -241,7 +242,8 @@ class ModelServer:
             self.worker_metrics = self.metrics.share_with_workers(worker.directory, worker.index)
         self.metrics_path = prometheus.path
         self.freezer = HeapFreezer() if flags.freeze_heap else None
-        listeners: list[Callable[[ServableState], None]] = []  # ServerCore logs states itself
+        # ServerCore logs states itself; loads and unloads shorten the GIL's switch interval.
+        listeners: list[Callable[[ServableState], None]] = [LoadSwitchInterval().on_state]
         self.config = model_config(flags)
         if self.freezer is not None:
             listeners.append(self.freezer.on_state)
