@@ -19,9 +19,13 @@ each, for ``--seconds`` per protocol and phase. The phases, in turn:
 Each phase prints p50/p99/max (ms) per protocol beside the steady state of the same run, the
 ratio of p99s, and PASS/MISS per phase and protocol against the target (issue 19): p99 <= 1.5 x
 steady and no request over 50 ms. The server's log says when each load finished; the script
-follows it, so waiting adds no requests. ``--gil`` adds a measured bound: in a process pinned
-to the server CPU, a thread that asks to wake every millisecond, while the main thread loads
-and unloads the SavedModel: its longest delay is the longest stretch TensorFlow's load and
+follows it, so waiting adds no requests. A ``retrans`` column counts the TCP segments the
+machine retransmitted during each cell (each waits >= 200 ms: such tails are the kernel's).
+``--trace-pauses`` runs the server under ``_pause_trace.py`` and sums its GC pauses and stalls
+per phase, naming the threads that ran during them. ``--gil`` adds a measured bound: in a
+process pinned to the server CPU, a thread that asks to wake every millisecond, while the main
+thread loads and unloads the SavedModel (heap not frozen; frozen first; and with the 1 ms GIL
+switch interval the server uses while versions load): its delays are how long the load and
 unload keep every other Python thread (the event loop included) from running.
 Run with ``./dev bench lifecycle_latency`` (see bench/README.md); needs wrk and h2load.
 """
