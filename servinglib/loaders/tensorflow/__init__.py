@@ -4,6 +4,7 @@ The only package of servinglib that imports TensorFlow, and only when a
 model is loaded: importing it, or building its adapter, does not.
 """
 
+from servinglib.loaders.tensorflow._runtime import tensorflow as import_tensorflow
 from servinglib.loaders.tensorflow.config import (
     TensorFlowPlatformConfig as TensorFlowPlatformConfig,
 )
@@ -17,5 +18,6 @@ __all__ = [
     "SavedModelLoader",
     "TensorFlowPlatformConfig",
     "TensorFlowServable",
+    "import_tensorflow",
     "make_adapter",
 ]

@@ -1,68 +1,130 @@
-"""HeapFreezer: keeps the models' objects out of Python's full garbage collections.
+"""HeapFreezer: keeps the interpreter's long-lived objects out of Python's full garbage collections.
 
-A process that has imported TensorFlow and loaded models holds hundreds of
-thousands of long-lived objects; with them in the collector's oldest
+A process that has imported TensorFlow holds hundreds of thousands of
+long-lived objects (~280 k here); with them in the collector's oldest
 generation, every full collection walks them all.  Measured here (REST,
 64 clients, a batched SavedModel): full collections of ~100 ms about once a
 second, so p99 latency 98 ms against a p50 of 8 ms.  ``gc.freeze()`` moves
 every object alive into a permanent generation the collector skips: the
-same run then had p99 12 ms.  The models change as versions load and
-unload, so after each such change the heap is collected once (the unloaded
-versions' cycles included) and frozen again.
+same run then had p99 12 ms.
+
+What to freeze is a trade.  Frozen objects that later become garbage in
+reference cycles (an unloaded model's module, a SavedModel's restored
+functions and their variables' buffers) are freed only by unfreezing
+everything and collecting the whole heap: a pause of 150-200 ms with
+TensorFlow imported, during which no other thread runs.  Refreezing that
+way after every load and unload (as this class once did) put such a pause
+into the latency of every model served whenever any version changed
+(bench/lifecycle_latency.py).  So the freezer freezes the *base* (the
+imports, the servers) before models load, and leaves models unfrozen as long
+as the unfrozen heap stays small (``max_unfrozen_objects``, which bounds
+what a full collection walks: ~0.5 µs per object here).  Only when it grows
+past that (a runtime imported by a later load, thousands of models) are the
+new objects frozen, without unfreezing the rest; and only when a version
+frozen that way ends does the next check pay for one whole-heap refreeze,
+its cycles' memory being otherwise lost.
 """
 
 from __future__ import annotations
 
+import enum
 import gc
 import logging
 import threading
 import time
 from typing import final
 
+from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_state import ManagerState, ServableState
 
 _log = logging.getLogger(__name__)
 
-_SETTLED = frozenset({ManagerState.AVAILABLE, ManagerState.END})
+DEFAULT_MAX_UNFROZEN_OBJECTS = 50_000
+"""Unfrozen objects tolerated after a version change (a full collection walks them: ~25 ms)."""
+
+
+class HeapAction(enum.Enum):
+    """What :meth:`HeapFreezer.refreeze_if_changed` did."""
+
+    NONE = "none"  # nothing changed, or the unfrozen heap is small enough to leave as it is
+    FREEZE_NEW = "freeze new"  # collected the unfrozen objects, froze the survivors
+    REFREEZE = "refreeze"  # a frozen version ended: unfroze, collected and froze everything
 
 
 @final
 class HeapFreezer:
-    """Refreezes the heap after versions load or unload: :meth:`on_state` marks, refreeze acts.
+    """Freezes the heap's base, then only growth past a bound; refreezes when frozen models end.
 
-    Pass :meth:`on_state` to ``ServerCore(state_listeners=...)``; call
-    :meth:`refreeze_if_changed` periodically and :meth:`refreeze` once the
-    server has started.  Each refreeze is one full collection (a pause of
-    tens of milliseconds), so it runs only when versions changed.
+    Call :meth:`freeze` before the models load (after importing the
+    runtimes they need), pass :meth:`on_state` to
+    ``ServerCore(state_listeners=...)``, and call :meth:`refreeze_if_changed`
+    periodically: it does nothing unless versions changed, and pauses for a
+    whole-heap collection only when a version that was frozen has ended.
     Thread-safe.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_unfrozen_objects: int = DEFAULT_MAX_UNFROZEN_OBJECTS) -> None:
+        self._max_unfrozen_objects = max_unfrozen_objects
         self._lock = threading.Lock()
         self._changed = False  # guarded by: _lock
+        self._frozen_ended = False  # guarded by: _lock
+        self._live: set[ServableId] = set()  # loading or loaded; guarded by: _lock
+        self._frozen: set[ServableId] = set()  # live at a freeze; guarded by: _lock
 
     def on_state(self, event: ServableState) -> None:
-        """Notes that a version became available or ended (an event-bus listener)."""
-        if event.manager_state in _SETTLED:
-            with self._lock:
+        """Follows which versions are live and whether one ended (an event-bus listener)."""
+        state = event.manager_state
+        with self._lock:
+            if state in {ManagerState.LOADING, ManagerState.AVAILABLE}:
+                self._live.add(event.id)
+            if state is ManagerState.AVAILABLE:
                 self._changed = True
+            elif state is ManagerState.END:
+                self._changed = True
+                self._live.discard(event.id)
+                if event.id in self._frozen:
+                    self._frozen.discard(event.id)
+                    self._frozen_ended = True
 
-    def refreeze_if_changed(self) -> bool:
-        """Refreezes if versions changed since the last time; whether it did."""
+    def refreeze_if_changed(self) -> HeapAction:
+        """After version changes: refreezes, freezes what is new, or nothing; which it did."""
         with self._lock:
             changed, self._changed = self._changed, False
-        if changed:
+            frozen_ended, self._frozen_ended = self._frozen_ended, False
+        if frozen_ended:
             self.refreeze()
-        return changed
+            return HeapAction.REFREEZE
+        if changed and len(gc.get_objects()) > self._max_unfrozen_objects:
+            self.freeze()
+            return HeapAction.FREEZE_NEW
+        return HeapAction.NONE
+
+    def freeze(self) -> None:
+        """Collects the unfrozen objects and freezes the survivors (the frozen are left alone)."""
+        started = time.perf_counter()
+        gc.collect()
+        self._freeze_live()
+        _log.debug(
+            "Heap frozen: %d objects in %.1f ms",
+            gc.get_freeze_count(),
+            (time.perf_counter() - started) * 1e3,
+        )
 
     def refreeze(self) -> None:
         """Collects everything (frozen objects included) and freezes what is alive."""
         started = time.perf_counter()
         gc.unfreeze()
         gc.collect()
-        gc.freeze()
+        self._freeze_live()
         _log.debug(
             "Heap refrozen: %d objects in %.1f ms",
             gc.get_freeze_count(),
             (time.perf_counter() - started) * 1e3,
         )
+
+    def _freeze_live(self) -> None:
+        gc.freeze()
+        # Read after the freeze: a version that went live meanwhile counts as frozen, so its end
+        # costs a refreeze at worst, never a leak.
+        with self._lock:
+            self._frozen = set(self._live)

@@ -41,6 +41,7 @@ from servinglib.loaders.warmup import WarmupOptions
 from servinglib.server.cli.example_request import try_command
 from servinglib.server.cli.flags import ServerFlags, usable_cores
 from servinglib.server.cli.heap_freezer import HeapFreezer
+from servinglib.server.cli.load_switch_interval import LoadSwitchInterval
 from servinglib.server.cli.memory_trimmer import MemoryTrimmer
 from servinglib.server.cli.model_platform import flag_model
 from servinglib.server.cli.monitoring_config import PrometheusConfig, read_monitoring_config
@@ -103,6 +104,17 @@ def model_config(flags: ServerFlags) -> ModelServerConfig:
             ]
         )
     return ModelServerConfig([flag_model(flags)])
+
+
+def import_runtimes(config: ModelServerConfig) -> None:
+    """Imports what the models of ``config`` will need that is costly to import (TensorFlow)."""
+    if any(model.model_platform == "tensorflow" for model in config.models):
+        from servinglib.loaders.tensorflow import import_tensorflow
+
+        try:
+            import_tensorflow()
+        except ServingError:
+            return  # missing: the models' loads say so, each with the install hint
 
 
 def core_options(flags: ServerFlags) -> ServerCoreOptions:
@@ -234,10 +246,15 @@ class ModelServer:
             self.worker_metrics = self.metrics.share_with_workers(worker.directory, worker.index)
         self.metrics_path = prometheus.path
         self.freezer = HeapFreezer() if flags.freeze_heap else None
-        listeners: list[Callable[[ServableState], None]] = []  # ServerCore logs states itself
+        # ServerCore logs states itself; loads and unloads shorten the GIL's switch interval.
+        listeners: list[Callable[[ServableState], None]] = [LoadSwitchInterval().on_state]
+        self.config = model_config(flags)
         if self.freezer is not None:
             listeners.append(self.freezer.on_state)
-        self.config = model_config(flags)
+            # Frozen before the models load, so that unloading them never needs a whole-heap
+            # collection (see HeapFreezer); their platforms' runtimes first, to freeze those too.
+            import_runtimes(self.config)
+            self.freezer.freeze()
         self.core = ServerCore(self.config, core_options(flags), state_listeners=listeners)
         if self.metrics is not None:
             self.metrics.attach(self.core)
@@ -301,7 +318,7 @@ class ModelServer:
         self._install_signal_handlers()
         freezing = None
         if self.freezer is not None:
-            self.freezer.refreeze()
+            self.freezer.refreeze_if_changed()  # before serving: may freeze what the loads grew
             freezing = asyncio.create_task(self._refreeze_after_changes(self.freezer))
         trimming = None
         if self.trimmer is not None and self.trimmer.available:

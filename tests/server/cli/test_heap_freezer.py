@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_state import ManagerState, ServableState
-from servinglib.server.cli.heap_freezer import HeapFreezer
+from servinglib.server.cli.flags import parse_flags
+from servinglib.server.cli.heap_freezer import HeapAction, HeapFreezer
+from servinglib.server.cli.model_server import ModelServer
 
 
 @pytest.fixture(autouse=True)
@@ -20,42 +24,121 @@ def unfrozen() -> Iterator[None]:
     gc.unfreeze()
 
 
-def event(state: ManagerState) -> ServableState:
-    return ServableState(ServableId("m", 1), state)
+def event(state: ManagerState, version: int = 1) -> ServableState:
+    return ServableState(ServableId("m", version), state)
 
 
-def test_refreeze_freezes_what_is_alive() -> None:
-    """After refreeze() the live objects are in the permanent generation."""
-    HeapFreezer().refreeze()
+class Node:
+    other: Node
+
+
+def make_cycle() -> weakref.ref[Node]:
+    """A garbage reference cycle (as an unloaded model leaves), alive until collected."""
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    return weakref.ref(a)
+
+
+def test_freeze_freezes_what_is_alive() -> None:
+    """After freeze() the live objects are in the permanent generation."""
+    HeapFreezer().freeze()
     assert gc.get_freeze_count() > 0
 
 
-def test_refreezes_only_after_a_version_settles() -> None:
-    """Loading states change nothing; AVAILABLE or END make the next check refreeze, once."""
-    freezer = HeapFreezer()
+def test_nothing_happens_without_a_settled_version() -> None:
+    """Loading states alone change nothing: the check leaves the heap as it is."""
+    freezer = HeapFreezer(max_unfrozen_objects=0)
     freezer.on_state(event(ManagerState.LOADING))
-    assert not freezer.refreeze_if_changed()
+    assert freezer.refreeze_if_changed() is HeapAction.NONE
+
+
+def test_a_small_unfrozen_heap_is_left_unfrozen() -> None:
+    """A change with few unfrozen objects freezes nothing, so its cycles stay collectable."""
+    freezer = HeapFreezer()
+    freezer.freeze()
+    frozen = gc.get_freeze_count()
+    freezer.on_state(event(ManagerState.LOADING))
+    cycle = make_cycle()  # the loaded version's objects
     freezer.on_state(event(ManagerState.AVAILABLE))
-    assert freezer.refreeze_if_changed()
-    assert not freezer.refreeze_if_changed()
+    assert freezer.refreeze_if_changed() is HeapAction.NONE
+    assert gc.get_freeze_count() == frozen
     freezer.on_state(event(ManagerState.END))
-    assert freezer.refreeze_if_changed()
+    assert freezer.refreeze_if_changed() is HeapAction.NONE  # it was never frozen
+    gc.collect()
+    assert cycle() is None
+
+
+def test_a_large_unfrozen_heap_is_frozen_without_unfreezing() -> None:
+    """Past the bound, the new objects are frozen; what was frozen before is not walked again."""
+    freezer = HeapFreezer(max_unfrozen_objects=0)
+    frozen_garbage = make_cycle()
+    gc.freeze()  # the base, holding a cycle that is garbage already
+    freezer.on_state(event(ManagerState.AVAILABLE))
+    assert freezer.refreeze_if_changed() is HeapAction.FREEZE_NEW
+    assert frozen_garbage() is not None  # no unfreeze: a whole-heap collection was not paid
+    assert freezer.refreeze_if_changed() is HeapAction.NONE  # once per change
+
+
+def test_the_end_of_a_frozen_version_refreezes_once() -> None:
+    """A version frozen while live that ends makes the next check collect the whole heap, once."""
+    freezer = HeapFreezer(max_unfrozen_objects=0)
+    freezer.on_state(event(ManagerState.LOADING, 1))
+    cycle = make_cycle()
+    freezer.on_state(event(ManagerState.AVAILABLE, 1))
+    del cycle
+    assert freezer.refreeze_if_changed() is HeapAction.FREEZE_NEW  # version 1 is frozen now
+    cycle = make_cycle()
+    gc.freeze()  # as the freeze of version 1 would have caught it
+    freezer.on_state(event(ManagerState.END, 1))
+    assert freezer.refreeze_if_changed() is HeapAction.REFREEZE
+    assert cycle() is None
+    assert freezer.refreeze_if_changed() is HeapAction.NONE
 
 
 def test_cycles_of_frozen_objects_are_collected_by_a_refreeze() -> None:
-    """Garbage cycles that were frozen (an unloaded model's) are freed by the next refreeze."""
-
-    class Node:
-        other: Node
-
-    def make_cycle() -> weakref.ref[Node]:
-        a, b = Node(), Node()
-        a.other, b.other = b, a
-        return weakref.ref(a)
-
+    """Garbage cycles that were frozen (an unloaded model's) are freed by refreeze()."""
     cycle = make_cycle()
     gc.freeze()  # the cycle is garbage, but frozen: plain collections keep it
     gc.collect()
     assert cycle() is not None
     HeapFreezer().refreeze()
     assert cycle() is None
+
+
+MODEL_PY = """
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import TensorSpec
+
+class Model(PythonModel):
+    @signature(name="serving_default", inputs=[TensorSpec("x", "float32", [-1])],
+               outputs=[TensorSpec("y", "float32", [-1])])
+    def predict(self, x):
+        return {"y": x}
+"""
+
+
+def test_the_server_freezes_before_its_models_load(tmp_path: Path) -> None:
+    """ModelServer freezes the heap before loading, so a model's objects stay collectable."""
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "1" / "model.py").write_text(MODEL_PY)
+    before = Node()
+    flags = parse_flags(
+        [
+            f"--model_base_path={tmp_path / 'm'}",
+            "--model_name=m",
+            "--model_platform=python",
+            "--allow_python_code_execution",
+            "--port=0",
+            "--rest_api_port=0",
+        ]
+    )
+    server = ModelServer(flags)
+    try:
+        modules = [m for n, m in sys.modules.items() if n.startswith("servinglib_python_model_")]
+        unfrozen = {id(o) for o in gc.get_objects()}
+        assert id(before) not in unfrozen
+        assert modules
+        assert all(id(m) in unfrozen for m in modules)
+    finally:
+        server.plane.close()
+        server.core.close()
