@@ -15,17 +15,23 @@ import numpy.typing as npt
 
 from servinglib.core.servable_handle import ServableHandle
 from servinglib.core.servable_state import ManagerState
-from servinglib.errors import DeadlineExceededError, ServingError, UnimplementedError
+from servinglib.errors import (
+    DeadlineExceededError,
+    NotFoundError,
+    ServingError,
+    UnimplementedError,
+)
 from servinglib.servable import (
+    CallStages,
     ExecutionMode,
     Servable,
     SignatureSpec,
     Tensors,
-    call_resolved,
     call_resolved_async,
     deadline_scope,
     request_deadline,
     resolve_signature,
+    stages_scope,
 )
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.call_pool import (
@@ -37,6 +43,7 @@ from servinglib.server.plane.call_pool import (
 from servinglib.server.plane.metadata import v2_config_data_type, v2_model_metadata
 from servinglib.server.plane.repository import RepositoryEntry, repository_index
 from servinglib.server.plane.signature_cache import SignatureCache
+from servinglib.server.plane.statistics import InferenceStatistics, VersionStatistics
 from servinglib.server.server_core import ServerCore
 from servinglib.server.status import ModelMetadata, ModelStatus
 
@@ -98,6 +105,8 @@ class DataPlane:
     that outlive their deadline still hold their model's share until they
     return; :meth:`overdue_calls` counts them.  Every DEADLINE_EXCEEDED is
     logged, one line per request.
+    Every request that reaches a version is counted in :meth:`model_statistics`
+    (Triton's statistics: outcomes, queue and compute durations, batches).
     Questions about models (readiness, status, metadata, which version a
     label or "latest" means) are answered here too, for every front end
     alike; they count as no request, so the in-flight bound and a model's
@@ -120,6 +129,7 @@ class DataPlane:
             "servinglib-call",
         )
         self._signatures = SignatureCache(core)
+        self._statistics = InferenceStatistics()
 
     @property
     def core(self) -> ServerCore:
@@ -234,6 +244,39 @@ class DataPlane:
         )
         return attrs.evolve(status, versions=versions)
 
+    def model_statistics(
+        self, name: str | None = None, version: int | None = None
+    ) -> list[VersionStatistics]:
+        """Triton's statistics of every version (``name`` None), a model's, or one version's.
+
+        A model's versions are those available now and those counted
+        before (versions since unloaded keep their statistics).  Raises
+        NotFoundError for a model this server does not know, or a version
+        of it that is neither available nor counted.
+        """
+        if name is None:
+            keys = {key for model in self._core.list_models() for key in self._versions_of(model)}
+            keys.update(
+                (model, counted)
+                for model in self._core.list_models()
+                for counted in self._statistics.versions(model)
+            )
+            return self._statistics.snapshot(keys)
+        keys = self._versions_of(name)
+        keys.update((name, counted) for counted in self._statistics.versions(name))
+        if version is not None:
+            if (name, version) not in keys:
+                raise NotFoundError(
+                    f"Model {name} has no version {version} serving or with statistics"
+                )
+            keys = {(name, version)}
+        return self._statistics.snapshot(keys)
+
+    def _versions_of(self, name: str) -> set[tuple[str, int]]:
+        """``name``'s available versions (NotFoundError for a model the core does not know)."""
+        status = self._core.model_status(name)
+        return {(name, v.version) for v in status.versions if v.state is ManagerState.AVAILABLE}
+
     def _available_versions(self, metadata: ModelMetadata) -> list[int]:
         status = self._core.model_status(metadata.name)
         available = {v.version for v in status.versions if v.state is ManagerState.AVAILABLE}
@@ -276,7 +319,41 @@ class DataPlane:
         :func:`call_signature`, UnimplementedError for a servable without
         signatures, DeadlineExceededError once ``deadline`` passes.
         """
+        started_ns = time.perf_counter_ns()
         handle = self._core.servable_handle(model_spec)
+        stages = CallStages()
+        try:
+            outputs, name = await self._infer(
+                handle,
+                model_spec,
+                signature_name,
+                inputs,
+                output_filter=output_filter,
+                deadline=deadline,
+                stages=stages,
+            )
+        except BaseException:
+            self._statistics.record_failure(
+                model_spec.name, handle.id.version, time.perf_counter_ns() - started_ns
+            )
+            raise
+        self._statistics.record_success(
+            model_spec.name, handle.id.version, time.perf_counter_ns() - started_ns, stages
+        )
+        return InferenceResult(outputs, model_spec.name, handle.id.version, name)
+
+    async def _infer(
+        self,
+        handle: ServableHandle[Any],
+        model_spec: ModelSpec,
+        signature_name: str | None,
+        inputs: Tensors,
+        *,
+        output_filter: Iterable[str] | None,
+        deadline: float | None,
+        stages: CallStages,
+    ) -> tuple[dict[str, npt.NDArray[Any]], str]:
+        """Runs the call where its execution mode says; releases ``handle`` when it ends."""
         try:
             servable = _servable_of(handle, model_spec)
             name, spec = resolve_signature(servable, signature_name)
@@ -288,7 +365,7 @@ class DataPlane:
         with _NO_SCOPE if unset else deadline_scope(deadline):
             if spec.execution_mode is ExecutionMode.INLINE:  # no coroutine of its own
                 try:
-                    outputs = call_resolved(servable, name, spec, inputs, output_filter)
+                    outputs = stages.call(servable, name, spec, inputs, output_filter)
                 finally:
                     handle.release()
             else:
@@ -303,11 +380,12 @@ class DataPlane:
                         inputs,
                         output_filter=output_filter,
                         deadline=deadline,
+                        stages=stages,
                     )
                 except (DeadlineExceededError, asyncio.CancelledError) as error:
                     _log_gave_up(site, error, deadline, started)
                     raise
-        return InferenceResult(outputs, model_spec.name, handle.id.version, name)
+        return outputs, name
 
     async def _run(
         self,
@@ -319,24 +397,31 @@ class DataPlane:
         *,
         output_filter: Iterable[str] | None,
         deadline: float | None,
+        stages: CallStages,
     ) -> dict[str, npt.NDArray[Any]]:
         name = site.signature_name
         if spec.execution_mode is ExecutionMode.ASYNC:
+            stages.started_ns = stages.infer_started_ns = time.perf_counter_ns()
             try:
-                return await _bounded(
-                    call_resolved_async(servable, name, spec, inputs, output_filter), deadline
-                )
+                with stages_scope(stages):  # a batching servable fills in its own marks
+                    outputs = await _bounded(
+                        call_resolved_async(servable, name, spec, inputs, output_filter), deadline
+                    )
             finally:
                 handle.release()
+            if not stages.batch_size:
+                stages.infer_ended_ns = stages.ended_ns = time.perf_counter_ns()
+            return outputs
         if deadline is not None and deadline <= time.monotonic():
             handle.release()
             raise _deadline_exceeded()
+        stages.queued_ns = time.perf_counter_ns()
         try:
             future = self._pool.submit(
                 site,
                 deadline,
                 handle.release,
-                call_resolved,
+                stages.call,
                 servable,
                 name,
                 spec,
