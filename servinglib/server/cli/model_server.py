@@ -54,6 +54,7 @@ from servinglib.server.plane.request_record import (
     RequestRecord,
     record_request,
 )
+from servinglib.server.plane.tracing import Tracing
 from servinglib.server.plane.worker_metrics import WorkerMetrics
 from servinglib.server.server_core import ServerCore, ServerCoreOptions
 
@@ -223,12 +224,16 @@ class ModelServer:
         listeners: list[Callable[[ServableState], None]] = []  # ServerCore logs states itself
         if self.freezer is not None:
             listeners.append(self.freezer.on_state)
+        # Before the models load: a missing tracing extra fails the start at once.
+        self.tracing = Tracing.from_environment() if flags.enable_tracing else None
         self.config = model_config(flags)
         self.core = ServerCore(self.config, core_options(flags), state_listeners=listeners)
         if self.metrics is not None:
             self.metrics.attach(self.core)
         self.plane = DataPlane(
-            self.core, max_calls_per_model=flags.max_pool_calls_per_model or None
+            self.core,
+            max_calls_per_model=flags.max_pool_calls_per_model or None,
+            tracing=self.tracing,
         )
         if self.metrics is not None:
             self.metrics.attach_plane(self.plane)
@@ -255,6 +260,8 @@ class ModelServer:
         finally:
             if self.worker_metrics is not None:
                 self.worker_metrics.close()  # its last counts, for the worker replacing it
+            if self.tracing is not None:
+                self.tracing.shutdown()  # exports the spans still buffered
             if self.plane.running_calls():
                 status = EXIT_CUT_OFF
             else:

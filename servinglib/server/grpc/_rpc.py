@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Final, Generic, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final
 
 import attrs
 import grpc
@@ -25,6 +25,9 @@ from google.protobuf import message as pb_message
 
 from servinglib.errors import InvalidArgumentError, ServingError, StatusCode
 from servinglib.server.plane.request_record import RequestObserver, RequestRecord
+
+if TYPE_CHECKING:
+    from servinglib.server.plane.tracing import RequestSpan, Tracing
 
 _log = logging.getLogger("servinglib.server.grpc")
 
@@ -63,9 +66,13 @@ class Rpc(Generic[Request]):
 
 
 def method_handler(
-    service: str, rpc: Rpc[Any], observer: RpcObserver | None
+    service: str, rpc: Rpc[Any], observer: RpcObserver | None, tracing: Tracing | None = None
 ) -> grpc.RpcMethodHandler[Any, Any]:
-    """A unary-unary handler running ``rpc`` as the module docstring says."""
+    """A unary-unary handler running ``rpc`` as the module docstring says.
+
+    With ``tracing``, each RPC naming a model gets a span, child of the
+    ``traceparent`` in its metadata.
+    """
     parse = _parser(rpc.request_type)
     handler = rpc.handler
     model_of = rpc.model_of
@@ -74,9 +81,12 @@ def method_handler(
         start = time.perf_counter()
         model = ""
         code = StatusCode.OK
+        span: RequestSpan | None = None
         try:
             request = parse(data)
             model = model_of(request)
+            if tracing is not None and model:
+                span = _start_span(tracing, service, rpc.method, context, start)
             response = await handler(request, context)
             return response.SerializeToString()
         except ServingError as error:
@@ -92,6 +102,8 @@ def method_handler(
             await context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
             raise  # unreachable: abort raises
         finally:
+            if span is not None:
+                span.end(code, rpc__grpc__status_code=code.value)
             if observer is not None:
                 latency = time.perf_counter() - start
                 observer(
@@ -107,6 +119,25 @@ def method_handler(
                 )
 
     return grpc.unary_unary_rpc_method_handler(call)
+
+
+def _start_span(
+    tracing: Tracing,
+    service: str,
+    method: str,
+    context: grpc.aio.ServicerContext[Any, Any],
+    start: float,
+) -> RequestSpan:
+    """The RPC's trace span, child of the ``traceparent`` in its metadata (if any)."""
+    arrived_ns = time.time_ns() - int((time.perf_counter() - start) * 1e9)
+    attributes = {
+        "rpc.system": "grpc",
+        "rpc.service": service,
+        "rpc.method": method,
+        "servinglib.entrypoint": ENTRYPOINT,
+    }
+    metadata = context.invocation_metadata() or ()
+    return tracing.start_request(f"{service}/{method}", metadata, attributes, arrived_ns)
 
 
 def stream_handler(

@@ -19,6 +19,7 @@ from servinglib.server.grpc.options import GrpcServerOptions, SslConfig
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.model_management import ModelManagement
 from servinglib.server.plane.request_record import RequestObserver, RequestRecord
+from servinglib.server.plane.tracing import Tracing
 from servinglib.server.server_core import ServerCore
 
 
@@ -133,7 +134,7 @@ def create_server(
     server = grpc.aio.server(
         options=options.grpc_options(), maximum_concurrent_rpcs=options.max_concurrent_rpcs
     )
-    handlers = [_generic(name, rpcs, observer) for name, rpcs in services.items()]
+    handlers = [_generic(name, rpcs, observer, plane.tracing) for name, rpcs in services.items()]
     health_handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         rpc.method: method_handler(health.SERVICE, rpc, observer) for rpc in health_servicer.rpcs()
     }
@@ -175,10 +176,10 @@ def _observer(
 
 
 def _generic(
-    service: str, rpcs: Sequence[Rpc[Any]], observer: RpcObserver | None
+    service: str, rpcs: Sequence[Rpc[Any]], observer: RpcObserver | None, tracing: Tracing | None
 ) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(
-        service, {rpc.method: method_handler(service, rpc, observer) for rpc in rpcs}
+        service, {rpc.method: method_handler(service, rpc, observer, tracing) for rpc in rpcs}
     )
 
 

@@ -8,7 +8,7 @@ import logging
 import os
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import attrs
 import numpy.typing as npt
@@ -46,6 +46,9 @@ from servinglib.server.plane.signature_cache import SignatureCache
 from servinglib.server.plane.statistics import InferenceStatistics, VersionStatistics
 from servinglib.server.server_core import ServerCore
 from servinglib.server.status import ModelMetadata, ModelStatus
+
+if TYPE_CHECKING:
+    from servinglib.server.plane.tracing import Tracing
 
 _log = logging.getLogger(__name__)
 
@@ -106,7 +109,8 @@ class DataPlane:
     return; :meth:`overdue_calls` counts them.  Every DEADLINE_EXCEEDED is
     logged, one line per request.
     Every request that reaches a version is counted in :meth:`model_statistics`
-    (Triton's statistics: outcomes, queue and compute durations, batches).
+    (Triton's statistics: outcomes, queue and compute durations, batches);
+    with ``tracing``, its stages become spans (:class:`Tracing`).
     Questions about models (readiness, status, metadata, which version a
     label or "latest" means) are answered here too, for every front end
     alike; they count as no request, so the in-flight bound and a model's
@@ -120,6 +124,7 @@ class DataPlane:
         *,
         max_workers: int | None = None,
         max_calls_per_model: int | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         workers = max_workers or _default_workers()
         self._core = core
@@ -130,11 +135,17 @@ class DataPlane:
         )
         self._signatures = SignatureCache(core)
         self._statistics = InferenceStatistics()
+        self._tracing = tracing
 
     @property
     def core(self) -> ServerCore:
         """The ServerCore requests go to."""
         return self._core
+
+    @property
+    def tracing(self) -> Tracing | None:
+        """The spans of requests (front ends start them), or None: tracing off."""
+        return self._tracing
 
     @property
     def max_calls_per_model(self) -> int:
@@ -332,14 +343,20 @@ class DataPlane:
                 deadline=deadline,
                 stages=stages,
             )
-        except BaseException:
+        except BaseException as error:
             self._statistics.record_failure(
                 model_spec.name, handle.id.version, time.perf_counter_ns() - started_ns
             )
+            if self._tracing is not None:
+                self._tracing.record_call(
+                    model_spec.name, handle.id.version, signature_name, stages, error
+                )
             raise
         self._statistics.record_success(
             model_spec.name, handle.id.version, time.perf_counter_ns() - started_ns, stages
         )
+        if self._tracing is not None:
+            self._tracing.record_call(model_spec.name, handle.id.version, name, stages, None)
         return InferenceResult(outputs, model_spec.name, handle.id.version, name)
 
     async def _infer(

@@ -73,7 +73,39 @@ class Servers:
     plane: DataPlane
     http: triton_http.InferenceServerClient
     grpc: triton_grpc.InferenceServerClient
+    rest_url: str
     grpc_target: str
+
+
+def serve_plane(plane: DataPlane, stops: list[Any]) -> Servers:
+    """Serves ``plane`` over REST and gRPC on 127.0.0.1; appends what stops them to ``stops``."""
+    rest = RestServer(create_app(plane), "127.0.0.1", 0)
+    rest.start()
+    stops.append(rest.stop)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def start() -> GrpcServer:
+        server, _port = create_server(plane, GrpcServerOptions(host="127.0.0.1", port=0))
+        await server.start()
+        return server
+
+    grpc_server = asyncio.run_coroutine_threadsafe(start(), loop).result(60)
+
+    def stop_grpc() -> None:
+        asyncio.run_coroutine_threadsafe(grpc_server.stop(0), loop).result(60)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()
+
+    stops.append(stop_grpc)
+    http = triton_http.InferenceServerClient(f"127.0.0.1:{rest.port}")
+    stops.append(http.close)
+    target = f"127.0.0.1:{grpc_server.port}"
+    grpc_client = triton_grpc.InferenceServerClient(target)
+    stops.append(grpc_client.close)
+    return Servers(plane, http, grpc_client, f"http://127.0.0.1:{rest.port}", target)
 
 
 @pytest.fixture
@@ -86,33 +118,7 @@ def servers_for(tmp_path: Path) -> Iterator[Any]:
         stops.append(core.close)
         plane = DataPlane(core)
         stops.append(plane.close)
-        rest = RestServer(create_app(plane), "127.0.0.1", 0)
-        rest.start()
-        stops.append(rest.stop)
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, daemon=True)
-        thread.start()
-
-        async def start() -> GrpcServer:
-            server, _port = create_server(plane, GrpcServerOptions(host="127.0.0.1", port=0))
-            await server.start()
-            return server
-
-        grpc_server = asyncio.run_coroutine_threadsafe(start(), loop).result(60)
-
-        def stop_grpc() -> None:
-            asyncio.run_coroutine_threadsafe(grpc_server.stop(0), loop).result(60)
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(30)
-            loop.close()
-
-        stops.append(stop_grpc)
-        http = triton_http.InferenceServerClient(f"127.0.0.1:{rest.port}", concurrency=4)
-        stops.append(http.close)
-        target = f"127.0.0.1:{grpc_server.port}"
-        grpc_client = triton_grpc.InferenceServerClient(target)
-        stops.append(grpc_client.close)
-        return Servers(plane, http, grpc_client, target)
+        return serve_plane(plane, stops)
 
     yield serve
     for stop in reversed(stops):
