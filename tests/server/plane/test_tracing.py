@@ -8,6 +8,7 @@ parse the OTLP protobuf messages (opentelemetry-proto's own classes).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import http.server
 import subprocess
 import sys
@@ -207,7 +208,7 @@ def test_a_missing_extra_is_one_line_naming_the_install() -> None:
 # -- the real OTLP exporters, to receivers that parse OTLP's protobuf ------------------------
 
 
-def _exported_span_names(requests: list[bytes]) -> dict[str, tuple[str, str]]:
+def exported_span_names(requests: list[bytes]) -> dict[str, tuple[str, str]]:
     """Span name → (trace id, service.name) over every ExportTraceServiceRequest received."""
     names: dict[str, tuple[str, str]] = {}
     for raw in requests:
@@ -231,17 +232,18 @@ def _traced_request(plane: DataPlane, stops: list[Any]) -> None:
     assert response.status_code == 200
 
 
-def test_spans_reach_an_otlp_http_receiver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """from_environment exports by OTLP/HTTP to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT."""
+@contextlib.contextmanager
+def otlp_http_receiver() -> Iterator[tuple[str, list[bytes]]]:
+    """An OTLP/HTTP receiver on 127.0.0.1: its traces endpoint and the request bodies received."""
     received: list[bytes] = []
 
     class Receiver(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             length = int(self.headers["Content-Length"])
-            assert self.path == "/v1/traces"
-            assert self.headers["Content-Type"] == "application/x-protobuf"
-            received.append(self.rfile.read(length))
-            self.send_response(200)
+            if self.path == "/v1/traces":
+                assert self.headers["Content-Type"] == "application/x-protobuf"
+                received.append(self.rfile.read(length))
+            self.send_response(200 if self.path == "/v1/traces" else 404)
             self.send_header("Content-Type", "application/x-protobuf")
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -252,26 +254,33 @@ def test_spans_reach_an_otlp_http_receiver(tmp_path: Path, monkeypatch: pytest.M
     receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     thread = threading.Thread(target=receiver.serve_forever, daemon=True)
     thread.start()
-    endpoint = f"http://127.0.0.1:{receiver.server_address[1]}/v1/traces"
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint)
-    monkeypatch.setenv("OTEL_SERVICE_NAME", "served-here")
-    stops: list[Any] = []
     try:
-        tracing = Tracing.from_environment()
-        core = ServerCore(
-            ModelServerConfig([python_model(tmp_path, "m")]), TEST_SERVER_CORE_OPTIONS
-        )
-        stops.append(core.close)
-        plane = DataPlane(core, tracing=tracing)
-        stops.append(plane.close)
-        _traced_request(plane, stops)
-        tracing.shutdown()  # flushes the batch processor
+        yield f"http://127.0.0.1:{receiver.server_address[1]}/v1/traces", received
     finally:
-        for stop in reversed(stops):
-            stop()
         receiver.shutdown()
         receiver.server_close()
-    names = _exported_span_names(received)
+
+
+def test_spans_reach_an_otlp_http_receiver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """from_environment exports by OTLP/HTTP to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT."""
+    with otlp_http_receiver() as (endpoint, received):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint)
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "served-here")
+        stops: list[Any] = []
+        try:
+            tracing = Tracing.from_environment()
+            core = ServerCore(
+                ModelServerConfig([python_model(tmp_path, "m")]), TEST_SERVER_CORE_OPTIONS
+            )
+            stops.append(core.close)
+            plane = DataPlane(core, tracing=tracing)
+            stops.append(plane.close)
+            _traced_request(plane, stops)
+            tracing.shutdown()  # flushes the batch processor
+        finally:
+            for stop in reversed(stops):
+                stop()
+    names = exported_span_names(received)
     assert names == {
         "POST infer": (TRACE_ID, "served-here"),
         "queue": (TRACE_ID, "served-here"),
@@ -310,7 +319,7 @@ def test_spans_reach_an_otlp_grpc_receiver(tmp_path: Path, monkeypatch: pytest.M
         for stop in reversed(stops):
             stop()
         receiver.stop(0)
-    names = _exported_span_names(received)
+    names = exported_span_names(received)
     assert set(names) == {"POST infer", "queue", "model call"}
     assert {service for _, service in names.values()} == {"servinglib"}
 
