@@ -345,7 +345,7 @@ class DataPlane:
             )
         except BaseException as error:
             self._statistics.record_failure(
-                model_spec.name, handle.id.version, time.perf_counter_ns() - started_ns
+                model_spec.name, handle.id.version, started_ns, time.perf_counter_ns()
             )
             if self._tracing is not None:
                 self._tracing.record_call(
@@ -353,7 +353,7 @@ class DataPlane:
                 )
             raise
         self._statistics.record_success(
-            model_spec.name, handle.id.version, time.perf_counter_ns() - started_ns, stages
+            model_spec.name, handle.id.version, started_ns, time.perf_counter_ns(), stages
         )
         if self._tracing is not None:
             self._tracing.record_call(model_spec.name, handle.id.version, name, stages, None)

@@ -276,13 +276,13 @@ def test_counters_add_up_the_marks_they_are_given() -> None:
     stages = CallStages()
     stages.queued_ns, stages.started_ns = 100, 150
     stages.infer_started_ns, stages.infer_ended_ns, stages.ended_ns = 160, 260, 265
-    statistics.record_success("m", 3, 1_000, stages)
+    statistics.record_success("m", 3, 0, 1_000, stages)
     batched = CallStages()
     batched.queued_ns, batched.started_ns = 0, 10
     batched.infer_started_ns, batched.infer_ended_ns, batched.ended_ns = 20, 50, 60
     batched.batch_size = 8
-    statistics.record_success("m", 3, 500, batched)  # not the batch's leader: no execution
-    statistics.record_failure("m", 3, 70)
+    statistics.record_success("m", 3, 0, 500, batched)  # not the batch's leader: no execution
+    statistics.record_failure("m", 3, 1_000, 1_070)
     (stats,) = statistics.snapshot()
     assert (stats.inference_count, stats.execution_count) == (2, 1)
     assert stats.success == StatisticDuration(2, 1_500)

@@ -223,13 +223,29 @@ def exported_span_names(requests: list[bytes]) -> dict[str, tuple[str, str]]:
     return names
 
 
-def _traced_request(plane: DataPlane, stops: list[Any]) -> None:
-    servers = serve_plane(plane, stops)
-    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}]}
-    response = httpx.post(
-        f"{servers.rest_url}/v2/models/m/infer", json=body, headers={"traceparent": TRACEPARENT}
-    )
-    assert response.status_code == 200
+def _export_one_request(tmp_path: Path) -> None:
+    """Serves "m" traced as the OTEL_* variables say, sends one traced request, flushes."""
+    stops: list[Any] = []
+    try:
+        tracing = Tracing.from_environment()
+        stops.append(tracing.shutdown)  # flushes the batch processor, after the servers stop
+        core = ServerCore(
+            ModelServerConfig([python_model(tmp_path, "m")]), TEST_SERVER_CORE_OPTIONS
+        )
+        stops.append(core.close)
+        plane = DataPlane(core, tracing=tracing)
+        stops.append(plane.close)
+        servers = serve_plane(plane, stops)
+        body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}]}
+        response = httpx.post(
+            f"{servers.rest_url}/v2/models/m/infer",
+            json=body,
+            headers={"traceparent": TRACEPARENT},
+        )
+        assert response.status_code == 200
+    finally:
+        for stop in reversed(stops):
+            stop()
 
 
 @contextlib.contextmanager
@@ -266,20 +282,7 @@ def test_spans_reach_an_otlp_http_receiver(tmp_path: Path, monkeypatch: pytest.M
     with otlp_http_receiver() as (endpoint, received):
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint)
         monkeypatch.setenv("OTEL_SERVICE_NAME", "served-here")
-        stops: list[Any] = []
-        try:
-            tracing = Tracing.from_environment()
-            core = ServerCore(
-                ModelServerConfig([python_model(tmp_path, "m")]), TEST_SERVER_CORE_OPTIONS
-            )
-            stops.append(core.close)
-            plane = DataPlane(core, tracing=tracing)
-            stops.append(plane.close)
-            _traced_request(plane, stops)
-            tracing.shutdown()  # flushes the batch processor
-        finally:
-            for stop in reversed(stops):
-                stop()
+        _export_one_request(tmp_path)
     names = exported_span_names(received)
     assert names == {
         "POST infer": (TRACE_ID, "served-here"),
@@ -304,20 +307,9 @@ def test_spans_reach_an_otlp_grpc_receiver(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
     monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
-    stops: list[Any] = []
     try:
-        tracing = Tracing.from_environment()
-        core = ServerCore(
-            ModelServerConfig([python_model(tmp_path, "m")]), TEST_SERVER_CORE_OPTIONS
-        )
-        stops.append(core.close)
-        plane = DataPlane(core, tracing=tracing)
-        stops.append(plane.close)
-        _traced_request(plane, stops)
-        tracing.shutdown()
+        _export_one_request(tmp_path)
     finally:
-        for stop in reversed(stops):
-            stop()
         receiver.stop(0)
     names = exported_span_names(received)
     assert set(names) == {"POST infer", "queue", "model call"}
