@@ -164,7 +164,7 @@ class RestApp:
             code = StatusCode.INTERNAL
             wrapped = InternalError(f"{type(error).__name__}: {error}")
             response = self._log_failure(scope, method, path, error, RestResponse.error(wrapped))
-        await self._send(send, response)
+        await self._send(send, response)  # uvicorn drops a response to a client gone: no raise
         if span is not None:
             span.end(code, http__response__status_code=response.status)
         # Metrics hook: the one place that knows model, API, entrypoint, status and latency.
