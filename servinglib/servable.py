@@ -15,6 +15,7 @@ import contextlib
 import contextvars
 import enum
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from time import perf_counter_ns
 from typing import Any, final
 
 import attrs
@@ -76,6 +77,95 @@ class _DeadlineScope:
 
     def __exit__(self, *_exc: object) -> None:
         _deadline.reset(self._token)
+
+
+@final
+class CallStages:
+    """Where one call's time went, as ``time.perf_counter_ns()`` marks (0: not reached).
+
+    ``queued_ns`` when the call was handed to where it waits (a worker
+    pool, a batch queue), ``started_ns`` when it left the wait,
+    ``infer_started_ns`` / ``infer_ended_ns`` around the model's own call,
+    ``ended_ns`` when its outputs were ready.  A batched call also gets
+    ``batch_size`` (the rows its batch ran, padding excluded) and
+    ``leads_batch`` (True for one request per batch: the one that reports
+    the batch's execution).  The DataPlane makes one per request and reads
+    it when the request ends (statistics, tracing); a servable that runs
+    requests elsewhere fills it through :func:`call_stages`.
+    Not thread-safe: one writer at a time, the reader after it (a batch
+    thread writes before it settles the request's future).
+    """
+
+    __slots__ = (
+        "batch_size",
+        "ended_ns",
+        "infer_ended_ns",
+        "infer_started_ns",
+        "leads_batch",
+        "queued_ns",
+        "started_ns",
+    )
+
+    def __init__(self) -> None:
+        self.queued_ns = 0
+        self.started_ns = 0
+        self.infer_started_ns = 0
+        self.infer_ended_ns = 0
+        self.ended_ns = 0
+        self.batch_size = 0
+        self.leads_batch = False
+
+    def call(
+        self,
+        servable: Servable,
+        name: str,
+        spec: SignatureSpec,
+        inputs: Tensors,
+        output_filter: Iterable[str] | None,
+    ) -> dict[str, npt.NDArray[Any]]:
+        """:func:`call_resolved`, marking started, around the model's call, and ended."""
+        self.started_ns = perf_counter_ns()
+        wanted = _prepare(spec, inputs, output_filter)
+        self.infer_started_ns = perf_counter_ns()
+        outputs = servable.call(name, inputs, wanted)
+        self.infer_ended_ns = perf_counter_ns()
+        checked = _checked_outputs(name, spec, wanted, outputs)
+        self.ended_ns = perf_counter_ns()
+        return checked
+
+
+_stages: contextvars.ContextVar[CallStages | None] = contextvars.ContextVar(
+    "servinglib_call_stages", default=None
+)
+
+
+def call_stages() -> CallStages | None:
+    """The current request's :class:`CallStages`, or None (no one is timing it).
+
+    Set by the DataPlane around ASYNC calls (:func:`stages_scope`); batching
+    reads it when it queues a request and fills it from its batch thread.
+    """
+    return _stages.get()
+
+
+def stages_scope(stages: CallStages) -> contextlib.AbstractContextManager[None]:
+    """Makes ``stages`` the current request's :class:`CallStages` (see :func:`call_stages`)."""
+    return _StagesScope(stages)
+
+
+class _StagesScope:
+    """:func:`stages_scope` as a plain class.  Not thread-safe (one per ``with``)."""
+
+    __slots__ = ("_stages", "_token")
+
+    def __init__(self, stages: CallStages) -> None:
+        self._stages = stages
+
+    def __enter__(self) -> None:
+        self._token = _stages.set(self._stages)
+
+    def __exit__(self, *_exc: object) -> None:
+        _stages.reset(self._token)
 
 
 @final

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from servinglib.errors import DeadlineExceededError, ServingError
-from servinglib.servable import Tensors
+from servinglib.servable import CallStages, Tensors
 
 Outputs = dict[str, npt.NDArray[Any]]
 
@@ -46,6 +46,7 @@ class BatchRequest:
         "loop",
         "output_filter",
         "size",
+        "stages",
     )
 
     def __init__(
@@ -55,8 +56,11 @@ class BatchRequest:
         size: int,
         deadline: float | None,
         loop: asyncio.AbstractEventLoop | None,
+        *,
+        stages: CallStages | None = None,
     ) -> None:
         self.inputs = inputs
+        self.stages = stages  # the caller's timing record, filled by the batch that runs it
         self.output_filter = output_filter
         self.size = size
         self.deadline = deadline

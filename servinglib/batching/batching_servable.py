@@ -31,6 +31,7 @@ from servinglib.servable import (
     Servable,
     SignatureSpec,
     Tensors,
+    call_stages,
     request_deadline,
 )
 
@@ -157,7 +158,10 @@ def _submit(
     loop: asyncio.AbstractEventLoop | None,
 ) -> BatchRequest:
     size = rows(inputs)
-    request = BatchRequest(inputs, output_filter, size, request_deadline(), loop)
+    stages = call_stages()
+    if stages is not None:
+        stages.queued_ns = time.perf_counter_ns()
+    request = BatchRequest(inputs, output_filter, size, request_deadline(), loop, stages=stages)
     queue.schedule(_Task(request, 0, size))
     return request
 
@@ -206,12 +210,14 @@ class _SignatureBatcher:
 
     def process(self, tasks: list[_Task]) -> int:
         now = time.monotonic()
+        started_ns = time.perf_counter_ns()
         settlements = Settlements()
         try:
             live = [task for task in tasks if task.request.live(now, settlements)]
             executed = 0
             for group in self._groups(live):
-                executed += self._run(group, settlements)
+                executed += self._run(group, settlements, started_ns)
+                started_ns = time.perf_counter_ns()
             return executed
         finally:
             settlements.flush()
@@ -226,19 +232,26 @@ class _SignatureBatcher:
             groups.setdefault(key, []).append((task, inputs))
         return list(groups.values())
 
-    def _run(self, group: list[tuple[_Task, Tensors]], settlements: Settlements) -> int:
+    def _run(
+        self, group: list[tuple[_Task, Tensors]], settlements: Settlements, started_ns: int
+    ) -> int:
         tasks = [task for task, _ in group]
         sizes = [task.size for task in tasks]
         total = sum(sizes)
         padded = self._options.padded_size(total) if total else 0
+        marks = [started_ns]
         try:
             merged = merge(
                 [inputs for _, inputs in group],
                 padded_size=padded,
                 pad_variable_length=self._options.pad_variable_length_inputs,
             )
+            marks.append(time.perf_counter_ns())
             outputs = self._servable.call(self._signature, merged, _union_filter(tasks))
+            marks.append(time.perf_counter_ns())
             pieces = split(outputs, sizes, batch_size=padded)
+            marks.append(time.perf_counter_ns())
+            _mark_stages(tasks, marks, total)
         except Exception as error:  # noqa: BLE001 - the batch's requests get the error, no one else
             failure = (
                 error
@@ -251,6 +264,23 @@ class _SignatureBatcher:
         for task, piece in zip(tasks, pieces, strict=True):
             task.request.deliver(task.start, task.size, piece, settlements)
         return padded
+
+
+def _mark_stages(tasks: list[_Task], marks: list[int], batch_size: int) -> None:
+    """Fills the callers' CallStages (before their futures settle): the batch's four marks."""
+    started, merged, called, split_ns = marks
+    leader = True
+    for task in tasks:
+        stages = task.request.stages
+        if stages is None:
+            continue
+        stages.started_ns = started
+        stages.infer_started_ns = merged
+        stages.infer_ended_ns = called
+        stages.ended_ns = split_ns
+        stages.batch_size = batch_size
+        stages.leads_batch = leader
+        leader = False
 
 
 def _rank_key(inputs: Tensors) -> Hashable:

@@ -190,6 +190,7 @@ class ServerFlags:
     max_requests_in_flight_per_model: int | None = None
     max_pool_calls_per_model: int = 0  # 0: half the worker pool
     enable_metrics: bool = False
+    enable_tracing: bool = False
     drain_delay_seconds: float = 0.0
     shutdown_grace_seconds: float = 10.0
     num_workers: int = 1
@@ -384,6 +385,7 @@ def _own_flags(group: argparse._ArgumentGroup) -> None:
         "worker-pool calls of one model at once, the rest wait; 0: half the pool",
     )
     _flag(group, "enable_metrics", bool, "Prometheus at /monitoring/prometheus/metrics, /metrics")
+    _flag(group, "enable_tracing", bool, "OpenTelemetry spans by OTLP, set up by OTEL_* variables")
     _flag(group, "drain_delay_seconds", float, "after SIGTERM: not ready, still serving, this long")
     _flag(group, "shutdown_grace_seconds", float, "then: requests in flight finish within this")
     _flag(

@@ -60,6 +60,7 @@ from servinglib.server.plane.request_record import (
 )
 from servinglib.server.plane.stream_metrics import StreamMetrics, log_stream
 from servinglib.server.plane.streaming import StreamObserver
+from servinglib.server.plane.tracing import Tracing
 from servinglib.server.plane.worker_metrics import WorkerMetrics
 from servinglib.server.server_core import ServerCore
 from servinglib.server.server_core_options import ServerCoreOptions
@@ -248,6 +249,8 @@ class ModelServer:
         self.freezer = HeapFreezer() if flags.freeze_heap else None
         # ServerCore logs states itself; loads and unloads shorten the GIL's switch interval.
         listeners: list[Callable[[ServableState], None]] = [LoadSwitchInterval().on_state]
+        # Before the models load: a missing tracing extra fails the start at once.
+        self.tracing = Tracing.from_environment() if flags.enable_tracing else None
         self.config = model_config(flags)
         if self.freezer is not None:
             listeners.append(self.freezer.on_state)
@@ -262,6 +265,7 @@ class ModelServer:
             self.core,
             max_calls_per_model=flags.max_pool_calls_per_model or None,
             on_stream=self._stream_observer(),
+            tracing=self.tracing,
         )
         if self.metrics is not None:
             self.metrics.attach_plane(self.plane)
@@ -288,6 +292,8 @@ class ModelServer:
         finally:
             if self.worker_metrics is not None:
                 self.worker_metrics.close()  # its last counts, for the worker replacing it
+            if self.tracing is not None:
+                self.tracing.shutdown()  # exports the spans still buffered
             if self.plane.running_calls():
                 status = EXIT_CUT_OFF
             else:

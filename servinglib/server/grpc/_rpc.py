@@ -19,7 +19,7 @@ import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import Any, Final, Generic, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final
 
 import attrs
 import grpc
@@ -30,6 +30,9 @@ from servinglib.errors import InvalidArgumentError, ServingError, StatusCode
 from servinglib.server.plane.calls_here import run_to_completion
 from servinglib.server.plane.request_context import begin_request, request_id, was_logged
 from servinglib.server.plane.request_record import RequestObserver, RequestRecord
+
+if TYPE_CHECKING:
+    from servinglib.server.plane.tracing import RequestSpan, Tracing
 
 _log = logging.getLogger("servinglib.server.grpc")
 
@@ -79,9 +82,13 @@ class Rpc(Generic[Request]):
 
 
 def method_handler(
-    service: str, rpc: Rpc[Any], observer: RpcObserver | None
+    service: str, rpc: Rpc[Any], observer: RpcObserver | None, tracing: Tracing | None = None
 ) -> grpc.RpcMethodHandler[Any, Any]:
-    """A unary-unary handler running ``rpc`` as the module docstring says."""
+    """A unary-unary handler running ``rpc`` as the module docstring says.
+
+    With ``tracing``, each RPC naming a model gets a span, child of the
+    ``traceparent`` in its metadata.
+    """
     parse = _parser(rpc.request_type)
     handler = rpc.handler
     model_of = rpc.model_of
@@ -90,10 +97,13 @@ def method_handler(
         start = time.perf_counter()
         model = ""
         code = StatusCode.OK
+        span: RequestSpan | None = None
         begin_request(lambda: _request_id_of(context))
         try:
             request = parse(data)
             model = model_of(request)
+            if tracing is not None and model:
+                span = _start_span(tracing, service, rpc.method, context, start)
             response = await handler(request, context)
             return response.SerializeToString()
         except asyncio.CancelledError:
@@ -104,6 +114,8 @@ def method_handler(
             await context.abort(_GRPC_CODE[code], message)
             raise  # unreachable: abort raises
         finally:
+            if span is not None:
+                span.end(code, rpc__grpc__status_code=code.value)
             if observer is not None:
                 _report(observer, service, rpc, model, code=code, start=start)
 
@@ -111,7 +123,7 @@ def method_handler(
 
 
 def blocking_method_handler(
-    service: str, rpc: Rpc[Any], observer: RpcObserver | None
+    service: str, rpc: Rpc[Any], observer: RpcObserver | None, tracing: Tracing | None = None
 ) -> grpc.RpcMethodHandler[Any, Any]:
     """:func:`method_handler` for grpcio's synchronous server: the same handler coroutine,
     driven to completion on the server's worker thread (every DataPlane call it awaits
@@ -124,10 +136,13 @@ def blocking_method_handler(
         start = time.perf_counter()
         model = ""
         code = StatusCode.OK
+        span: RequestSpan | None = None
         begin_request(lambda: _request_id_of(context))
         try:
             request = parse(data)
             model = model_of(request)
+            if tracing is not None and model:
+                span = _start_span(tracing, service, rpc.method, context, start)
             response = run_to_completion(handler(request, context))
             serialized: bytes = response.SerializeToString()
             return serialized
@@ -136,6 +151,8 @@ def blocking_method_handler(
             context.abort(_GRPC_CODE[code], message)
             raise  # unreachable: abort raises
         finally:
+            if span is not None:
+                span.end(code, rpc__grpc__status_code=code.value)
             if observer is not None:
                 _report(observer, service, rpc, model, code=code, start=start)
 
@@ -185,6 +202,25 @@ def _request_id_of(context: Any) -> str:  # noqa: ANN401 - either server's Servi
         if key == _REQUEST_ID:
             return value if isinstance(value, str) else value.decode("latin-1")
     return f"grpc-{next(_request_ids)}"
+
+
+def _start_span(
+    tracing: Tracing,
+    service: str,
+    method: str,
+    context: Any,  # noqa: ANN401 - either server's ServicerContext
+    start: float,
+) -> RequestSpan:
+    """The RPC's trace span, child of the ``traceparent`` in its metadata (if any)."""
+    arrived_ns = time.time_ns() - int((time.perf_counter() - start) * 1e9)
+    attributes = {
+        "rpc.system": "grpc",
+        "rpc.service": service,
+        "rpc.method": method,
+        "servinglib.entrypoint": ENTRYPOINT,
+    }
+    metadata = context.invocation_metadata() or ()
+    return tracing.start_request(f"{service}/{method}", metadata, attributes, arrived_ns)
 
 
 def stream_handler(

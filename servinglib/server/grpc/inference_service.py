@@ -1,4 +1,4 @@
-"""KServe V2's GRPCInferenceService, with Triton's model configuration and repository extensions."""
+"""KServe V2's GRPCInferenceService, with Triton's configuration, repository and statistics."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.model_management import ModelManagement
 from servinglib.server.plane.repository import ModelRepository
+from servinglib.server.plane.statistics import StatisticDuration
 
 SERVICE: Final = "inference.GRPCInferenceService"
 SERVER_NAME: Final = "servinglib"
-EXTENSIONS: Final = ("model_configuration", "model_repository")
+EXTENSIONS: Final = ("model_configuration", "model_repository", "statistics")
 SIGNATURE_PARAMETER: Final = "signature_name"
 """A request parameter (string) choosing the signature; default ``serving_default``."""
 
@@ -74,6 +75,13 @@ class InferenceServicer:
             Rpc("ModelMetadata", "metadata", v2.ModelMetadataRequest, self.model_metadata, by_name),
             Rpc("ModelInfer", "infer", v2.ModelInferRequest, self.model_infer, by_model_name),
             Rpc("ModelConfig", "model_config", v2.ModelConfigRequest, self.model_config, by_name),
+            Rpc(
+                "ModelStatistics",
+                "model_statistics",
+                v2.ModelStatisticsRequest,
+                self.model_statistics,
+                by_name,
+            ),
             Rpc(
                 "RepositoryIndex",
                 "repository_index",
@@ -171,6 +179,38 @@ class InferenceServicer:
                 )
         return response
 
+    async def model_statistics(
+        self, request: v2.ModelStatisticsRequest, _context: Context
+    ) -> v2.ModelStatisticsResponse:
+        """Triton's statistics of every model, one model's versions, or one version."""
+        name = request.name or None
+        version = _version(request.name, request.version) if name is not None else None
+        response = v2.ModelStatisticsResponse()
+        for statistics in self._plane.model_statistics(name, version):
+            entry = response.model_stats.add(
+                name=statistics.name,
+                version=str(statistics.version),
+                last_inference=statistics.last_inference_ms,
+                inference_count=statistics.inference_count,
+                execution_count=statistics.execution_count,
+            )
+            stats = entry.inference_stats
+            for field in (
+                "success",
+                "fail",
+                "queue",
+                "compute_input",
+                "compute_infer",
+                "compute_output",
+            ):
+                _set_duration(getattr(stats, field), getattr(statistics, field))
+            for batch in statistics.batches:
+                row = entry.batch_stats.add(batch_size=batch.batch_size)
+                _set_duration(row.compute_input, batch.compute_input)
+                _set_duration(row.compute_infer, batch.compute_infer)
+                _set_duration(row.compute_output, batch.compute_output)
+        return response
+
     async def repository_index(
         self, request: v2.RepositoryIndexRequest, _context: Context
     ) -> v2.RepositoryIndexResponse:
@@ -240,6 +280,11 @@ def encode_response(
     )
     encode_outputs(outputs, response)
     return response
+
+
+def _set_duration(message: v2.StatisticDuration, duration: StatisticDuration) -> None:
+    message.count = duration.count
+    message.ns = duration.ns
 
 
 def _name(name: str) -> str:

@@ -8,25 +8,31 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import attrs
 import numpy.typing as npt
 
 from servinglib.core.servable_handle import ServableHandle
 from servinglib.core.servable_state import ManagerState
-from servinglib.errors import DeadlineExceededError, ServingError, UnimplementedError
+from servinglib.errors import (
+    DeadlineExceededError,
+    NotFoundError,
+    ServingError,
+    UnimplementedError,
+)
 from servinglib.servable import (
+    CallStages,
     ExecutionMode,
     Servable,
     SignatureSpec,
     Tensors,
-    call_resolved,
     call_resolved_async,
     check_inputs,
     deadline_scope,
     request_deadline,
     resolve_signature,
+    stages_scope,
     start_stream,
 )
 from servinglib.server.logging_config import LoggingConfig
@@ -49,6 +55,7 @@ from servinglib.server.plane.repository import RepositoryEntry, repository_index
 from servinglib.server.plane.request_context import log_model_failure
 from servinglib.server.plane.request_logger import RequestLogger
 from servinglib.server.plane.signature_cache import SignatureCache
+from servinglib.server.plane.statistics import InferenceStatistics, VersionStatistics
 from servinglib.server.plane.stream_producer import stream_producer
 from servinglib.server.plane.streaming import (
     DEFAULT_BUFFER_PARTS,
@@ -59,6 +66,9 @@ from servinglib.server.plane.streaming import (
 )
 from servinglib.server.server_core import ServerCore
 from servinglib.server.status import ModelMetadata, ModelStatus
+
+if TYPE_CHECKING:
+    from servinglib.server.plane.tracing import Tracing
 
 _log = logging.getLogger(__name__)
 
@@ -121,6 +131,9 @@ class DataPlane:
     that outlive their deadline still hold their model's share until they
     return; :meth:`overdue_calls` counts them.  Every DEADLINE_EXCEEDED is
     logged, one line per request.
+    Every request that reaches a version is counted in :meth:`model_statistics`
+    (Triton's statistics: outcomes, queue and compute durations, batches);
+    with ``tracing``, its stages become spans (:class:`Tracing`).
     Questions about models (readiness, status, metadata, which version a
     label or "latest" means) are answered here too, for every front end
     alike; they count as no request, so the in-flight bound and a model's
@@ -144,6 +157,7 @@ class DataPlane:
         max_calls_per_model: int | None = None,
         on_stream: StreamObserver | None = None,
         log_sinks: Mapping[str, LogSinkFactory] | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         workers = max_workers or _default_workers()
         self._core = core
@@ -158,6 +172,8 @@ class DataPlane:
         self._streams = OpenStreams()
         self._in_flight = InFlight()
         self._request_logger = RequestLogger(_logging_config_of(core), sinks=log_sinks)
+        self._statistics = InferenceStatistics()
+        self._tracing = tracing
 
     @property
     def core(self) -> ServerCore:
@@ -168,6 +184,11 @@ class DataPlane:
     def request_logger(self) -> RequestLogger:
         """Logs sampled requests of models with a ``logging_config``; :meth:`close` closes it."""
         return self._request_logger
+
+    @property
+    def tracing(self) -> Tracing | None:
+        """The spans of requests (front ends start them), or None: tracing off."""
+        return self._tracing
 
     @property
     def max_calls_per_model(self) -> int:
@@ -284,6 +305,39 @@ class DataPlane:
         )
         return attrs.evolve(status, versions=versions)
 
+    def model_statistics(
+        self, name: str | None = None, version: int | None = None
+    ) -> list[VersionStatistics]:
+        """Triton's statistics of every version (``name`` None), a model's, or one version's.
+
+        A model's versions are those available now and those counted
+        before (versions since unloaded keep their statistics).  Raises
+        NotFoundError for a model this server does not know, or a version
+        of it that is neither available nor counted.
+        """
+        if name is None:
+            keys = {key for model in self._core.list_models() for key in self._versions_of(model)}
+            keys.update(
+                (model, counted)
+                for model in self._core.list_models()
+                for counted in self._statistics.versions(model)
+            )
+            return self._statistics.snapshot(keys)
+        keys = self._versions_of(name)
+        keys.update((name, counted) for counted in self._statistics.versions(name))
+        if version is not None:
+            if (name, version) not in keys:
+                raise NotFoundError(
+                    f"Model {name} has no version {version} serving or with statistics"
+                )
+            keys = {(name, version)}
+        return self._statistics.snapshot(keys)
+
+    def _versions_of(self, name: str) -> set[tuple[str, int]]:
+        """``name``'s available versions (NotFoundError for a model the core does not know)."""
+        status = self._core.model_status(name)
+        return {(name, v.version) for v in status.versions if v.state is ManagerState.AVAILABLE}
+
     def _available_versions(self, metadata: ModelMetadata) -> list[int]:
         status = self._core.model_status(metadata.name)
         available = {v.version for v in status.versions if v.state is ManagerState.AVAILABLE}
@@ -346,7 +400,9 @@ class DataPlane:
         name = model_spec.name
         self._in_flight.enter(name)
         try:
-            result = await self._infer(model_spec, signature_name, inputs, output_filter, deadline)
+            result = await self._infer_counted(
+                model_spec, signature_name, inputs, output_filter, deadline
+            )
         finally:
             self._in_flight.leave(name)
         if log_request and (logging := self._request_logger.sampled(name)) is not None:
@@ -363,7 +419,7 @@ class DataPlane:
             )
         return result
 
-    async def _infer(
+    async def _infer_counted(
         self,
         model_spec: ModelSpec,
         signature_name: str | None,
@@ -371,7 +427,51 @@ class DataPlane:
         output_filter: Iterable[str] | None,
         deadline: float | None,
     ) -> InferenceResult:
+        """The call, with its statistics and trace (Triton's statistics extension, tracing)."""
+        started_ns = time.perf_counter_ns()
         handle = self._core.servable_handle(model_spec)
+        stages = CallStages()
+        try:
+            outputs, name = await self._infer(
+                handle,
+                model_spec,
+                signature_name,
+                inputs,
+                output_filter=output_filter,
+                deadline=deadline,
+                stages=stages,
+            )
+        except BaseException as error:
+            self._statistics.record_failure(
+                model_spec.name, handle.id.version, started_ns, time.perf_counter_ns()
+            )
+            if self._tracing is not None:
+                self._tracing.record_call(
+                    model_spec.name, handle.id.version, signature_name, stages, error
+                )
+            raise
+        self._statistics.record_success(
+            model_spec.name, handle.id.version, started_ns, time.perf_counter_ns(), stages
+        )
+        if self._tracing is not None:
+            self._tracing.record_call(model_spec.name, handle.id.version, name, stages, None)
+        return InferenceResult(outputs, model_spec.name, handle.id.version, name)
+
+    async def _infer(
+        self,
+        handle: ServableHandle[Any],
+        model_spec: ModelSpec,
+        signature_name: str | None,
+        inputs: Tensors,
+        *,
+        output_filter: Iterable[str] | None,
+        deadline: float | None,
+        stages: CallStages,
+    ) -> tuple[dict[str, npt.NDArray[Any]], str]:
+        """Runs the call where its execution mode says; releases ``handle`` when it ends.
+
+        An exception of the model's own is logged once, with the request's id.
+        """
         try:
             servable = _servable_of(handle, model_spec)
             name, spec = resolve_signature(servable, signature_name)
@@ -384,20 +484,31 @@ class DataPlane:
             with _NO_SCOPE if unset else deadline_scope(deadline):
                 if spec.execution_mode is ExecutionMode.INLINE:  # no coroutine of its own
                     try:
-                        outputs = call_resolved(servable, name, spec, inputs, output_filter)
+                        outputs = stages.call(servable, name, spec, inputs, output_filter)
                     finally:
                         handle.release()
                 else:
                     site = CallSite(model_spec.name, handle.id.version, name)
                     started = time.monotonic()
                     try:
-                        if on_server_thread():
+                        if on_server_thread():  # a synchronous gRPC server's thread runs it
+                            # The wait for a place in the model's share is inside the call.
+                            now = time.perf_counter_ns()
+                            stages.queued_ns = stages.started_ns = stages.infer_started_ns = now
                             try:
-                                outputs = self._here.call(
-                                    site, servable, spec, inputs, output_filter, deadline=deadline
-                                )
+                                with stages_scope(stages):  # batching marks its own stages
+                                    outputs = self._here.call(
+                                        site,
+                                        servable,
+                                        spec,
+                                        inputs,
+                                        output_filter,
+                                        deadline=deadline,
+                                    )
                             finally:
                                 handle.release()
+                            if not stages.batch_size:
+                                stages.infer_ended_ns = stages.ended_ns = time.perf_counter_ns()
                         else:
                             outputs = await self._run(
                                 handle,
@@ -407,6 +518,7 @@ class DataPlane:
                                 inputs,
                                 output_filter=output_filter,
                                 deadline=deadline,
+                                stages=stages,
                             )
                     except (DeadlineExceededError, asyncio.CancelledError) as error:
                         _log_gave_up(site, error, deadline, started)
@@ -414,7 +526,7 @@ class DataPlane:
         except Exception as error:
             log_model_failure(error, model_spec.name, handle.id.version, name)
             raise
-        return InferenceResult(outputs, model_spec.name, handle.id.version, name)
+        return outputs, name
 
     def open_stream(
         self,
@@ -497,24 +609,31 @@ class DataPlane:
         *,
         output_filter: Iterable[str] | None,
         deadline: float | None,
+        stages: CallStages,
     ) -> dict[str, npt.NDArray[Any]]:
         name = site.signature_name
         if spec.execution_mode is ExecutionMode.ASYNC:
+            stages.started_ns = stages.infer_started_ns = time.perf_counter_ns()
             try:
-                return await _bounded(
-                    call_resolved_async(servable, name, spec, inputs, output_filter), deadline
-                )
+                with stages_scope(stages):  # a batching servable fills in its own marks
+                    outputs = await _bounded(
+                        call_resolved_async(servable, name, spec, inputs, output_filter), deadline
+                    )
             finally:
                 handle.release()
+            if not stages.batch_size:
+                stages.infer_ended_ns = stages.ended_ns = time.perf_counter_ns()
+            return outputs
         if deadline is not None and deadline <= time.monotonic():
             handle.release()
             raise _deadline_exceeded()
+        stages.queued_ns = time.perf_counter_ns()
         try:
             future = self._pool.submit(
                 site,
                 deadline,
                 handle.release,
-                call_resolved,
+                stages.call,
                 servable,
                 name,
                 spec,

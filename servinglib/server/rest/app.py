@@ -9,7 +9,7 @@ import logging
 import time
 import warnings
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import attrs
 
@@ -31,6 +31,9 @@ from servinglib.server.rest.options import RestOptions
 from servinglib.server.rest.router import Route, Router, below_root
 from servinglib.server.rest.tf_serving import TfServingApi
 from servinglib.server.server_core import ServerCore
+
+if TYPE_CHECKING:
+    from servinglib.server.plane.tracing import RequestSpan
 
 _log = logging.getLogger(__name__)
 
@@ -85,6 +88,7 @@ class RestApp:
         self._max_body = self._options.max_request_body_bytes
         self._extra_headers = _CORS_HEADERS if self._options.enable_cors_support else ()
         self._request_ids = itertools.count(1)
+        self._tracing = self._plane.tracing
 
     @property
     def options(self) -> RestOptions:
@@ -121,6 +125,7 @@ class RestApp:
         if root_path:  # mounted under a prefix, e.g. app.mount("/serving", rest_app)
             path = below_root(path, root_path)
         route: Route | None = None
+        span: RequestSpan | None = None
         code = StatusCode.OK
         begin_request(lambda: _header(scope, _REQUEST_ID) or f"rest-{next(self._request_ids)}")
         try:
@@ -128,6 +133,8 @@ class RestApp:
                 response = RestResponse(204, b"")
             else:
                 route = self._router.match(method, path)
+                if self._tracing is not None and route.model_name:
+                    span = self._start_span(scope, method, path, route, started)
                 if route.label is not None:
                     self._check_label(route)
                 body = await self._read_body(scope, receive)
@@ -164,10 +171,28 @@ class RestApp:
             code = StatusCode.INTERNAL
             wrapped = InternalError(f"{type(error).__name__}: {error}")
             response = self._log_failure(scope, method, path, error, RestResponse.error(wrapped))
+        await self._finish(
+            send, receive, response, code=code, span=span, route=route, started=started
+        )
+
+    async def _finish(
+        self,
+        send: Send,
+        receive: Receive,
+        response: RestResponse,
+        *,
+        code: StatusCode,
+        span: RequestSpan | None,
+        route: Route | None,
+        started: float,
+    ) -> None:
+        """Sends ``response`` (or its stream), ends the request's span, reports its record."""
         if response.stream is None:
-            await self._send(send, response)
+            await self._send(send, response)  # uvicorn drops a response to a client gone
         else:
             code = await self._send_stream(send, receive, response, response.stream)
+        if span is not None:
+            span.end(code, http__response__status_code=response.status)
         # Metrics hook: the one place that knows model, API, entrypoint, status and latency.
         if self._on_request is not None:
             self._on_request(
@@ -180,6 +205,22 @@ class RestApp:
                     status=response.status,
                 )
             )
+
+    def _start_span(
+        self, scope: Scope, method: str, path: str, route: Route, started: float
+    ) -> RequestSpan:
+        """The request's trace span, child of the client's ``traceparent`` header (if any)."""
+        assert self._tracing is not None
+        arrived_ns = time.time_ns() - int((time.perf_counter() - started) * 1e9)
+        attributes = {
+            "http.request.method": method,
+            "url.path": path[:200],
+            "servinglib.api": route.api,
+            "servinglib.entrypoint": ENTRYPOINT,
+        }
+        return self._tracing.start_request(
+            f"{method} {route.api}", scope["headers"], attributes, arrived_ns
+        )
 
     def _check_label(self, route: Route) -> None:
         """A label the core does not know fails before the body is read, as the core says."""

@@ -21,6 +21,7 @@ from servinglib.codecs import decode_raw, encode_raw, numpy_to_v2_datatype, v2_d
 from servinglib.codecs.limits import DecodeLimits, element_count
 from servinglib.errors import InvalidArgumentError, NotFoundError, ServingError
 from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.statistics import StatisticDuration, VersionStatistics
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import RestRequest, RestResponse
 from servinglib.server.rest.options import RestOptions
@@ -45,7 +46,7 @@ class KServeV2Api:
             {
                 "name": options.server_name,
                 "version": options.server_version,
-                "extensions": ["binary_tensor_data", "model_configuration"],
+                "extensions": ["binary_tensor_data", "model_configuration", "statistics"],
             }
         )
 
@@ -105,6 +106,11 @@ class KServeV2Api:
         """``GET …/config``: a Triton model configuration (tritonclient, perf_analyzer read it)."""
         return RestResponse.json(self._plane.v2_model_config(request.model_spec()))
 
+    async def model_statistics(self, request: RestRequest) -> RestResponse:
+        """``GET /v2/models[/{m}[/versions/{v}]]/stats``: Triton's statistics extension."""
+        statistics = self._plane.model_statistics(request.model_name or None, request.version)
+        return RestResponse.json({"model_stats": [_statistics_json(s) for s in statistics]})
+
     async def infer(self, request: RestRequest) -> RestResponse:
         """``POST …/infer``: JSON or binary tensors in, JSON or binary tensors out."""
         header, binary = _split_body(request)
@@ -139,6 +145,45 @@ class KServeV2Api:
             _OCTET_STREAM,
             ((HEADER_LENGTH, str(len(encoded)).encode("ascii")),),
         )
+
+
+def _duration_json(duration: StatisticDuration) -> dict[str, int]:
+    return {"count": duration.count, "ns": duration.ns}
+
+
+_NO_DURATION = {"count": 0, "ns": 0}
+
+
+def _statistics_json(statistics: VersionStatistics) -> dict[str, Any]:
+    """One version's statistics as Triton's ``$model_stat`` object."""
+    return {
+        "name": statistics.name,
+        "version": str(statistics.version),
+        "last_inference": statistics.last_inference_ms,
+        "inference_count": statistics.inference_count,
+        "execution_count": statistics.execution_count,
+        "inference_stats": {
+            "success": _duration_json(statistics.success),
+            "fail": _duration_json(statistics.fail),
+            "queue": _duration_json(statistics.queue),
+            "compute_input": _duration_json(statistics.compute_input),
+            "compute_infer": _duration_json(statistics.compute_infer),
+            "compute_output": _duration_json(statistics.compute_output),
+            "cache_hit": _NO_DURATION,
+            "cache_miss": _NO_DURATION,
+        },
+        "response_stats": {},
+        "batch_stats": [
+            {
+                "batch_size": batch.batch_size,
+                "compute_input": _duration_json(batch.compute_input),
+                "compute_infer": _duration_json(batch.compute_infer),
+                "compute_output": _duration_json(batch.compute_output),
+            }
+            for batch in statistics.batches
+        ],
+        "memory_usage": [],
+    }
 
 
 def _split_body(request: RestRequest) -> tuple[bytes, memoryview]:

@@ -32,7 +32,8 @@ _TFS_GET = re.compile(
     r"/v1/models/([^/:]+)(?:/versions/([0-9]+)|/labels/([^/:]+))?(/metadata)?", re.IGNORECASE
 )
 _V2_MODEL = re.compile(
-    r"/v2/models/([^/]+)(?:/versions/([^/]+))?(?:/(ready|config|infer|generate|generate_stream))?",
+    r"/v2/models/([^/]+)(?:/versions/([^/]+))?"
+    r"(?:/(ready|config|infer|generate|generate_stream|stats))?",
     re.IGNORECASE,
 )
 _CACHE_SIZE = 4096  # distinct (method, path) pairs remembered; past it the cache starts over
@@ -86,6 +87,7 @@ class Router:
             ("GET", "/v2/health/live"): Route("health_live", v2.live),
             ("GET", "/v2/health/ready"): Route("health_ready", v2.ready),
             ("GET", "/v2/models"): Route("list_models", v2.list_models),
+            ("GET", "/v2/models/stats"): Route("model_statistics", v2.model_statistics),
             ("POST", "/v2/repository/index"): Route("repository_index", v2.repository_index),
         }
         self._tfs_post = {"predict": tfs.predict, "classify": tfs.classify, "regress": tfs.regress}
@@ -93,6 +95,7 @@ class Router:
             None: ("model_metadata", v2.model_metadata),
             "ready": ("model_ready", v2.model_ready),
             "config": ("model_config", v2.model_config),
+            "stats": ("model_statistics", v2.model_statistics),
         }
 
     def match(self, method: str, path: str) -> Route:
