@@ -19,6 +19,7 @@ from servinglib.errors import (
     UnavailableError,
 )
 from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.model_management import ModelManagement
 from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import RestRequest, RestResponse
@@ -68,12 +69,13 @@ class RestApp:
         options: RestOptions | None = None,
         *,
         on_request: RequestObserver | None = None,
+        management: ModelManagement | None = None,
     ) -> None:
         self._owns_plane = not isinstance(target, DataPlane)
         self._plane = target if isinstance(target, DataPlane) else DataPlane(target)
         self._options = options or RestOptions()
         self._tfs = TfServingApi(self._plane)
-        self._router = Router(self._tfs, KServeV2Api(self._plane, self._options))
+        self._router = Router(self._tfs, KServeV2Api(self._plane, self._options, management))
         self._on_request = on_request
         self._timeout_s = self._options.request_timeout_s
         self._max_body = self._options.max_request_body_bytes
@@ -259,6 +261,7 @@ def create_app(
     *,
     on_request: RequestObserver | None = None,
     plane: DataPlane | None = None,
+    management: ModelManagement | None = None,
 ) -> RestApp:
     """The REST app serving ``target``: TF Serving's REST API, KServe V2, listing and health.
 
@@ -268,6 +271,8 @@ def create_app(
     :meth:`RestApp.close`); the gRPC ``create_server`` takes the same.
     ``on_request``: called with a :class:`RequestRecord` after each
     response (e.g. :func:`record_request` to record metrics).
+    ``management``: whether the V2 repository load and unload may change
+    what is served (share the gRPC server's; default: off).
     ``plane``: deprecated; pass the DataPlane as ``target``.
     """
     if plane is not None:
@@ -278,4 +283,4 @@ def create_app(
             stacklevel=2,
         )
         target = plane
-    return RestApp(target, options, on_request=on_request)
+    return RestApp(target, options, on_request=on_request, management=management)
