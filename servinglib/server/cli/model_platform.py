@@ -47,8 +47,9 @@ def infer_model_platform(
     """The platform of the model whose numbered version directories are under ``base_path``.
 
     The highest version the registry recognizes decides (a newer version
-    may still be being written); without any, TF Serving's default
-    ``tensorflow``.  Requires: ``base_path`` absolute, or a URI (not looked
+    may still be being written); without version directories, the files of
+    a bare model in ``base_path`` itself (served as version 0); without
+    any, TF Serving's default ``tensorflow``.  Requires: ``base_path`` absolute, or a URI (not looked
     into).  Raises InvalidArgumentError when a version holds the files of
     more than one platform.
     """
@@ -56,11 +57,15 @@ def infer_model_platform(
         return _default(f"{base_path} is remote and not looked into")
     versions = _versions(base_path)
     if not versions:
-        misplaced = registry.platforms_recognizing(base_path)
-        if misplaced:
-            return _default(
-                f"{base_path} holds a {misplaced[0]} model itself, not in a numbered version "
-                f"directory: move it to {os.path.join(base_path, '1')}"
+        bare = registry.platforms_recognizing(base_path)
+        if len(bare) == 1:
+            return PlatformChoice(
+                bare[0], f"inferred from the model in {base_path} itself, served as version 0"
+            )
+        if bare:
+            raise InvalidArgumentError(
+                f"{base_path} holds the files of platforms {' and '.join(bare)}: "
+                "say which with --model_platform"
             )
         return _default(f"{base_path} holds no version directory yet")
     for version in versions:

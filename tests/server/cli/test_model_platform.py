@@ -44,11 +44,14 @@ def test_without_versions_tf_servings_default_is_kept_and_said(tmp_path: Path) -
     assert "--model_platform" in choice.reason
 
 
-def test_a_model_outside_a_version_directory_is_pointed_out(tmp_path: Path) -> None:
-    """A model.py put straight into the base path is named, with where it belongs."""
+def test_a_bare_model_in_the_base_path_decides(tmp_path: Path) -> None:
+    """A model.py put straight into the base path (no version directory) is a python model."""
     shutil.copy(Path(PYTHON_HALF_PLUS_TWO) / "1" / "model.py", tmp_path / "model.py")
     choice = infer_model_platform(str(tmp_path))
-    assert f"move it to {tmp_path / '1'}" in choice.reason
+    assert (choice.platform, choice.reason) == (
+        "python",
+        f"inferred from the model in {tmp_path} itself, served as version 0",
+    )
 
 
 def test_a_version_holding_two_platforms_files_is_refused(tmp_path: Path) -> None:
