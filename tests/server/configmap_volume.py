@@ -34,10 +34,13 @@ def write_configmap(directory: Path, payload: Mapping[str, str]) -> None:
     stale: set[str] = set()
     if old is not None:
         stale = set(os.listdir(directory / old)) - set(payload)
-        if all(
-            (directory / old / key).is_file() and (directory / old / key).read_text() == text
-            for key, text in payload.items()
-        ) and not stale:
+        if (
+            all(
+                (directory / old / key).is_file() and (directory / old / key).read_text() == text
+                for key, text in payload.items()
+            )
+            and not stale
+        ):
             return  # step 4: nothing to write
     prefix = time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime())
     new = Path(tempfile.mkdtemp(prefix=prefix, dir=directory))

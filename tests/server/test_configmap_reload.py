@@ -40,11 +40,13 @@ def test_the_volume_helper_lays_out_what_the_kubelet_does(tmp_path: Path) -> Non
     """The file is a symlink through ..data to a timestamped directory, swapped whole."""
     write_configmap(tmp_path, {"models.config": "one"})
     first = os.readlink(tmp_path / DATA_DIR)
-    assert first.startswith("..") and first != DATA_DIR
+    assert first.startswith("..")
+    assert first != DATA_DIR
     assert os.readlink(tmp_path / "models.config") == os.path.join(DATA_DIR, "models.config")
     write_configmap(tmp_path, {"models.config": "two"})
     second = os.readlink(tmp_path / DATA_DIR)
-    assert second != first and not (tmp_path / first).exists()
+    assert second != first
+    assert not (tmp_path / first).exists()
     assert (tmp_path / "models.config").read_text() == "two"
     assert sorted(os.listdir(tmp_path)) == sorted([DATA_DIR, second, "models.config"])
 
@@ -62,7 +64,7 @@ def test_a_configmap_update_is_applied_at_once(tmp_path: Path) -> None:
     ):
         write_configmap(volume, {"models.config": _config(models, "a", "b")})
         wait_until(lambda: core.list_models() == ["a", "b"], 20.0)
-        wait_until(lambda: core.ready(), 20.0)
+        wait_until(core.ready, 20.0)
         write_configmap(volume, {"models.config": _config(models, "b")})
         wait_until(lambda: core.list_models() == ["b"], 20.0)
         assert watcher.status().error is None

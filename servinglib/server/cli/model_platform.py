@@ -49,9 +49,9 @@ def infer_model_platform(
     The highest version the registry recognizes decides (a newer version
     may still be being written); without version directories, the files of
     a bare model in ``base_path`` itself (served as version 0); without
-    any, TF Serving's default ``tensorflow``.  Requires: ``base_path`` absolute, or a URI (not looked
-    into).  Raises InvalidArgumentError when a version holds the files of
-    more than one platform.
+    any, TF Serving's default ``tensorflow``.  Requires: ``base_path``
+    absolute, or a URI (not looked into).  Raises InvalidArgumentError when
+    a version holds the files of more than one platform.
     """
     if not os.path.isabs(base_path):
         return _default(f"{base_path} is remote and not looked into")
