@@ -65,6 +65,20 @@ def test_unload_load_and_add_through_tritonclient(
         client.load_model("c")
 
 
+def test_a_model_directory_under_a_root_loads_by_name(
+    managed: tuple[triton.InferenceServerClient, Path, str],
+) -> None:
+    """As KServe's model agent does: the model put in <root>/<name>, then load with body {}."""
+    client, root, address = managed
+    write_python_model(root, "agent_put")
+    url = f"http://{address}/v2/repository/models/agent_put/load"
+    answer = requests.post(
+        url, data=b"{}", headers={"content-type": "application/json"}, timeout=60
+    )
+    assert (answer.status_code, answer.content) == (200, b"")
+    assert client.is_model_ready("agent_put")
+
+
 def test_bad_requests_are_400_and_outside_paths_403(
     managed: tuple[triton.InferenceServerClient, Path, str],
 ) -> None:
@@ -103,3 +117,14 @@ def test_load_and_unload_refused_while_management_is_off(tmp_path: Path) -> None
             assert index == [{"name": "a", "version": "1", "state": "READY", "reason": ""}]
         finally:
             server.stop()
+
+
+def test_only_a_plain_name_is_looked_up_under_the_roots(tmp_path: Path) -> None:
+    """Names that are not one path component (.., a/b) find no directory under the roots."""
+    config = ModelServerConfig([write_python_model(tmp_path / "models", "a")])
+    (tmp_path / "models" / "b" / "c").mkdir(parents=True)
+    with ServerCore(config, CORE_OPTIONS) as core:
+        management = ModelManagement(core, ModelManagementOptions(enabled=True))
+        assert management.model_in_roots("a") == str(tmp_path / "models" / "a")
+        for name in ("..", ".", "b/c", "", "missing"):
+            assert management.model_in_roots(name) is None
