@@ -28,13 +28,17 @@ RUN groupadd --system --gid 10001 servinglib \
     && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
         --shell /usr/sbin/nologin servinglib
 COPY --from=build /opt/servinglib /opt/servinglib
+# MODEL_NAME and MODEL_BASE_PATH as TF Serving's image: without model flags the server serves
+# $MODEL_BASE_PATH/$MODEL_NAME (docker run -v "$PWD/my_model:/models/model" servinglib:0.1.0).
 ENV PATH=/opt/servinglib/bin:${PATH} \
     PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    MODEL_NAME=model \
+    MODEL_BASE_PATH=/models
 # Numeric, so Kubernetes' runAsNonRoot can check it.
 USER 10001:10001
 WORKDIR /models
 # TF Serving's ports: gRPC 8500, REST 8501 (KServe's runtime passes 9000 and 8080).
 EXPOSE 8500 8501
 ENTRYPOINT ["servinglib-server"]
-CMD ["--port=8500", "--rest_api_port=8501", "--model_name=model", "--model_base_path=/models/model"]
+CMD ["--port=8500", "--rest_api_port=8501"]
