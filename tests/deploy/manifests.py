@@ -57,8 +57,8 @@ def dockerfile_stages() -> list[list[tuple[str, str]]]:
     """The Dockerfile's stages, each a list of (instruction, arguments); continuations joined."""
     text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
     stages: list[list[tuple[str, str]]] = [[]]
-    for line in text.splitlines():
-        line = line.strip()
+    for raw in text.splitlines():
+        line = raw.strip()
         if not line or line.startswith("#"):
             continue
         instruction, _, rest = line.partition(" ")

@@ -1,4 +1,4 @@
-"""deploy/kserve: the ServingRuntime, ClusterServingRuntime and InferenceServices use only KServe's fields.
+"""deploy/kserve: the runtimes and InferenceServices use only the fields KServe defines.
 
 KServe's CRDs are not in kubernetes-validate, so the fields are checked against KServe's Go types
 (kserve/kserve, which generates its CRDs from them):
