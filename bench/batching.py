@@ -36,6 +36,7 @@ import numpy as np
 from _common import INDENT, PercentileTable, print_environment, print_target
 from loaders_call import build_keras_mlp
 
+from servinglib import LoadRetryOptions, ManagerOptions
 from servinglib.batching import BatchingParameters
 from servinglib.loaders.python import PythonPlatformConfig
 from servinglib.servable import call_signature
@@ -96,7 +97,7 @@ def core_options(batching: BatchingParameters | None) -> ServerCoreOptions:
     return ServerCoreOptions(
         platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)},
         batching_parameters=batching,
-        max_num_load_retries=0,
+        manager=ManagerOptions(load_retry=LoadRetryOptions(max_num_load_retries=0)),
     )
 
 

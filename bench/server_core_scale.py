@@ -46,7 +46,7 @@ from typing import TypeVar
 import attrs
 from _common import INDENT, PercentileTable, percentile, print_environment, print_target
 
-from servinglib import ServableRequest
+from servinglib import FileSystemStoragePathSourceConfig, ServableRequest
 from servinglib.loaders import PythonPlatformConfig
 from servinglib.server import (
     ModelConfig,
@@ -131,7 +131,7 @@ def core_options(*, poll_wait_s: float = POLL_WAIT_S) -> ServerCoreOptions:
     """The benchmark's options: Python models allowed, no periodic poll, bounded waits."""
     return ServerCoreOptions(
         platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)},
-        file_system_poll_wait_seconds=poll_wait_s,
+        source=FileSystemStoragePathSourceConfig(file_system_poll_wait_seconds=poll_wait_s),
         servable_state_waiter_timeout_s=WAIT_S,
     )
 

@@ -36,6 +36,8 @@ class ServableRequest:
 
     # Requests are immutable: the named constructors share instances (a cache
     # hit is ~40 ns, building and validating one ~550 ns, per request served).
+    # Process-wide on purpose: an entry is a pure function of its arguments
+    # (interning, not state), and the LRU bound keeps it small.
 
     @classmethod
     @functools.lru_cache(maxsize=4096, typed=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, final
 
 from servinglib.batching.batching_servable import BatchingServable
@@ -22,6 +22,7 @@ from servinglib.core.resources import ResourceAllocation
 from servinglib.core.servable_data import ServableData
 from servinglib.core.servable_id import ServableId
 from servinglib.loaders.model_loader import ModelLoader
+from servinglib.loaders.warmup import WarmupOptions
 from servinglib.servable import Servable
 from servinglib.sources.source_adapter import SourceAdapter
 
@@ -57,22 +58,23 @@ class ModelBatching(SourceAdapter[Loader, Loader]):
 
     def wrap_loader(self, servable_id: ServableId, loader: Loader) -> Loader:
         """``loader``, made to serve its servable batched (queues named ``name/version/...``)."""
-        if isinstance(loader, ModelLoader):
-            loader.wrap_servable_with(
-                lambda servable, path: self._wrap(servable_id, servable, path)
-            )
-            return loader
-        return _BatchingLoader(loader, lambda servable: self._wrap(servable_id, servable, None))
+        model_loader = loader if isinstance(loader, ModelLoader) else _AsModelLoader(loader)
+        model_loader.wrap_servable_with(
+            lambda servable, path: self._wrap(servable_id, servable, path)
+        )
+        return model_loader
 
-    def _wrap(self, servable_id: ServableId, servable: Servable, path: str | None) -> Servable:
+    def _wrap(self, servable_id: ServableId, servable: object, path: str) -> Any:  # noqa: ANN401 - a Servable or a custom Loader's own object
+        if not isinstance(servable, Servable):  # a custom Loader's own object: not batchable
+            return servable
         parameters = self._model_parameters(path) if self._per_model else self._parameters
         if parameters is None:
             return servable
         name = f"{servable_id.name}/{servable_id.version}"
         return BatchingServable(servable, self.scheduler, parameters, name=name)
 
-    def _model_parameters(self, path: str | None) -> BatchingParameters | None:
-        if path is None:
+    def _model_parameters(self, path: str) -> BatchingParameters | None:
+        if not path:  # a Loader without a version directory
             return None
         file = os.path.join(path, BATCHING_PARAMS_FILENAME)
         if not os.path.exists(file):
@@ -86,29 +88,25 @@ class ModelBatching(SourceAdapter[Loader, Loader]):
 
 
 @final
-class _BatchingLoader(Loader):
-    """A Loader that is not a ModelLoader, serving its servable through batching queues."""
+class _AsModelLoader(ModelLoader):
+    """Any other Loader, seen as a ModelLoader so that batching wraps every loader one way.
 
-    def __init__(self, inner: Loader, wrap: Callable[[Servable], Servable]) -> None:
+    It has no version directory of its own: no warmup of ours (the inner
+    loader's load does its own) and no per-model parameters.  A servable that
+    is not a :class:`Servable` is served as it is.
+    """
+
+    def __init__(self, inner: Loader) -> None:
+        super().__init__("", WarmupOptions(enabled=False))
         self._inner = inner
-        self._wrap = wrap
-        self._served: Any = None
 
     def estimate_resources(self) -> ResourceAllocation:
         return self._inner.estimate_resources()
 
-    def load(self) -> None:
+    def _load_servable(self) -> Servable:
         self._inner.load()
-        servable = self._inner.servable()
-        self._served = self._wrap(servable) if isinstance(servable, Servable) else servable
+        servable: Servable = self._inner.servable()
+        return servable
 
-    def unload(self) -> None:
-        served, self._served = self._served, None
-        try:
-            if isinstance(served, BatchingServable):
-                served.close()
-        finally:
-            self._inner.unload()
-
-    def servable(self) -> Any:  # noqa: ANN401 - any platform's object
-        return self._served if self._served is not None else self._inner.servable()
+    def _unload_servable(self, servable: Servable) -> None:
+        self._inner.unload()

@@ -81,7 +81,8 @@ class ModelLoader(Loader):
 
     def _release(self, served: Servable, loaded: Servable) -> None:
         try:
-            served.close()
+            if isinstance(served, Servable):  # (a wrapped custom Loader may serve any object)
+                served.close()
         finally:
             self._unload_servable(loaded)
 

@@ -22,7 +22,7 @@ from servinglib.server.plane.request_record import RequestObserver as RequestObs
 from servinglib.server.plane.request_record import RequestRecord as RequestRecord
 from servinglib.server.plane.request_record import record_request as record_request
 from servinglib.server.server_core import ServerCore as ServerCore
-from servinglib.server.server_core import ServerCoreOptions as ServerCoreOptions
+from servinglib.server.server_core_options import ServerCoreOptions as ServerCoreOptions
 from servinglib.server.status import ModelMetadata as ModelMetadata
 from servinglib.server.status import ModelStatus as ModelStatus
 from servinglib.server.status import VersionStatus as VersionStatus

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -11,17 +10,12 @@ from typing import Any, final
 
 import attrs
 
-from servinglib.batching.options import BatchingParameters
 from servinglib.batching.scheduler import SharedBatchScheduler
 from servinglib.core.argument_types import wrong_type
-from servinglib.core.aspired_version_policy import AspiredVersionPolicy
 from servinglib.core.aspired_versions_manager import AspiredVersionsManager
-from servinglib.core.availability_preserving_policy import AvailabilityPreservingPolicy
-from servinglib.core.basic_manager import ManagerOptions
 from servinglib.core.clock import Clock
 from servinglib.core.event_bus import EventBus
 from servinglib.core.loader import Loader
-from servinglib.core.loader_harness import LoadRetryOptions, retry_unless_permanent
 from servinglib.core.resource_tracker import ResourceTracker
 from servinglib.core.resources import ResourceAllocation
 from servinglib.core.servable_handle import ServableHandle
@@ -44,6 +38,7 @@ from servinglib.loaders.registry import PlatformRegistry, default_registry
 from servinglib.servable import Servable
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
+from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.server.state_log import ServableStateLog
 from servinglib.server.status import ModelMetadata, ModelStatus, VersionStatus
 from servinglib.sources.file_system_storage_path_source import (
@@ -57,76 +52,10 @@ from servinglib.sources.source_router import DynamicSourceRouter
 from servinglib.sources.target import connect
 from servinglib.sources.version_check import VersionCheck
 
+# ServerCoreOptions is re-exported: earlier releases defined it here.
+__all__ = ["ServerCore", "ServerCoreOptions"]
+
 _log = logging.getLogger(__name__)
-
-
-def _default_initial_load_threads() -> int:
-    return 4 * (os.cpu_count() or 1)
-
-
-@final
-@attrs.frozen
-class ServerCoreOptions:
-    """How a ServerCore loads and serves (names and defaults of TF Serving's ServerCore::Options).
-
-    Loads: ``num_load_threads`` / ``num_unload_threads`` (0: on the manager's
-    thread), ``num_initial_load_threads`` for the first config (default 4 x
-    CPUs), ``max_num_load_retries`` (N retries = N+1 attempts),
-    ``load_retry_interval_s``, ``should_retry_model_load``.  Storage:
-    ``file_system_poll_wait_seconds``, ``servable_versions_always_present``,
-    ``model_config_list_root_dir`` (relative base paths join it),
-    ``file_system_settle_window_s`` (a new version loads once complete and
-    no file in it changed for this long), ``version_done_marker`` (a version
-    loads once this file is in it).
-    ``total_model_memory_limit_bytes``: RAM budget of all models (None: no
-    limit).  Labels: ``allow_version_labels``,
-    ``allow_version_labels_for_unavailable_models``.  ``platform_configs``:
-    platform name → that platform's config (e.g. ``{"python":
-    PythonPlatformConfig(allow_code_execution=True)}``).
-    ``servable_state_waiter_timeout_s``: longest wait for models to become
-    available at start or reload (None: no limit).  ``start_degraded``: if
-    some models fail at start, serve the others (False: fail, as TF Serving).
-    ``max_requests_in_flight_per_model``: beyond it, requests are refused at
-    once with UNAVAILABLE (None: no limit).  ``batching_parameters``:
-    batch every model's signatures with these (None: batching off, the
-    default; ``--enable_batching``); with
-    ``enable_per_model_batching_parameters`` each version uses the
-    ``batching_params.pbtxt`` in its directory instead, and is not batched
-    without one (the server-wide parameters then only size the shared pool
-    of batch threads).  Immutable, so thread-safe.
-    """
-
-    aspired_version_policy: AspiredVersionPolicy = attrs.field(factory=AvailabilityPreservingPolicy)
-    num_load_threads: int = attrs.field(default=0, validator=attrs.validators.ge(0))
-    num_unload_threads: int = attrs.field(default=0, validator=attrs.validators.ge(0))
-    num_initial_load_threads: int = attrs.field(
-        factory=_default_initial_load_threads, validator=attrs.validators.ge(0)
-    )
-    max_num_load_retries: int = attrs.field(default=5, validator=attrs.validators.ge(0))
-    load_retry_interval_s: float = attrs.field(default=60.0, validator=attrs.validators.ge(0))
-    should_retry_model_load: Callable[[ServingError], bool] = retry_unless_permanent
-    file_system_poll_wait_seconds: float = 30.0
-    servable_versions_always_present: bool = False
-    file_system_settle_window_s: float = attrs.field(default=0.5, validator=attrs.validators.ge(0))
-    version_done_marker: str | None = None
-    model_config_list_root_dir: str | None = None
-    total_model_memory_limit_bytes: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.ge(0))
-    )
-    allow_version_labels: bool = True
-    allow_version_labels_for_unavailable_models: bool = False
-    enable_reload_servables_with_error: bool = False
-    platform_configs: Mapping[str, Any] = attrs.field(factory=dict)
-    servable_state_waiter_timeout_s: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.ge(0))
-    )
-    start_degraded: bool = False
-    max_requests_in_flight_per_model: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
-    )
-    manage_state_interval_s: float = attrs.field(default=0.1, validator=attrs.validators.gt(0))
-    batching_parameters: BatchingParameters | None = None
-    enable_per_model_batching_parameters: bool = False
 
 
 @final
@@ -215,15 +144,7 @@ class ServerCore:
         limit = options.total_model_memory_limit_bytes
         return AspiredVersionsManager(
             options.aspired_version_policy,
-            ManagerOptions(
-                num_load_threads=options.num_load_threads,
-                num_unload_threads=options.num_unload_threads,
-                load_retry=LoadRetryOptions(
-                    options.max_num_load_retries,
-                    options.load_retry_interval_s,
-                    options.should_retry_model_load,
-                ),
-            ),
+            options.manager,
             manage_state_interval_s=options.manage_state_interval_s,
             enable_reload_servables_with_error=options.enable_reload_servables_with_error,
             resource_tracker=(
@@ -265,12 +186,8 @@ class ServerCore:
         return ports
 
     def _source_config(self, models: Iterable[ModelConfig]) -> FileSystemStoragePathSourceConfig:
-        return FileSystemStoragePathSourceConfig(
-            [self._monitored[m.name] for m in models],
-            file_system_poll_wait_seconds=self._options.file_system_poll_wait_seconds,
-            servable_versions_always_present=self._options.servable_versions_always_present,
-            settle_window_s=self._options.file_system_settle_window_s,
-            version_done_marker=self._options.version_done_marker,
+        return attrs.evolve(
+            self._options.source, servables=[self._monitored[m.name] for m in models]
         )
 
     # -- properties ---------------------------------------------------------
@@ -588,7 +505,7 @@ class ServerCore:
         try:
             self._reload(lambda _current: config, initial=True)
         finally:
-            basic.set_num_load_threads(self._options.num_load_threads)
+            basic.set_num_load_threads(self._options.manager.num_load_threads)
 
     def _reload(
         self, edit: Callable[[ModelServerConfig], ModelServerConfig], *, initial: bool

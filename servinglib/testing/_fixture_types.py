@@ -14,7 +14,8 @@ from typing import Any, Protocol
 from servinglib.core.clock import Clock
 from servinglib.loaders.registry import PlatformRegistry
 from servinglib.server.config import ModelServerConfig
-from servinglib.server.server_core import ServerCore, ServerCoreOptions
+from servinglib.server.server_core import ServerCore
+from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.testing._model_dirs import Files
 
 

@@ -26,11 +26,14 @@ from typing import Any
 import attrs
 import pytest
 
+from servinglib.core.basic_manager import ManagerOptions
 from servinglib.core.clock import Clock
+from servinglib.core.loader_harness import LoadRetryOptions
 from servinglib.loaders.python import PythonPlatformConfig
 from servinglib.loaders.registry import PlatformRegistry
 from servinglib.server.config import ModelConfig, ModelServerConfig
-from servinglib.server.server_core import ServerCore, ServerCoreOptions
+from servinglib.server.server_core import ServerCore
+from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.testing._fake_clock import FakeClock
 from servinglib.testing._fixture_types import (
     GrpcChannelFactory,
@@ -51,7 +54,7 @@ __all__ = [
 ]
 
 TEST_SERVER_CORE_OPTIONS = ServerCoreOptions(
-    max_num_load_retries=0,
+    manager=ManagerOptions(load_retry=LoadRetryOptions(max_num_load_retries=0)),
     num_initial_load_threads=2,
     servable_state_waiter_timeout_s=30.0,
     platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)},
@@ -86,7 +89,7 @@ def server_core() -> Iterator[ServerCoreFactory]:
     ``config`` is a ModelServerConfig, or a mapping of model name → base
     path, each served on ``platform`` (default ``"tensorflow"``, as TF
     Serving).  ``options`` default to TEST_SERVER_CORE_OPTIONS; keyword
-    ``overrides`` replace single fields (``max_num_load_retries=2``).
+    ``overrides`` replace single fields (``start_degraded=True``).
     ``registry``: the platforms (e.g. a PlatformRegistry with your own).
     Construction waits until every model is available, as ServerCore does.
     """

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from servinglib import FileSystemStoragePathSourceConfig
 from servinglib.errors import StatusCode
 from servinglib.loaders.python import PythonPlatformConfig
 from servinglib.server.config import read_model_server_config
 from servinglib.server.config_file_watcher import ModelConfigFileWatcher
-from servinglib.server.server_core import ServerCore, ServerCoreOptions
+from servinglib.server.server_core import ServerCore
+from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.testing import FakeClock, wait_until
 
 MODEL_PY = """
@@ -59,7 +61,7 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerCore, Path]]:
     config_file.write_text(config_text("a"))
     options = ServerCoreOptions(
         platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)},
-        file_system_poll_wait_seconds=60,
+        source=FileSystemStoragePathSourceConfig(file_system_poll_wait_seconds=60),
         servable_state_waiter_timeout_s=20,
     )
     with ServerCore(read_model_server_config(config_file), options) as core:

@@ -12,14 +12,20 @@ import numpy as np
 import pytest
 
 from servinglib.batching import BatchingParameters
+from servinglib.batching.batching_servable import BatchingServable
+from servinglib.core.servable_id import ServableId
+from servinglib.core.simple_loader import SimpleLoader
 from servinglib.errors import InvalidArgumentError
 from servinglib.examples import HALF_PLUS_TWO
-from servinglib.loaders.model_batching import BATCHING_PARAMS_FILENAME
-from servinglib.servable import ExecutionMode
+from servinglib.loaders import PythonModel, signature
+from servinglib.loaders.model_batching import BATCHING_PARAMS_FILENAME, ModelBatching
+from servinglib.loaders.python import PythonServable
+from servinglib.servable import ExecutionMode, TensorSpec, call_signature
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.server_core import ServerCore, ServerCoreOptions
+from servinglib.server.server_core import ServerCore
+from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.testing import wait_until
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
@@ -162,3 +168,46 @@ def test_a_savedmodel_is_served_through_the_batching_session(tf_core: ServerCore
     after = scheduler.statistics()[queue]
     assert after.rows_run - stats.rows_run == 64
     assert after.batches_run - stats.batches_run < 64  # some requests shared a call
+
+
+class _Tens(PythonModel):
+    @signature(
+        name="serving_default",
+        inputs=[TensorSpec("x", "float32", [-1])],
+        outputs=[TensorSpec("y", "float32", [-1])],
+    )
+    def predict(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        return {"y": x * 10}
+
+
+def test_a_custom_loader_is_batched_the_same_way() -> None:
+    """A Loader that is no ModelLoader serves its Servable through a batching queue, and unloads."""
+    unloaded: list[object] = []
+    loader = SimpleLoader(lambda: PythonServable(_Tens()), on_unload=unloaded.append)
+    batching = ModelBatching(PARAMS)
+    try:
+        wrapped = batching.wrap_loader(ServableId("custom", 1), loader)
+        wrapped.load()
+        served = wrapped.servable()
+        assert isinstance(served, BatchingServable)
+        assert set(batching.scheduler.statistics()) == {"custom/1/serving_default"}
+        y = call_signature(served, None, {"x": np.array([1.5], np.float32)})["y"]
+        assert y.tolist() == [15.0]
+        wrapped.unload()
+        assert len(unloaded) == 1
+        assert set(batching.scheduler.statistics()) == set()
+    finally:
+        batching.close()
+
+
+def test_a_custom_loaders_own_object_is_served_as_it_is() -> None:
+    """A custom Loader whose servable is not a Servable is served unbatched, untouched."""
+    thing = {"a": "lookup table"}
+    batching = ModelBatching(PARAMS)
+    try:
+        wrapped = batching.wrap_loader(ServableId("table", 1), SimpleLoader(lambda: thing))
+        wrapped.load()
+        assert wrapped.servable() is thing
+        wrapped.unload()
+    finally:
+        batching.close()

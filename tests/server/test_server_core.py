@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from servinglib import FileSystemStoragePathSourceConfig, LoadRetryOptions, ManagerOptions
 from servinglib.core.servable_request import ServableRequest
 from servinglib.core.servable_state import ManagerState
 from servinglib.errors import (
@@ -27,7 +28,8 @@ from servinglib.loaders.python import PythonPlatformConfig
 from servinglib.servable import call_signature
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
-from servinglib.server.server_core import ServerCore, ServerCoreOptions
+from servinglib.server.server_core import ServerCore
+from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.sources.version_policy import ServableVersionPolicy
 from servinglib.testing import wait_until
 
@@ -72,8 +74,9 @@ def python_model(base: Path, name: str, **kwargs: object) -> ModelConfig:
 def options(**overrides: object) -> ServerCoreOptions:
     defaults: dict[str, object] = {
         "platform_configs": {"python": PythonPlatformConfig(allow_code_execution=True)},
-        "file_system_poll_wait_seconds": 60.0,  # pick-up comes from filesystem events
-        "max_num_load_retries": 0,
+        # Pick-up comes from filesystem events.
+        "source": FileSystemStoragePathSourceConfig(file_system_poll_wait_seconds=60.0),
+        "manager": ManagerOptions(load_retry=LoadRetryOptions(max_num_load_retries=0)),
         "num_initial_load_threads": 2,
         "servable_state_waiter_timeout_s": 20.0,
     }
@@ -309,7 +312,11 @@ def test_deleted_model_directory_keeps_serving_with_versions_always_present(
 ) -> None:
     """With servable_versions_always_present, removing the files keeps serving and reports it."""
     config = ModelServerConfig((python_model(models, "a"),))
-    fast_polls = options(servable_versions_always_present=True, file_system_poll_wait_seconds=0.1)
+    fast_polls = options(
+        source=FileSystemStoragePathSourceConfig(
+            file_system_poll_wait_seconds=0.1, servable_versions_always_present=True
+        )
+    )
     with ServerCore(config, fast_polls) as core:
         os.rename(models / "a", models / "a.removed")  # the base path is gone
         wait_until(lambda: core.model_status("a").error is not None)
@@ -345,7 +352,10 @@ def test_a_model_added_again_while_its_unload_runs_loads(core: ServerCore, model
 def test_a_model_failed_at_start_recovers_when_its_files_appear(tmp_path: Path) -> None:
     """With start_degraded, a model whose base path appears later serves and is failed no more."""
     config = ModelServerConfig((python_model(tmp_path, "late"),))
-    fast_polls = options(start_degraded=True, file_system_poll_wait_seconds=0.1)
+    fast_polls = options(
+        start_degraded=True,
+        source=FileSystemStoragePathSourceConfig(file_system_poll_wait_seconds=0.1),
+    )
     with ServerCore(config, fast_polls) as core:
         assert "late" in core.failed_models()
         add_version(tmp_path / "late", 1)

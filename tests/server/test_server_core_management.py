@@ -11,6 +11,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from servinglib import FileSystemStoragePathSourceConfig
 from servinglib.core.servable_state import ManagerState
 from servinglib.errors import NotFoundError, UnavailableError
 from servinglib.server.config import ModelConfig, ModelServerConfig
@@ -42,8 +43,9 @@ class Model(PythonModel):
 OPTIONS = attrs.evolve(
     TEST_SERVER_CORE_OPTIONS,
     servable_state_waiter_timeout_s=None,  # as the CLI: a wait has no time limit
-    num_load_threads=1,
-    file_system_poll_wait_seconds=60.0,  # new versions arrive through filesystem events
+    manager=attrs.evolve(TEST_SERVER_CORE_OPTIONS.manager, num_load_threads=1),
+    # New versions arrive through filesystem events.
+    source=FileSystemStoragePathSourceConfig(file_system_poll_wait_seconds=60.0),
 )
 
 

@@ -20,12 +20,14 @@ import numpy as np
 import publishers
 import pytest
 
+from servinglib import LoadRetryOptions, ManagerOptions
 from servinglib.core.servable_state import ManagerState, ServableState
 from servinglib.loaders.python import PythonPlatformConfig
 from servinglib.servable import call_signature
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
-from servinglib.server.server_core import ServerCore, ServerCoreOptions
+from servinglib.server.server_core import ServerCore
+from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.testing import wait_until
 
 TIMEOUT_S = 60.0  # a loaded machine: generous, and only ever waited on a condition
@@ -107,8 +109,7 @@ class Rig:
             ModelServerConfig((ModelConfig("m", str(base), model_platform=exports.platform),)),
             ServerCoreOptions(
                 platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)},
-                file_system_poll_wait_seconds=1.0,
-                max_num_load_retries=0,
+                manager=ManagerOptions(load_retry=LoadRetryOptions(max_num_load_retries=0)),
                 servable_state_waiter_timeout_s=TIMEOUT_S,
             ),
             state_listeners=[self.events.append],

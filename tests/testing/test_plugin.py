@@ -61,15 +61,15 @@ def test_server_core_from_a_dict(server_core, model_dirs):
     with core.servable_handle(ModelSpec.latest("m")) as handle:
         y = call_signature(handle.servable, None, {{"x": np.array([2.0], np.float32)}})["y"]
     assert y.tolist() == [4.0]
-    assert core.options.max_num_load_retries == 0
+    assert core.options.manager.load_retry.max_num_load_retries == 0
 
 
 def test_server_core_from_a_config_with_overrides(server_core, model_dirs):
     base = model_dirs("n", [1], {{"model.py": MODEL_PY}})
-    core = server_core(ModelServerConfig([ModelConfig.python("n", base)]), max_num_load_retries=2)
+    core = server_core(ModelServerConfig([ModelConfig.python("n", base)]), start_degraded=True)
     CORES.append(core)
     assert core.ready()
-    assert core.options.max_num_load_retries == 2
+    assert core.options.start_degraded
 
 
 def test_the_cores_were_closed_at_teardown():

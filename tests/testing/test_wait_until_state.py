@@ -160,7 +160,7 @@ def test_takes_a_server_core(tmp_path: Path) -> None:
     base = make_version_dirs(tmp_path, "m", [1], {"model.py": MODEL_PY})
     options = ServerCoreOptions(
         platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)},
-        max_num_load_retries=0,
+        manager=ManagerOptions(load_retry=LoadRetryOptions(max_num_load_retries=0)),
     )
     with ServerCore(ModelServerConfig([ModelConfig.python("m", base)]), options) as core:
         assert wait_until_available(core, "m", timeout_s=TIMEOUT_S) == ServableId("m", 1)

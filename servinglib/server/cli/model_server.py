@@ -28,6 +28,8 @@ import attrs
 from servinglib.batching.options import BatchingParameters, read_batching_parameters
 from servinglib.codecs.limits import DecodeLimits
 from servinglib.core.availability_preserving_policy import AvailabilityPreservingPolicy
+from servinglib.core.basic_manager import ManagerOptions
+from servinglib.core.loader_harness import LoadRetryOptions
 from servinglib.core.resource_preserving_policy import ResourcePreservingPolicy
 from servinglib.core.servable_state import ManagerState, ServableState
 from servinglib.errors import ServingError, UnavailableError
@@ -55,7 +57,9 @@ from servinglib.server.plane.request_record import (
     record_request,
 )
 from servinglib.server.plane.worker_metrics import WorkerMetrics
-from servinglib.server.server_core import ServerCore, ServerCoreOptions
+from servinglib.server.server_core import ServerCore
+from servinglib.server.server_core_options import ServerCoreOptions
+from servinglib.sources.file_system_storage_path_source import FileSystemStoragePathSourceConfig
 
 _log = logging.getLogger("servinglib.server")
 
@@ -108,13 +112,19 @@ def core_options(flags: ServerFlags) -> ServerCoreOptions:
     )
     return ServerCoreOptions(
         aspired_version_policy=policy,
-        num_load_threads=flags.num_load_threads,
-        num_unload_threads=flags.num_unload_threads,
-        max_num_load_retries=flags.max_num_load_retries,
-        load_retry_interval_s=max(0.0, flags.load_retry_interval_micros / 1e6),
-        file_system_poll_wait_seconds=flags.file_system_poll_wait_seconds,
-        file_system_settle_window_s=flags.file_system_settle_window_seconds,
-        version_done_marker=flags.version_done_marker or None,
+        manager=ManagerOptions(
+            num_load_threads=flags.num_load_threads,
+            num_unload_threads=flags.num_unload_threads,
+            load_retry=LoadRetryOptions(
+                max_num_load_retries=flags.max_num_load_retries,
+                load_retry_interval_s=max(0.0, flags.load_retry_interval_micros / 1e6),
+            ),
+        ),
+        source=FileSystemStoragePathSourceConfig(
+            file_system_poll_wait_seconds=flags.file_system_poll_wait_seconds,
+            settle_window_s=flags.file_system_settle_window_seconds,
+            version_done_marker=flags.version_done_marker or None,
+        ),
         total_model_memory_limit_bytes=flags.total_model_memory_limit_bytes,
         allow_version_labels_for_unavailable_models=flags.allow_version_labels_for_unavailable_models,
         platform_configs=platform_configs(flags, warmup),

@@ -28,7 +28,9 @@ def cached_spec(key: Hashable, make: Callable[[], ModelSpec]) -> ModelSpec:
     validators included) costs more than the dict lookup.  ``key`` must hold
     every field ``make`` reads.  Errors ``make`` raises are not kept.  At
     :data:`MAX_CACHED_SPECS` keys the cache is emptied, so clients sending
-    ever new names cannot grow it without bound.  Thread-safe: ModelSpecs are
+    ever new names cannot grow it without bound.  Process-wide on purpose: an
+    entry is immutable and a pure function of its key (interning, not state),
+    so every server in the process may share it.  Thread-safe: ModelSpecs are
     immutable and each dict operation is atomic under the GIL.
     """
     spec = _specs.get(key)

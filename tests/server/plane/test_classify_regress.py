@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from servinglib import LoadRetryOptions, ManagerOptions
 from servinglib.codecs import make_example
 from servinglib.errors import FailedPreconditionError, InvalidArgumentError
 from servinglib.examples import HALF_PLUS_TWO
@@ -15,7 +16,8 @@ from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.classify_regress import classify, regress
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.server_core import ServerCore, ServerCoreOptions
+from servinglib.server.server_core import ServerCore
+from servinglib.server.server_core_options import ServerCoreOptions
 
 SPEC = ModelSpec.latest("half_plus_two")  # version 2: y = 0.5·x + 3
 
@@ -23,7 +25,12 @@ SPEC = ModelSpec.latest("half_plus_two")  # version 2: y = 0.5·x + 3
 @pytest.fixture(scope="module")
 def plane() -> Iterator[DataPlane]:
     config = ModelServerConfig([ModelConfig.tensorflow("half_plus_two", HALF_PLUS_TWO)])
-    with ServerCore(config, ServerCoreOptions(max_num_load_retries=0)) as core:
+    with ServerCore(
+        config,
+        ServerCoreOptions(
+            manager=ManagerOptions(load_retry=LoadRetryOptions(max_num_load_retries=0))
+        ),
+    ) as core:
         plane = DataPlane(core, max_workers=2)
         yield plane
         plane.close()

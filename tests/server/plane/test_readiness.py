@@ -18,6 +18,7 @@ import pytest
 import tritonclient.grpc as triton_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from servinglib import FileSystemStoragePathSourceConfig
 from servinglib.errors import ServingError
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.server_core import ServerCore
@@ -110,7 +111,9 @@ def probes_of(core: ServerCore, started: list[Probes]) -> Probes:
 
 
 DEGRADED = attrs.evolve(
-    TEST_SERVER_CORE_OPTIONS, start_degraded=True, file_system_poll_wait_seconds=0.2
+    TEST_SERVER_CORE_OPTIONS,
+    start_degraded=True,
+    source=FileSystemStoragePathSourceConfig(file_system_poll_wait_seconds=0.2),
 )
 
 

@@ -12,18 +12,20 @@ import attrs
 import httpx
 import pytest
 
+from servinglib import LoadRetryOptions, ManagerOptions
 from servinglib.core.servable_state import ManagerState
 from servinglib.examples import HALF_PLUS_TWO, PYTHON_HALF_PLUS_TWO
 from servinglib.loaders import PythonPlatformConfig
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.rest import RestApp, RestOptions, create_app
-from servinglib.server.server_core import ServerCore, ServerCoreOptions
+from servinglib.server.server_core import ServerCore
+from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.sources.version_policy import ServableVersionPolicy
 from servinglib.testing import wait_until
 
 TOY_MODEL = Path(__file__).with_name("toy_model.py")
 CORE_OPTIONS = ServerCoreOptions(
-    max_num_load_retries=0,
+    manager=ManagerOptions(load_retry=LoadRetryOptions(max_num_load_retries=0)),
     num_initial_load_threads=2,
     servable_state_waiter_timeout_s=30.0,
     platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)},

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import attrs
 
+from servinglib import FileSystemStoragePathSourceConfig
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.rest import create_app
 from servinglib.server.server_core import ServerCore
@@ -40,7 +41,9 @@ def test_new_version_and_new_signature_are_picked_up(tmp_path: Path) -> None:
     base = tmp_path / "m"
     base.mkdir()
     publish(base, 1, "float32")
-    options = attrs.evolve(CORE_OPTIONS, file_system_poll_wait_seconds=60.0)
+    options = attrs.evolve(
+        CORE_OPTIONS, source=FileSystemStoragePathSourceConfig(file_system_poll_wait_seconds=60.0)
+    )
     with ServerCore(ModelServerConfig([ModelConfig.python("m", base)]), options) as core:
         app = create_app(core)
         client = Client(app)
