@@ -10,13 +10,14 @@ from servinglib.loaders.python import PythonPlatformConfig
 from servinglib.server.config import read_model_server_config
 from servinglib.server.config_file_watcher import ModelConfigFileWatcher
 from servinglib.server.server_core import ServerCore, ServerCoreOptions
+from servinglib.sources import FileSystemStoragePathSourceConfig
 from servinglib.testing import wait_until
 from tests.server.configmap_volume import DATA_DIR, write_configmap
 from tests.server.test_config_file_watcher import MODEL_PY
 
 OPTIONS = ServerCoreOptions(
     platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)},
-    file_system_poll_wait_seconds=60,
+    source=FileSystemStoragePathSourceConfig(file_system_poll_wait_seconds=60),
     servable_state_waiter_timeout_s=20,
 )
 
