@@ -52,15 +52,18 @@ class ModelConfigFileWatcher:
     Checks every ``poll_wait_seconds`` (TF Serving's
     ``--model_config_file_poll_wait_seconds``) and, with
     ``watch_filesystem_events``, the moment the file is written or renamed
-    into place.  A file that cannot be read or parsed (empty, half-written)
-    is read again once its content has stayed the same for ``settle_s``, so
-    an edit in place (truncate, then write) reports nothing; only a file
-    still bad then is an error.  A file that fails to read, parse or
-    validate — a syntax error, a platform change — is reported by
-    :meth:`status` and the log and changes nothing; the same content is not
-    retried until it changes.  A config applied whose new models did not
-    become available is applied all the same: the log and
-    ``status().unavailable`` name those models and why.
+    into place, or anything in its directory changes: a Kubernetes ConfigMap
+    volume updates the file by swapping the ``..data`` symlink it resolves
+    through (the file itself is never written), and that is seen at once. A
+    file that cannot be read or parsed (empty, half-written) is read again
+    once its content has stayed the same for ``settle_s``, so an edit in
+    place (truncate, then write) reports nothing; only a file still bad then
+    is an error. A file that fails to read, parse or validate — a syntax
+    error, a platform change — is reported by :meth:`status` and the log and
+    changes nothing; the same content is not retried until it changes. A
+    config applied whose new models did not become available is applied all
+    the same: the log and ``status().unavailable`` name those models and
+    why.
     Thread-safe.
     """
 
@@ -80,6 +83,7 @@ class ModelConfigFileWatcher:
             raise InvalidArgumentError(f"settle_s must be >= 0, got {settle_s}")
         self._core = core
         self._path = os.path.abspath(path)
+        self._directory = os.path.dirname(self._path)
         self._poll_wait_s = poll_wait_seconds
         self._settle_s = settle_s
         self._clock = clock if clock is not None else SystemClock()
@@ -100,7 +104,7 @@ class ModelConfigFileWatcher:
         self._loop.start()
         if watch_filesystem_events:
             # Editors replace files by renaming: watch the directory, not the file.
-            self._events.watch_exactly([os.path.dirname(self._path)], recursive=False)
+            self._events.watch_exactly([self._directory], recursive=False)
         self._schedule()
 
     @property
@@ -225,7 +229,10 @@ class ModelConfigFileWatcher:
         self._schedule()
 
     def _on_fs_event(self, path: str) -> None:
-        if os.path.abspath(path) == self._path:
+        # Any entry of the file's directory, not only the file: a Kubernetes ConfigMap volume
+        # changes the file by renaming a `..data` symlink beside it (the file is a symlink
+        # through it), so no event names the file. The digest tells whether it changed.
+        if os.path.dirname(os.path.abspath(path)) == self._directory:
             self._loop.wake()
 
     def _check(self) -> None:

@@ -33,6 +33,14 @@ from servinglib.sources.version_policy import ServableVersionPolicy
 _log = logging.getLogger(__name__)
 
 _VERSION_NAME = re.compile(r"[0-9]+")
+
+BARE_MODEL_VERSION = 0
+"""The version of a model put in the base path itself, without numbered version directories.
+
+0 sorts below every version a publisher numbers (from 1, as TF Serving's
+examples do), so the first numbered version published replaces it by the
+usual swap.
+"""
 _CLOCK_SLACK_S = 1e-3  # a timer may fire a hair before the clock says its time came
 
 
@@ -104,6 +112,10 @@ class FileSystemStoragePathSource(Source[StoragePath]):
     A version directory is a child of the base path whose name is a
     non-negative integer (``00012`` is version 12); other children (say
     ``12.tmp`` while being copied, then renamed to ``12``) are ignored.  A
+    base path with no version directory that itself passes the servable's
+    ``version_check`` (a SavedModel or ``model.py`` put there directly, as
+    KServe's storage initializer leaves a bare model in ``/mnt/models``) is
+    :data:`BARE_MODEL_VERSION`, 0, while no numbered directory exists.  A
     version counts once it is complete and quiet (see the config's
     ``settle_window_s``); its policy picks among those, so a version still
     being copied never displaces the one serving.  Each poll emits, per
@@ -457,6 +469,9 @@ def _scan(
         settling.forget(base)
         error = _base_path_error(servable, exc)
         return _Scan(None, error, (logging.WARNING, error.message))
+    check = servable.version_check
+    if not found and check is not None and check(base) is None:
+        found = {BARE_MODEL_VERSION: base}  # a model in the base path itself
     settling.forget_others(base, set(found.values()))
     emitted = {item.data for item in last}
     ready, recheck_at = _ready_versions(
@@ -468,13 +483,6 @@ def _scan(
     )
     if selected:
         return _Scan(versions, recheck_at=recheck_at)
-    check = servable.version_check
-    if not found and check is not None and check(base) is None:
-        error = FailedPreconditionError(
-            f"Base path {base} of servable {name} holds a model itself, not numbered version "
-            f"directories: put it in {os.path.join(base, '1')}{os.sep}"
-        )
-        return _Scan(versions, error, (logging.ERROR, error.message))
     if found and not ready:  # each waiting version said so once
         keep = config.servable_versions_always_present
         return _Scan(None if keep else versions, recheck_at=recheck_at, waiting=True)

@@ -1025,3 +1025,46 @@ def test_poll_once_after_close_emits_nothing(tmp_path: Path, start: Start) -> No
     make_version(base, 2)
     rig.source.poll_once()
     assert [c.version_numbers for c in rig.target.calls("m")] == [(1,)]
+
+
+# --------------------------------------------------------------------------- bare models
+
+
+def _holds_saved_model(path: str) -> str | None:
+    return None if os.path.exists(os.path.join(path, "saved_model.pb")) else "no saved_model.pb"
+
+
+def test_a_bare_model_is_version_0_until_a_numbered_version_comes(
+    tmp_path: Path, start: Start
+) -> None:
+    """A model in the base path itself is version 0; a numbered version then replaces it."""
+    base = tmp_path / "m"
+    base.mkdir()
+    (base / "saved_model.pb").write_text("model")
+    rig = start(ServableToMonitor("m", str(base), version_check=_holds_saved_model))
+    rig.source.poll_once()
+    [call] = rig.target.calls("m")
+    assert (call.version_numbers, call.versions[0].data) == ((0,), str(base))
+    assert rig.source.servable_errors() == {}
+    make_version(base, 1)
+    rig.source.poll_once()
+    assert rig.target.calls("m")[-1].version_numbers == (1,)
+    assert rig.target.calls("m")[-1].versions[0].data == str(base / "1")
+
+
+def test_a_base_path_is_a_bare_model_only_when_its_check_passes(
+    tmp_path: Path, start: Start
+) -> None:
+    """Files that are no complete model, or a servable without a check, give no version 0."""
+    checked, unchecked = tmp_path / "checked", tmp_path / "unchecked"
+    for base in (checked, unchecked):
+        base.mkdir()
+        (base / "variables.tmp").write_text("half a model")
+    (unchecked / "saved_model.pb").write_text("model")
+    rig = start(
+        ServableToMonitor("checked", str(checked), version_check=_holds_saved_model),
+        ServableToMonitor("unchecked", str(unchecked)),
+    )
+    rig.source.poll_once()
+    assert last_versions(rig.target, "checked") == ()
+    assert last_versions(rig.target, "unchecked") == ()

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from servinglib.errors import StatusCode
 from servinglib.sources import (
     FileSystemStoragePathSource,
     FileSystemStoragePathSourceConfig,
@@ -111,18 +110,15 @@ def test_changed_version_is_offered_again_with_the_next_revision(rig: Rig, tmp_p
     assert revisions[-1] == 1
 
 
-def test_base_path_holding_a_model_is_one_error_with_the_fix(
-    rig: Rig, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A model put directly in the base path logs one error saying to put it in <base>/1/."""
+def test_a_bare_model_settles_like_a_version(rig: Rig, tmp_path: Path) -> None:
+    """A model put directly in the base path is offered as version 0 once quiet, with no error."""
     (tmp_path / "m" / "model.py").write_text("x")
-    with caplog.at_level(logging.WARNING):
-        for _ in range(3):
-            rig.source.poll_once()
-    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert len(errors) == 1
-    assert f"put it in {tmp_path / 'm' / '1'}{os.sep}" in errors[0].getMessage()
-    assert rig.source.servable_errors()["m"].code is StatusCode.FAILED_PRECONDITION
+    rig.source.poll_once()
+    assert not rig.versions()
+    rig.clock.advance(SETTLE_S)
+    rig.source.poll_once()
+    assert rig.versions() == (0,)
+    assert rig.source.servable_errors() == {}
 
 
 def test_no_versions_is_logged_when_it_starts_and_ends(

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import final
 
 import attrs
 
-from servinglib.errors import InvalidArgumentError
-from servinglib.loaders.registry import PlatformRegistry, default_registry
-from servinglib.server._config_support import DEFAULT_MODEL_PLATFORM
 from servinglib.server.cli.flags import ServerFlags
 from servinglib.server.config import ModelConfig
+from servinglib.server.plane.platform_inference import infer_model_platform
 
 _log = logging.getLogger("servinglib.server")
 
@@ -30,67 +27,3 @@ def flag_model(flags: ServerFlags) -> ModelConfig:
     choice = infer_model_platform(model.base_path)
     _log.info("Model %s: platform %s (%s)", model.name, choice.platform, choice.reason)
     return attrs.evolve(model, model_platform=choice.platform)
-
-
-@final
-@attrs.frozen
-class PlatformChoice:
-    """The platform to serve a model with, and why (a clause for the log line).  Immutable."""
-
-    platform: str
-    reason: str
-
-
-def infer_model_platform(
-    base_path: str, registry: PlatformRegistry = default_registry
-) -> PlatformChoice:
-    """The platform of the model whose numbered version directories are under ``base_path``.
-
-    The highest version the registry recognizes decides (a newer version
-    may still be being written); without any, TF Serving's default
-    ``tensorflow``.  Requires: ``base_path`` absolute, or a URI (not looked
-    into).  Raises InvalidArgumentError when a version holds the files of
-    more than one platform.
-    """
-    if not os.path.isabs(base_path):
-        return _default(f"{base_path} is remote and not looked into")
-    versions = _versions(base_path)
-    if not versions:
-        misplaced = registry.platforms_recognizing(base_path)
-        if misplaced:
-            return _default(
-                f"{base_path} holds a {misplaced[0]} model itself, not in a numbered version "
-                f"directory: move it to {os.path.join(base_path, '1')}"
-            )
-        return _default(f"{base_path} holds no version directory yet")
-    for version in versions:
-        directory = os.path.join(base_path, version)
-        platforms = registry.platforms_recognizing(directory)
-        if len(platforms) == 1:
-            return PlatformChoice(platforms[0], f"inferred from version {version}'s files")
-        if platforms:
-            raise InvalidArgumentError(
-                f"{directory} holds the files of platforms {' and '.join(platforms)}: "
-                "say which with --model_platform"
-            )
-    return _default(f"no version under {base_path} holds files of a known platform")
-
-
-def _default(why: str) -> PlatformChoice:
-    return PlatformChoice(
-        DEFAULT_MODEL_PLATFORM, f"{why}: TF Serving's default; --model_platform chooses another"
-    )
-
-
-def _versions(base_path: str) -> list[str]:
-    """The names of the numbered subdirectories of ``base_path``, highest number first."""
-    try:
-        names = os.listdir(base_path)
-    except OSError:
-        return []
-    numbered = [
-        name
-        for name in names
-        if name.isascii() and name.isdigit() and os.path.isdir(os.path.join(base_path, name))
-    ]
-    return sorted(numbered, key=int, reverse=True)

@@ -419,7 +419,9 @@ class ModelServer:
             enable_cors_support=flags.rest_api_enable_cors_support,
             decode_limits=decode_limits(flags),
         )
-        app: Any = create_app(self.plane, options, on_request=self._request_observer())
+        app: Any = create_app(
+            self.plane, options, on_request=self._request_observer(), management=self.management
+        )
         if self.metrics is not None:
             paths = {self.metrics_path, DEFAULT_METRICS_PATH, "/metrics"}
             app = MetricsEndpoint(app, self.metrics, paths)

@@ -106,6 +106,22 @@ class ModelManagement:
         """The resolved directories remote calls may load models from."""
         return self._roots
 
+    def model_in_roots(self, name: str) -> str | None:
+        """The directory ``<root>/<name>`` of the first allowed root that has one, or None.
+
+        Triton's repository lookup, for a load that names a model and no base
+        path (KServe's model agent puts each model in ``/mnt/models/<name>``
+        and sends just that).  A name that is not one plain path component
+        (``a/b``, ``..``) finds nothing.
+        """
+        if not name or name in {".", ".."} or os.sep in name or "\0" in name:
+            return None
+        for root in self._roots:
+            path = os.path.join(root, name)
+            if os.path.isdir(path):
+                return path
+        return None
+
     def check_enabled(self, action: str) -> None:
         """PermissionDeniedError naming the flag unless remote management is on.
 

@@ -13,6 +13,7 @@ from servinglib.errors import InvalidArgumentError, NotFoundError, Unimplemented
 from servinglib.server.config import ModelConfig
 from servinglib.server.plane.calls_here import off_loop
 from servinglib.server.plane.model_management import ModelManagement
+from servinglib.server.plane.platform_inference import infer_model_platform
 from servinglib.server.server_core import ServerCore
 from servinglib.server.status import VersionStatus
 
@@ -78,13 +79,15 @@ class ModelRepository:
 
     The repository is every model the core has served
     (:meth:`ServerCore.known_models`: unloaded ones stay known, so they can
-    be loaded again by name).  Loading an unknown model needs the ``config``
+    be loaded again by name). Loading an unknown model needs the ``config``
     parameter, a JSON object ``{"base_path": "/models/m", "platform":
     "tensorflow"}`` (servinglib's keys; Triton's config.pbtxt has no base
-    path).  Loads and unloads go through ``management`` (refused unless
-    remote management is on, and confined to its roots), on a worker
-    thread, and wait as ServerCore's do.  Front ends decode their request
-    into these calls' arguments.
+    path). Without it, a model directory of that name under an allowed root
+    (``/mnt/models/<name>``, as KServe's model agent leaves it) is loaded,
+    its platform inferred from its files. Loads and unloads go through
+    ``management`` (refused unless remote management is on, and confined to
+    its roots), on a worker thread, and wait as ServerCore's do. Front ends
+    decode their request into these calls' arguments.
     Thread-safe: holds no state of its own.
     """
 
@@ -121,12 +124,16 @@ class ModelRepository:
         if CONFIG_PARAMETER in parameters:
             return _parse_config(name, parameters[CONFIG_PARAMETER])
         known = self._core.known_models().get(name)
-        if known is None:
+        if known is not None:
+            return known
+        found = self._management.model_in_roots(name)
+        if found is None:
             raise NotFoundError(
-                f"Model {name} is not in the repository; to add it, pass its base path and "
-                'platform in the "config" parameter: {"base_path": ..., "platform": ...}'
+                f"Model {name} is not in the repository nor a directory of that name under the "
+                'allowed roots; to add it, pass its base path and platform in the "config" '
+                'parameter: {"base_path": ..., "platform": ...}'
             )
-        return known
+        return ModelConfig(name, found, infer_model_platform(found).platform)
 
 
 def _model_name(name: str) -> str:

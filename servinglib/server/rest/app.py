@@ -22,6 +22,7 @@ from servinglib.errors import (
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.request_context import begin_request, was_logged
 from servinglib.server.plane.request_context import request_id as current_request_id
+from servinglib.server.plane.model_management import ModelManagement
 from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import BodyStream, RestRequest, RestResponse
@@ -75,13 +76,16 @@ class RestApp:
         options: RestOptions | None = None,
         *,
         on_request: RequestObserver | None = None,
+        management: ModelManagement | None = None,
     ) -> None:
         self._owns_plane = not isinstance(target, DataPlane)
         self._plane = target if isinstance(target, DataPlane) else DataPlane(target)
         self._options = options or RestOptions()
         self._tfs = TfServingApi(self._plane)
         self._router = Router(
-            self._tfs, KServeV2Api(self._plane, self._options), GenerateApi(self._plane)
+            self._tfs,
+            KServeV2Api(self._plane, self._options, management),
+            GenerateApi(self._plane),
         )
         self._on_request = on_request
         self._timeout_s = self._options.request_timeout_s
@@ -347,6 +351,7 @@ def create_app(
     *,
     on_request: RequestObserver | None = None,
     plane: DataPlane | None = None,
+    management: ModelManagement | None = None,
 ) -> RestApp:
     """The REST app serving ``target``: TF Serving's REST API, KServe V2, listing and health.
 
@@ -356,6 +361,8 @@ def create_app(
     :meth:`RestApp.close`); the gRPC ``create_server`` takes the same.
     ``on_request``: called with a :class:`RequestRecord` after each
     response (e.g. :func:`record_request` to record metrics).
+    ``management``: whether the V2 repository load and unload may change
+    what is served (share the gRPC server's; default: off).
     ``plane``: deprecated; pass the DataPlane as ``target``.
     """
     if plane is not None:
@@ -366,4 +373,4 @@ def create_app(
             stacklevel=2,
         )
         target = plane
-    return RestApp(target, options, on_request=on_request)
+    return RestApp(target, options, on_request=on_request, management=management)

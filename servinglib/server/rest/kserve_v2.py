@@ -1,4 +1,4 @@
-"""KServe V2 (Open Inference Protocol) REST: health, metadata, config, ready, infer, index.
+"""KServe V2 (Open Inference Protocol) REST: health, metadata, config, ready, infer, repository.
 
 Infer takes ``data`` nested or flat, every V2 datatype, requested
 ``outputs``, ``id`` and ``parameters``, and Triton's binary tensor data
@@ -7,7 +7,9 @@ bytes (``Inference-Header-Content-Length``, per input
 ``binary_data_size``), and binary outputs when an output asks for
 ``binary_data`` or the request for ``binary_data_output``.  V2 has no
 signature names: infer runs ``serving_default`` unless the request's
-``parameters`` carry a ``signature_name``.
+``parameters`` carry a ``signature_name``.  The repository extension
+(index, load, unload) goes through the same :class:`ModelRepository` as
+the gRPC calls, so the same model-management switch allows or refuses it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from servinglib.codecs.limits import DecodeLimits, element_count
 from servinglib.errors import InvalidArgumentError, NotFoundError, ServingError
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.statistics import StatisticDuration, VersionStatistics
+from servinglib.server.plane.model_management import ModelManagement
+from servinglib.server.plane.repository import ModelRepository
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import RestRequest, RestResponse
 from servinglib.server.rest.options import RestOptions
@@ -39,14 +43,23 @@ class KServeV2Api:
     Thread-safe: holds no mutable state.
     """
 
-    def __init__(self, plane: DataPlane, options: RestOptions) -> None:
+    def __init__(
+        self, plane: DataPlane, options: RestOptions, management: ModelManagement | None = None
+    ) -> None:
         self._plane = plane
         self._decode_limits = options.decode_limits
+        management = management if management is not None else ModelManagement(plane.core)
+        self._repository = ModelRepository(plane.core, management)
         self._server_metadata = json_codec.dumps(
             {
                 "name": options.server_name,
                 "version": options.server_version,
-                "extensions": ["binary_tensor_data", "model_configuration", "statistics"],
+                "extensions": [
+                    "binary_tensor_data",
+                    "model_configuration",
+                    "model_repository",
+                    "statistics",
+                ],
             }
         )
 
@@ -80,6 +93,23 @@ class KServeV2Api:
             row["reason"] = entry.reason
             index.append(row)
         return RestResponse.json(index)
+
+    async def repository_load(self, request: RestRequest) -> RestResponse:
+        """``POST /v2/repository/models/{m}/load``: (re)loads a model; waits until it serves.
+
+        The body, optional, is ``{"parameters": {"config": "<JSON>"}}`` as
+        tritonclient sends it; see :class:`ModelRepository` for ``config``.
+        """
+        parameters = _string_parameters(request) if request.body.strip() else {}
+        await self._repository.load(request.model_name, parameters)
+        return RestResponse(200, b"")
+
+    async def repository_unload(self, request: RestRequest) -> RestResponse:
+        """``POST /v2/repository/models/{m}/unload``: takes a model out of what is served."""
+        if request.body.strip():
+            _parameters(request.json_object().get("parameters"), "request")
+        await self._repository.unload(request.model_name)
+        return RestResponse(200, b"")
 
     async def model_metadata(self, request: RestRequest) -> RestResponse:
         """``GET /v2/models/{m}[/versions/{v}]``: name, versions, platform, inputs, outputs."""
@@ -202,6 +232,17 @@ def _split_body(request: RestRequest) -> tuple[bytes, memoryview]:
             f"Inference-Header-Content-Length {length} is outside the body's {len(body)} bytes"
         )
     return body[:length], memoryview(body)[length:]
+
+
+def _string_parameters(request: RestRequest) -> dict[str, str]:
+    """A load request's ``parameters``: each must be a string (a config, an override file)."""
+    parameters = _parameters(request.json_object().get("parameters"), "request")
+    for key, value in parameters.items():
+        if not isinstance(value, str):
+            raise InvalidArgumentError(
+                f"Load parameter '{key}' must be a string, got {json_type(value)}"
+            )
+    return parameters
 
 
 def _parameters(value: object, what: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ _V2_MODEL = re.compile(
     r"(?:/(ready|config|infer|generate|generate_stream|stats))?",
     re.IGNORECASE,
 )
+_V2_REPOSITORY_MODEL = re.compile(r"/v2/repository/models/([^/]+)/(load|unload)", re.IGNORECASE)
 _CACHE_SIZE = 4096  # distinct (method, path) pairs remembered; past it the cache starts over
 
 
@@ -142,6 +143,13 @@ class Router:
         raise InvalidArgumentError(f"Malformed request: {method} {_shown(path)}")
 
     def _match_v2(self, method: str, path: str) -> Route:
+        if method == "POST":
+            repository = _V2_REPOSITORY_MODEL.fullmatch(path)
+            if repository is not None:
+                name, verb = repository.groups()
+                if verb.lower() == "load":
+                    return Route("repository_load", self._v2.repository_load, _decoded(name))
+                return Route("repository_unload", self._v2.repository_unload, _decoded(name))
         found = _V2_MODEL.fullmatch(path)
         if found is not None:
             name, raw_version, verb = found.groups()

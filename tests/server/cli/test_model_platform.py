@@ -12,7 +12,8 @@ from servinglib.errors import InvalidArgumentError
 from servinglib.examples import HALF_PLUS_TWO, PYTHON_HALF_PLUS_TWO
 from servinglib.loaders.registry import Platform, PlatformRegistry
 from servinglib.server.cli import parse_flags
-from servinglib.server.cli.model_platform import flag_model, infer_model_platform
+from servinglib.server.cli.model_platform import flag_model
+from servinglib.server.plane.platform_inference import infer_model_platform
 
 
 def test_a_savedmodel_is_served_by_tensorflow() -> None:
@@ -44,11 +45,14 @@ def test_without_versions_tf_servings_default_is_kept_and_said(tmp_path: Path) -
     assert "--model_platform" in choice.reason
 
 
-def test_a_model_outside_a_version_directory_is_pointed_out(tmp_path: Path) -> None:
-    """A model.py put straight into the base path is named, with where it belongs."""
+def test_a_bare_model_in_the_base_path_decides(tmp_path: Path) -> None:
+    """A model.py put straight into the base path (no version directory) is a python model."""
     shutil.copy(Path(PYTHON_HALF_PLUS_TWO) / "1" / "model.py", tmp_path / "model.py")
     choice = infer_model_platform(str(tmp_path))
-    assert f"move it to {tmp_path / '1'}" in choice.reason
+    assert (choice.platform, choice.reason) == (
+        "python",
+        f"inferred from the model in {tmp_path} itself, served as version 0",
+    )
 
 
 def test_a_version_holding_two_platforms_files_is_refused(tmp_path: Path) -> None:
