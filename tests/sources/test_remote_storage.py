@@ -1,0 +1,216 @@
+"""Models served from object storage: a real S3-protocol server (moto) and the real s3fs client."""
+
+from __future__ import annotations
+
+import logging
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from servinglib import (
+    FileSystemStoragePathSourceConfig,
+    LoadRetryOptions,
+    ManagerOptions,
+    ModelConfig,
+    ModelServerConfig,
+    ModelSpec,
+    PythonPlatformConfig,
+    ServerCore,
+    ServerCoreOptions,
+)
+from servinglib.errors import InvalidArgumentError
+from servinglib.servable import call_signature
+from servinglib.sources.remote_store import _tf_serving_s3_options, check_installed
+from servinglib.testing import wait_until
+
+moto_server = pytest.importorskip("moto.server", reason="moto[server] is a test dependency")
+
+MODEL_PY = """
+import httpx
+import numpy as np
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import TensorSpec
+
+class Model(PythonModel):
+    @signature(name="serving_default", inputs=[TensorSpec("x", "float32", [-1])],
+               outputs=[TensorSpec("y", "float32", [-1])])
+    def predict(self, x):
+        return {{"y": x * {factor}}}
+"""
+POLL_S = 0.2
+TIMEOUT_S = 30.0
+
+
+class S3:
+    """A moto S3 server on 127.0.0.1, and an s3fs client of it."""
+
+    def __init__(self) -> None:
+        self.server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.server.start()
+        host, port = self.server.get_host_and_port()
+        self.endpoint = f"http://{host}:{port}"
+        import s3fs
+
+        self.fs = s3fs.S3FileSystem(
+            key="test",
+            secret="test",
+            client_kwargs={"endpoint_url": self.endpoint},
+            use_listings_cache=False,
+            skip_instance_cache=True,
+        )
+
+    def put_model(self, prefix: str, version: int, factor: float) -> None:
+        """Uploads a Python model version, object by object."""
+        code = textwrap.dedent(MODEL_PY.format(factor=factor))
+        self.fs.pipe(f"{prefix}/{version}/model.py", code.encode())
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3]:
+    store = S3()
+    for name in ("AWS_ENDPOINT_URL_S3", "S3_ENDPOINT", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", store.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    httpx.post(f"{store.endpoint}/moto-api/reset")  # moto's state is per process, not per server
+    store.fs.mkdir("models")
+    try:
+        yield store
+    finally:
+        store.stop()
+
+
+def options(cache: Path) -> ServerCoreOptions:
+    return ServerCoreOptions(
+        manager=ManagerOptions(load_retry=LoadRetryOptions(max_num_load_retries=0)),
+        source=FileSystemStoragePathSourceConfig(
+            file_system_poll_wait_seconds=POLL_S, model_cache_dir=str(cache)
+        ),
+        platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)},
+        servable_state_waiter_timeout_s=TIMEOUT_S,
+    )
+
+
+def predict(core: ServerCore, name: str) -> tuple[int, list[float]]:
+    with core.servable_handle(ModelSpec.latest(name)) as handle:
+        y = call_signature(handle.servable, None, {"x": np.array([1.0], np.float32)})["y"]
+        return handle.id.version, y.tolist()
+
+
+def test_a_model_serves_from_s3_and_a_new_version_once_complete(s3: S3, tmp_path: Path) -> None:
+    """s3:// serves; a new version is served once its listing held still, and replaces the old."""
+    s3.put_model("models/m", 1, 2.0)
+    config = ModelServerConfig([ModelConfig.python("m", "s3://models/m")])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        assert predict(core, "m") == (1, [2.0])
+        s3.put_model("models/m", 2, 3.0)
+        wait_until(lambda: predict(core, "m") == (2, [3.0]), timeout_s=TIMEOUT_S)
+    copies = sorted(p.name for p in (tmp_path / "cache").glob("*/[0-9]*"))
+    assert copies == ["2"]  # the version the policy no longer picks left the cache
+
+
+def test_a_version_still_being_uploaded_is_not_loaded(s3: S3, tmp_path: Path) -> None:
+    """Objects arriving between polls keep a version waiting; it loads when the listing settles."""
+    s3.put_model("models/m", 1, 2.0)
+    config = ModelServerConfig([ModelConfig.python("m", "s3://models/m")])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        s3.put_model("models/m", 2, 3.0)  # loadable already: only the listing holds it back
+        uploaded = 0
+        started = time.monotonic()
+        while time.monotonic() - started < POLL_S * 5:  # an uploader busy over five polls
+            s3.fs.pipe(f"models/m/2/assets/part{uploaded}", b"x" * 100)
+            uploaded += 1
+            assert predict(core, "m")[0] == 1
+        wait_until(lambda: predict(core, "m") == (2, [3.0]), timeout_s=TIMEOUT_S)
+        assert all(v.error is None for v in core.model_status("m").versions)
+        assert len(list((tmp_path / "cache").glob("*/2/assets/part*"))) == uploaded
+
+
+def test_a_store_that_fails_keeps_serving_and_says_why(s3: S3, tmp_path: Path) -> None:
+    """A store that stops answering unloads nothing; the model's status says why."""
+    s3.put_model("models/m", 1, 2.0)
+    config = ModelServerConfig([ModelConfig.python("m", "s3://models/m")])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        s3.stop()
+        wait_until(lambda: core.model_status("m").error is not None, timeout_s=TIMEOUT_S)
+        error = core.model_status("m").error
+        assert error is not None and "Cannot list s3://models/m" in error.message
+        assert predict(core, "m") == (1, [2.0])
+
+
+def test_an_empty_listing_keeps_what_serves(s3: S3, tmp_path: Path) -> None:
+    """A bucket rewrite that lists nothing for a while unloads nothing."""
+    s3.put_model("models/m", 1, 2.0)
+    config = ModelServerConfig([ModelConfig.python("m", "s3://models/m")])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        s3.fs.rm("models/m", recursive=True)
+        wait_until(lambda: core.model_status("m").error is not None, timeout_s=TIMEOUT_S)
+        assert "found no versions" in core.model_status("m").error.message  # type: ignore[union-attr]
+        assert predict(core, "m") == (1, [2.0])
+        s3.put_model("models/m", 1, 2.0)
+        wait_until(lambda: core.model_status("m").error is None, timeout_s=TIMEOUT_S)
+
+
+def test_a_restart_reuses_the_cache(
+    s3: S3, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A second start with the same cache downloads nothing and serves at once."""
+    s3.put_model("models/m", 1, 2.0)
+    config = ModelServerConfig([ModelConfig.python("m", "s3://models/m")])
+    caplog.set_level(logging.INFO, logger="servinglib.sources")
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        assert predict(core, "m") == (1, [2.0])
+    assert sum("Downloaded version 1 of s3://models/m" in r.message for r in caplog.records) == 1
+    caplog.clear()
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        assert predict(core, "m") == (1, [2.0])
+    assert not any("Downloaded" in r.message for r in caplog.records)
+
+
+def test_tf_servings_s3_variables_still_work(
+    s3: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S3_ENDPOINT and S3_USE_HTTPS=0 (TF Serving's) reach the store when AWS_ENDPOINT_URL is unset."""
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    monkeypatch.setenv("S3_ENDPOINT", s3.endpoint.removeprefix("http://"))
+    monkeypatch.setenv("S3_USE_HTTPS", "0")
+    s3.put_model("models/m", 1, 2.0)
+    config = ModelServerConfig([ModelConfig.python("m", "s3://models/m")])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        assert predict(core, "m") == (1, [2.0])
+
+
+def test_tf_serving_s3_options() -> None:
+    """S3_ENDPOINT with S3_USE_HTTPS and S3_VERIFY_SSL map onto s3fs's client options."""
+    env = {"S3_ENDPOINT": "minio:9000", "S3_USE_HTTPS": "0", "S3_VERIFY_SSL": "0"}
+    options: dict[str, Any] = _tf_serving_s3_options(env)
+    assert options == {"client_kwargs": {"endpoint_url": "http://minio:9000", "verify": False}}
+    assert _tf_serving_s3_options({**env, "AWS_ENDPOINT_URL": "http://x"}) == {
+        "client_kwargs": {"verify": False}
+    }
+
+
+def test_a_store_whose_extra_is_missing_is_one_line_naming_the_install() -> None:
+    """gs:// without gcsfs installed: the error names the pip install."""
+    pytest.importorskip("fsspec")
+    try:
+        import gcsfs  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("gcsfs is installed here")
+    with pytest.raises(InvalidArgumentError, match=r"pip install 'servinglib\[gcs\]'"):
+        check_installed("gs://bucket/m")
+    with pytest.raises(InvalidArgumentError, match=r"pip install 'servinglib\[gcs\]'"):
+        ServerCore(ModelServerConfig([ModelConfig.python("m", "gs://bucket/m")]))
