@@ -145,7 +145,8 @@ def test_a_store_that_fails_keeps_serving_and_says_why(s3: S3, tmp_path: Path) -
         s3.stop()
         wait_until(lambda: core.model_status("m").error is not None, timeout_s=TIMEOUT_S)
         error = core.model_status("m").error
-        assert error is not None and "Cannot list s3://models/m" in error.message
+        assert error is not None
+        assert "Cannot list s3://models/m" in error.message
         assert predict(core, "m") == (1, [2.0])
 
 
@@ -181,7 +182,7 @@ def test_a_restart_reuses_the_cache(
 def test_tf_servings_s3_variables_still_work(
     s3: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """S3_ENDPOINT and S3_USE_HTTPS=0 (TF Serving's) reach the store when AWS_ENDPOINT_URL is unset."""
+    """TF Serving's S3_ENDPOINT and S3_USE_HTTPS=0 reach the store without AWS_ENDPOINT_URL."""
     monkeypatch.delenv("AWS_ENDPOINT_URL")
     monkeypatch.setenv("S3_ENDPOINT", s3.endpoint.removeprefix("http://"))
     monkeypatch.setenv("S3_USE_HTTPS", "0")
