@@ -28,6 +28,7 @@ from servinglib.errors import InvalidArgumentError
 from servinglib.servable import call_signature
 from servinglib.sources.remote_store import _tf_serving_s3_options, check_installed
 from servinglib.testing import wait_until
+from tests.server.cli.test_model_server import Server
 
 moto_server = pytest.importorskip("moto.server", reason="moto[server] is a test dependency")
 
@@ -215,3 +216,39 @@ def test_a_store_whose_extra_is_missing_is_one_line_naming_the_install() -> None
         check_installed("gs://bucket/m")
     with pytest.raises(InvalidArgumentError, match=r"pip install 'servinglib\[gcs\]'"):
         ServerCore(ModelServerConfig([ModelConfig.python("m", "gs://bucket/m")]))
+
+
+def test_the_cli_serves_s3_and_local_models_from_one_config(s3: S3, tmp_path: Path) -> None:
+    """servinglib-server with a models.config naming an s3:// and a local model serves both."""
+    s3.put_model("models/remote", 1, 2.0)
+    local = tmp_path / "local" / "1"
+    local.mkdir(parents=True)
+    (local / "model.py").write_text(textwrap.dedent(MODEL_PY.format(factor=5.0)))
+    config = tmp_path / "models.config"
+    config.write_text(
+        textwrap.dedent(
+            f"""
+            model_config_list {{
+              config {{ name: "remote" base_path: "s3://models/remote" model_platform: "python" }}
+              config {{ name: "local" base_path: "{local.parent}" model_platform: "python" }}
+            }}
+            """
+        )
+    )
+    server = Server(
+        f"--model_config_file={config}",
+        "--allow_python_code_execution",
+        f"--model_cache_dir={tmp_path / 'cache'}",
+        "--file_system_poll_wait_seconds=0.2",
+    )
+    try:
+        server.wait_ready()
+        assert server.predict("remote", [1.0]).json() == {"predictions": [2.0]}
+        assert server.predict("local", [1.0]).json() == {"predictions": [5.0]}
+        s3.put_model("models/remote", 2, 3.0)
+        wait_until(
+            lambda: server.predict("remote", [1.0]).json() == {"predictions": [3.0]},
+            timeout_s=TIMEOUT_S,
+        )
+    finally:
+        server.close()
