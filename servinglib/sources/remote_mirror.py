@@ -117,7 +117,8 @@ class RemoteMirror:
     def _list(self) -> dict[int, Listing]:
         try:
             fs, root = self._open()
-            found = fs.find(root, detail=True)
+            # A store that stops answering must not stop the polls of every other model.
+            found = fs.find(root, detail=True, **_timeout(fs))
         except ServingError:
             raise
         except Exception as exc:  # noqa: BLE001 - any store error: keep serving, say why
@@ -219,6 +220,15 @@ class RemoteMirror:
             os.remove(self._manifest(version))
         shutil.rmtree(os.path.join(self.local_base, str(version)), ignore_errors=True)
         _log.info("Removed the local copy of version %d of %s", version, self.url)
+
+
+LISTING_TIMEOUT_S = 60.0
+"""The longest one listing of a base path may take; past it, the listing has failed."""
+
+
+def _timeout(fs: Any) -> dict[str, float]:  # noqa: ANN401 - an fsspec file system
+    """fsspec's ``timeout`` for the file systems that take one (the asynchronous ones)."""
+    return {"timeout": LISTING_TIMEOUT_S} if getattr(fs, "async_impl", False) else {}
 
 
 def _remove_partials(base: str) -> None:

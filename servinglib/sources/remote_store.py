@@ -70,8 +70,11 @@ def open_store(path: str, storage_options: Mapping[str, Any] | None = None) -> t
     import fsspec  # optional extra: imported when a remote path is served
 
     options: dict[str, Any] = {"use_listings_cache": False, "skip_instance_cache": True}
-    if remote_scheme(path) in ("s3", "s3a"):
+    scheme = remote_scheme(path)
+    if scheme in ("s3", "s3a"):
         options.update(_tf_serving_s3_options(os.environ))
+    if scheme in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST"):
+        options["token"] = "anon"  # an emulator takes no credentials
     options.update(storage_options or {})
     fs, inner = fsspec.core.url_to_fs(path, **options)
     return fs, inner.rstrip("/")
