@@ -46,6 +46,7 @@ from servinglib.sources.file_system_storage_path_source import (
     FileSystemStoragePathSourceConfig,
     ServableToMonitor,
 )
+from servinglib.sources.remote_store import check_installed, local_path
 from servinglib.sources.source import StoragePath
 from servinglib.sources.source_adapter import ErrorInjectingSourceAdapter
 from servinglib.sources.source_router import DynamicSourceRouter
@@ -583,6 +584,12 @@ class ServerCore:
         self._routes = routes
 
     def _resolved(self, models: list[ModelConfig]) -> list[ModelConfig]:
+        models = [
+            attrs.evolve(m, base_path=local_path(m.base_path))
+            if m.base_path.lower().startswith("file://")
+            else m
+            for m in models
+        ]
         root = self._options.model_config_list_root_dir
         relative = [m for m in models if m.base_path_is_relative]
         if not relative:
@@ -609,6 +616,7 @@ class ServerCore:
                     f"Illegal to change a model's platform: model {model.name} from "
                     f"'{old.model_platform}' to '{model.model_platform}'"
                 )
+            check_installed(model.base_path)  # a remote store's extra: one line naming it
             self._validate_labels(model)
 
     def _validate_labels(self, model: ModelConfig) -> None:

@@ -26,6 +26,8 @@ from servinglib.errors import (
 )
 from servinglib.sources._version_settling import VersionSettling
 from servinglib.sources.fs_event_trigger import FsEventTrigger
+from servinglib.sources.remote_mirror import RemoteMirror, default_cache_dir
+from servinglib.sources.remote_store import is_remote
 from servinglib.sources.source import Source, StoragePath
 from servinglib.sources.version_check import VersionCheck
 from servinglib.sources.version_policy import ServableVersionPolicy
@@ -91,8 +93,12 @@ class FileSystemStoragePathSourceConfig:
     window then: the writer said it is done).
     ``watch_filesystem_events``: with periodic polling, also poll a servable
     the moment something under its base path is created, written, moved or
-    deleted (watchdog); polling stays the source of truth.  Immutable, so
-    thread-safe.
+    deleted (watchdog); polling stays the source of truth.
+    ``model_cache_dir``: where versions of remote base paths (``s3://``,
+    ``gs://``, ``az://``) are downloaded (None: ``servinglib-model-cache``
+    under the system temp directory); ``download_concurrency``: files
+    downloaded at once within a version (see :class:`RemoteMirror`).
+    Immutable, so thread-safe.
     """
 
     servables: tuple[ServableToMonitor, ...] = attrs.field(
@@ -103,6 +109,8 @@ class FileSystemStoragePathSourceConfig:
     version_done_marker: str | None = None
     watch_filesystem_events: bool = True
     settle_window_s: float = attrs.field(default=0.5, validator=attrs.validators.ge(0))
+    model_cache_dir: str | None = None
+    download_concurrency: int = attrs.field(default=8, validator=attrs.validators.ge(1))
 
 
 @final
@@ -153,6 +161,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         self._loop: WakeLoop | None = None
         self._events = FsEventTrigger(self._on_fs_event)
         self._looked = EventBus[str]()
+        self._mirrors: dict[str, RemoteMirror] = {}  # remote base path → its copy; _poll_lock
 
     @property
     def config(self) -> FileSystemStoragePathSourceConfig:
@@ -223,15 +232,15 @@ class FileSystemStoragePathSource(Source[StoragePath]):
                 self.emit_aspired_versions(name, [])
             for servable in old.servables:
                 if servable.servable_name in removed or servable in changed:
-                    self._settling.forget(servable.base_path)
+                    self._settling.forget(self._local_base(servable.base_path))
             if self._polls() and self._connected():
                 self._poll_servables(changed, emit_unchanged=True)
         # Only what changed: a reload costs no stat() per unchanged servable.
         still_used = {s.base_path for s in config.servables}
         gone = {s.base_path for s in old.servables} - still_used
         self._sync_watches(
-            add={os.path.abspath(s.base_path) for s in changed},
-            remove={os.path.abspath(path) for path in gone},
+            add={os.path.abspath(s.base_path) for s in changed if not is_remote(s.base_path)},
+            remove={os.path.abspath(path) for path in gone if not is_remote(path)},
         )
 
     def poll_once(self) -> None:
@@ -332,7 +341,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
             name = servable.servable_name
             with self._lock:
                 last = self._last.get(name, ()) if look_at_emitted else ()
-            scan = _scan(servable, config, self._settling, last, self._clock.now(), by_hand=by_hand)
+            scan = self._scan(servable, last, by_hand=by_hand)
             with self._lock:
                 if scan.error is None:
                     self._errors.pop(name, None)
@@ -353,6 +362,45 @@ class FileSystemStoragePathSource(Source[StoragePath]):
             self._looked.publish(name)
         if recheck:
             self._schedule_recheck(recheck)
+
+    def _scan(
+        self,
+        servable: ServableToMonitor,
+        last: tuple[ServableData[StoragePath], ...],
+        *,
+        by_hand: bool,
+    ) -> _Scan:
+        """:func:`_scan` of the base path, or of its local mirror when it is remote."""
+        config, now = self._config, self._clock.now()
+        if not is_remote(servable.base_path):
+            return _scan(servable, config, self._settling, last, now, by_hand=by_hand)
+        mirror = self._mirror(servable.base_path)
+        try:
+            local = mirror.sync(servable.version_policy)
+        except ServingError as error:
+            return _Scan(None, error, (logging.WARNING, error.message))
+        scan = _scan(servable, config, self._settling, last, now, by_hand=by_hand, local=local)
+        if mirror.pending and not scan.versions:  # listed, not complete yet: keep waiting
+            return _Scan(None, waiting=True)
+        return scan
+
+    def _local_base(self, base_path: str) -> str:
+        """The directory whose version directories are looked at: the mirror's when remote."""
+        mirror = self._mirrors.get(base_path)
+        return mirror.local_base if mirror is not None else base_path
+
+    def _mirror(self, url: str) -> RemoteMirror:
+        mirror = self._mirrors.get(url)
+        if mirror is None:
+            config = self._config
+            mirror = RemoteMirror(
+                url,
+                config.model_cache_dir or default_cache_dir(),
+                download_concurrency=config.download_concurrency,
+                done_marker=config.version_done_marker,
+            )
+            self._mirrors[url] = mirror
+        return mirror
 
     def _log_condition(self, name: str, condition: tuple[int, str] | None) -> None:
         """Logs a servable's condition when it begins, changes and ends; not on every poll."""
@@ -412,7 +460,9 @@ class FileSystemStoragePathSource(Source[StoragePath]):
             return
         # Recursive: a version's own files tell when it is complete and quiet.
         if add is None and remove is None:
-            paths = {os.path.abspath(s.base_path) for s in config.servables}
+            paths = {
+                os.path.abspath(s.base_path) for s in config.servables if not is_remote(s.base_path)
+            }
             self._events.watch_exactly(paths, recursive=True)
         else:
             self._events.watch_changes(add or set(), remove or set(), recursive=True)
@@ -456,13 +506,15 @@ def _scan(
     now: float,
     *,
     by_hand: bool,
+    local: str | None = None,
 ) -> _Scan:
     """Lists the version directories of ``servable`` and picks among the complete, quiet ones.
 
     ``last``: what was emitted last, whose files are looked at for changes (the
-    other versions offered before are ready as they were).
+    other versions offered before are ready as they were).  ``local``: the
+    local mirror of a remote base path, whose versions arrive whole.
     """
-    name, base = servable.servable_name, servable.base_path
+    name, base = servable.servable_name, local or servable.base_path
     try:
         found = _version_dirs(base)
     except OSError as exc:
@@ -475,7 +527,14 @@ def _scan(
     settling.forget_others(base, set(found.values()))
     emitted = {item.data for item in last}
     ready, recheck_at = _ready_versions(
-        servable, found, config, settling, emitted=emitted, now=now, by_hand=by_hand
+        servable,
+        base,
+        found,
+        config,
+        settling,
+        emitted=emitted,
+        now=now,
+        done=by_hand or local is not None,
     )
     selected = servable.version_policy.select({v: path for v, (path, _) in ready.items()})
     versions = tuple(
@@ -499,23 +558,25 @@ def _scan(
 
 def _ready_versions(
     servable: ServableToMonitor,
+    base: str,
     found: Mapping[int, str],
     config: FileSystemStoragePathSourceConfig,
     settling: VersionSettling,
     *,
     emitted: set[str],
     now: float,
-    by_hand: bool,
+    done: bool,
 ) -> tuple[dict[int, tuple[str, int]], float | None]:
     """Version → (path, revision) of the complete, quiet versions, and when to look again.
 
     A version offered before but not emitted last time is ready as it was,
-    unlooked at: only what may load is fingerprinted.
+    unlooked at: only what may load is fingerprinted.  ``done``: no settle
+    window (polled by hand, or a remote version's copy, renamed in whole).
     """
     ready: dict[int, tuple[str, int]] = {}
     rechecks = []
     marker = config.version_done_marker
-    offered = settling.offered_revisions(servable.base_path)
+    offered = settling.offered_revisions(base)
     for version, path in found.items():
         revision = offered.get(path)
         if revision is not None and path not in emitted:
@@ -528,7 +589,7 @@ def _ready_versions(
             path,
             now,
             servable.version_check,
-            done=by_hand or marker is not None,
+            done=done or marker is not None,
         )
         if verdict.offered:
             ready[version] = (path, verdict.revision)

@@ -152,6 +152,8 @@ class ServerFlags:
     file_system_poll_wait_seconds: float = 1.0
     file_system_settle_window_seconds: float = 0.5
     version_done_marker: str = ""
+    model_cache_dir: str = ""
+    model_download_concurrency: int = 8
     allow_version_labels_for_unavailable_models: bool = False
     saved_model_tags: str = "serve"
     platform_config_file: str = ""
@@ -310,6 +312,8 @@ def _model_flags(group: argparse._ArgumentGroup) -> None:
         "a new version loads once no file in it changed for N s",
     )
     _flag(group, "version_done_marker", str, "a version loads once this file is in it")
+    _flag(group, "model_cache_dir", str, "where versions in s3://, gs://, az:// are downloaded")
+    _flag(group, "model_download_concurrency", _positive, "files downloaded at once per version")
     _flag(group, "allow_version_labels_for_unavailable_models", bool, "labels on loading versions")
     _flag(group, "saved_model_tags", str, "comma-separated MetaGraph tags to load")
     _flag(group, "platform_config_file", str, "per-platform options: a text PlatformConfigMap")

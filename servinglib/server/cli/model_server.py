@@ -141,6 +141,8 @@ def core_options(flags: ServerFlags) -> ServerCoreOptions:
             file_system_poll_wait_seconds=flags.file_system_poll_wait_seconds,
             settle_window_s=flags.file_system_settle_window_seconds,
             version_done_marker=flags.version_done_marker or None,
+            model_cache_dir=flags.model_cache_dir or None,
+            download_concurrency=flags.model_download_concurrency,
         ),
         total_model_memory_limit_bytes=flags.total_model_memory_limit_bytes,
         allow_version_labels_for_unavailable_models=flags.allow_version_labels_for_unavailable_models,

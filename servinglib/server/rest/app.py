@@ -20,9 +20,9 @@ from servinglib.errors import (
     UnavailableError,
 )
 from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.model_management import ModelManagement
 from servinglib.server.plane.request_context import begin_request, was_logged
 from servinglib.server.plane.request_context import request_id as current_request_id
-from servinglib.server.plane.model_management import ModelManagement
 from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import BodyStream, RestRequest, RestResponse

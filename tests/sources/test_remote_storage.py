@@ -1,0 +1,248 @@
+"""Models served from object storage: real S3, GCS and Azure protocol servers, real clients."""
+
+from __future__ import annotations
+
+import logging
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from servinglib import (
+    FileSystemStoragePathSourceConfig,
+    LoadRetryOptions,
+    ManagerOptions,
+    ModelConfig,
+    ModelServerConfig,
+    ModelSpec,
+    PythonPlatformConfig,
+    ServerCore,
+    ServerCoreOptions,
+)
+from servinglib.errors import InvalidArgumentError
+from servinglib.servable import call_signature
+from servinglib.sources import remote_store
+from servinglib.sources.remote_store import _tf_serving_s3_options, check_installed
+from servinglib.testing import wait_until
+from tests.server.cli.test_model_server import Server
+from tests.sources.object_stores import STORES, S3Store, Store
+
+MODEL_PY = """
+import httpx
+import numpy as np
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import TensorSpec
+
+class Model(PythonModel):
+    @signature(name="serving_default", inputs=[TensorSpec("x", "float32", [-1])],
+               outputs=[TensorSpec("y", "float32", [-1])])
+    def predict(self, x):
+        return {{"y": x * {factor}}}
+"""
+POLL_S = 0.2
+TIMEOUT_S = 30.0
+
+
+@pytest.fixture(params=sorted(STORES))
+def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    """Each store's real server, its environment set for this test."""
+    for name in ("AWS_ENDPOINT_URL_S3", "S3_ENDPOINT", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    try:
+        started = STORES[request.param]()
+    except FileNotFoundError as missing:  # Azurite without Node.js: nothing else skips
+        pytest.skip(str(missing))
+    for name, value in started.env.items():
+        monkeypatch.setenv(name, value)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Store]:
+    """The S3 server alone (for what only S3 has: TF Serving's variables)."""
+    for name in ("AWS_ENDPOINT_URL_S3", "S3_ENDPOINT", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    started = S3Store()
+    for name, value in started.env.items():
+        monkeypatch.setenv(name, value)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def put_model(store: Store, name: str, version: int, factor: float) -> None:
+    """Uploads a Python model version."""
+    store.put_text(f"{name}/{version}/model.py", MODEL_PY.format(factor=factor))
+
+
+def options(cache: Path) -> ServerCoreOptions:
+    return ServerCoreOptions(
+        manager=ManagerOptions(load_retry=LoadRetryOptions(max_num_load_retries=0)),
+        source=FileSystemStoragePathSourceConfig(
+            file_system_poll_wait_seconds=POLL_S, model_cache_dir=str(cache)
+        ),
+        platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)},
+        servable_state_waiter_timeout_s=TIMEOUT_S,
+    )
+
+
+def predict(core: ServerCore, name: str) -> tuple[int, list[float]]:
+    with core.servable_handle(ModelSpec.latest(name)) as handle:
+        y = call_signature(handle.servable, None, {"x": np.array([1.0], np.float32)})["y"]
+        return handle.id.version, y.tolist()
+
+
+def test_a_model_serves_from_a_store_and_a_new_version_once_complete(
+    store: Store, tmp_path: Path
+) -> None:
+    """A store's base path serves; a new version serves once its listing held still."""
+    put_model(store, "m", 1, 2.0)
+    config = ModelServerConfig([ModelConfig.python("m", store.url("m"))])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        assert predict(core, "m") == (1, [2.0])
+        put_model(store, "m", 2, 3.0)
+        wait_until(lambda: predict(core, "m") == (2, [3.0]), timeout_s=TIMEOUT_S)
+    copies = sorted(p.name for p in (tmp_path / "cache").glob("*/[0-9]*"))
+    assert copies == ["2"]  # the version the policy no longer picks left the cache
+
+
+def test_a_version_still_being_uploaded_is_not_loaded(store: Store, tmp_path: Path) -> None:
+    """Objects arriving between polls keep a version waiting; it loads when the listing settles."""
+    put_model(store, "m", 1, 2.0)
+    config = ModelServerConfig([ModelConfig.python("m", store.url("m"))])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        put_model(store, "m", 2, 3.0)  # loadable already: only the listing holds it back
+        uploaded = 0
+        started = time.monotonic()
+        while time.monotonic() - started < POLL_S * 5:  # an uploader busy over five polls
+            store.fs.pipe(f"models/m/2/assets/part{uploaded}", b"x" * 100)
+            uploaded += 1
+            time.sleep(POLL_S / 10)  # a writer's pace (fake-gcs-server stalls on a tight loop)
+            assert predict(core, "m")[0] == 1
+        wait_until(lambda: predict(core, "m") == (2, [3.0]), timeout_s=TIMEOUT_S)
+        assert all(v.error is None for v in core.model_status("m").versions)
+        assert len(list((tmp_path / "cache").glob("*/2/assets/part*"))) == uploaded
+
+
+@pytest.mark.timeout(240)
+def test_a_store_that_fails_keeps_serving_and_says_why(store: Store, tmp_path: Path) -> None:
+    """A store that stops answering unloads nothing; the model's status says why."""
+    put_model(store, "m", 1, 2.0)
+    config = ModelServerConfig([ModelConfig.python("m", store.url("m"))])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        store.stop()
+        # Each SDK retries a refused connection with backoff first (up to a minute for Azure).
+        wait_until(lambda: core.model_status("m").error is not None, timeout_s=180)
+        error = core.model_status("m").error
+        assert error is not None
+        assert f"Cannot list {store.url('m')}" in error.message
+        assert predict(core, "m") == (1, [2.0])
+
+
+def test_an_empty_listing_keeps_what_serves(store: Store, tmp_path: Path) -> None:
+    """A bucket rewrite that lists nothing for a while unloads nothing."""
+    put_model(store, "m", 1, 2.0)
+    config = ModelServerConfig([ModelConfig.python("m", store.url("m"))])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        store.fs.rm("models/m", recursive=True)
+        wait_until(lambda: core.model_status("m").error is not None, timeout_s=TIMEOUT_S)
+        assert "found no versions" in core.model_status("m").error.message  # type: ignore[union-attr]
+        assert predict(core, "m") == (1, [2.0])
+        put_model(store, "m", 1, 2.0)
+        wait_until(lambda: core.model_status("m").error is None, timeout_s=TIMEOUT_S)
+
+
+def test_a_restart_reuses_the_cache(
+    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A second start with the same cache downloads nothing and serves at once."""
+    put_model(store, "m", 1, 2.0)
+    config = ModelServerConfig([ModelConfig.python("m", store.url("m"))])
+    caplog.set_level(logging.INFO, logger="servinglib.sources")
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        assert predict(core, "m") == (1, [2.0])
+    assert (
+        sum(f"Downloaded version 1 of {store.url('m')}" in r.message for r in caplog.records) == 1
+    )
+    caplog.clear()
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        assert predict(core, "m") == (1, [2.0])
+    assert not any("Downloaded" in r.message for r in caplog.records)
+
+
+def test_tf_servings_s3_variables_still_work(
+    s3: S3Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TF Serving's S3_ENDPOINT and S3_USE_HTTPS=0 reach the store without AWS_ENDPOINT_URL."""
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    monkeypatch.setenv("S3_ENDPOINT", s3.endpoint.removeprefix("http://"))
+    monkeypatch.setenv("S3_USE_HTTPS", "0")
+    put_model(s3, "m", 1, 2.0)
+    config = ModelServerConfig([ModelConfig.python("m", "s3://models/m")])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        assert predict(core, "m") == (1, [2.0])
+
+
+def test_tf_serving_s3_options() -> None:
+    """S3_ENDPOINT with S3_USE_HTTPS and S3_VERIFY_SSL map onto s3fs's client options."""
+    env = {"S3_ENDPOINT": "minio:9000", "S3_USE_HTTPS": "0", "S3_VERIFY_SSL": "0"}
+    options: dict[str, Any] = _tf_serving_s3_options(env)
+    assert options == {"client_kwargs": {"endpoint_url": "http://minio:9000", "verify": False}}
+    assert _tf_serving_s3_options({**env, "AWS_ENDPOINT_URL": "http://x"}) == {
+        "client_kwargs": {"verify": False}
+    }
+
+
+def test_a_store_whose_extra_is_missing_is_one_line_naming_the_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scheme whose store is not installed: the error names the pip install."""
+    monkeypatch.setitem(remote_store._EXTRAS, "gs", ("no_such_gcs_module", "gcs"))
+    with pytest.raises(InvalidArgumentError, match=r"pip install 'servinglib\[gcs\]'"):
+        check_installed("gs://bucket/m")
+    with pytest.raises(InvalidArgumentError, match=r"pip install 'servinglib\[gcs\]'"):
+        ServerCore(ModelServerConfig([ModelConfig.python("m", "gs://bucket/m")]))
+
+
+def test_the_cli_serves_s3_and_local_models_from_one_config(s3: S3Store, tmp_path: Path) -> None:
+    """servinglib-server with a models.config naming an s3:// and a local model serves both."""
+    put_model(s3, "remote", 1, 2.0)
+    local = tmp_path / "local" / "1"
+    local.mkdir(parents=True)
+    (local / "model.py").write_text(textwrap.dedent(MODEL_PY.format(factor=5.0)))
+    config = tmp_path / "models.config"
+    config.write_text(
+        textwrap.dedent(
+            f"""
+            model_config_list {{
+              config {{ name: "remote" base_path: "s3://models/remote" model_platform: "python" }}
+              config {{ name: "local" base_path: "{local.parent}" model_platform: "python" }}
+            }}
+            """
+        )
+    )
+    server = Server(
+        f"--model_config_file={config}",
+        "--allow_python_code_execution",
+        f"--model_cache_dir={tmp_path / 'cache'}",
+        "--file_system_poll_wait_seconds=0.2",
+    )
+    try:
+        server.wait_ready()
+        assert server.predict("remote", [1.0]).json() == {"predictions": [2.0]}
+        assert server.predict("local", [1.0]).json() == {"predictions": [5.0]}
+        put_model(s3, "remote", 2, 3.0)
+        wait_until(
+            lambda: server.predict("remote", [1.0]).json() == {"predictions": [3.0]},
+            timeout_s=TIMEOUT_S,
+        )
+    finally:
+        server.close()
