@@ -132,9 +132,14 @@ def test_the_server_freezes_before_its_models_load(tmp_path: Path) -> None:
             "--rest_api_port=0",
         ]
     )
+    earlier = set(sys.modules)  # other tests' model modules may still be there (and frozen)
     server = ModelServer(flags)
     try:
-        modules = [m for n, m in sys.modules.items() if n.startswith("servinglib_python_model_")]
+        modules = [
+            m
+            for n, m in sys.modules.items()
+            if n.startswith("servinglib_python_model_") and n not in earlier
+        ]
         unfrozen = {id(o) for o in gc.get_objects()}
         assert id(before) not in unfrozen
         assert modules
