@@ -24,12 +24,14 @@ import numpy.typing as npt
 from servinglib.batching import BatchingServable
 from servinglib.errors import DeadlineExceededError
 from servinglib.servable import (
+    CallStages,
     ExecutionMode,
     Servable,
     SignatureSpec,
     Tensors,
     call_resolved,
     call_resolved_async,
+    stages_scope,
 )
 from servinglib.server.plane.call_pool import CallPool, CallSite, RunningCall
 
@@ -89,9 +91,11 @@ class CallsHere:
         output_filter: Iterable[str] | None,
         *,
         deadline: float | None,
+        stages: CallStages,
     ) -> _Outputs:
         """Runs the signature here (THREAD, in its model's share, or batched), or on the
-        helper loop (the servable's own coroutine), within ``deadline``.
+        helper loop (the servable's own coroutine), within ``deadline``; marks ``stages``
+        as the pool does (queued: waiting for a place in the model's share).
 
         Raises DeadlineExceededError when the deadline passed before the call,
         while it waited for a place in its model's share, or while a batch or
@@ -101,21 +105,28 @@ class CallsHere:
             raise DeadlineExceededError("Deadline exceeded before the model answered")
         name = site.signature_name
         if spec.execution_mode is ExecutionMode.ASYNC:
+            stages.started_ns = stages.infer_started_ns = time.perf_counter_ns()
             if _batched(servable, name):
-                return self._run(
-                    site, deadline, call_resolved, servable, name, spec, inputs, output_filter
+                with stages_scope(stages):  # the batch marks its own stages
+                    outputs = self._run(
+                        site, deadline, call_resolved, servable, name, spec, inputs, output_filter
+                    )
+            else:
+                outputs = self._run(
+                    site,
+                    deadline,
+                    self._await,
+                    call_resolved_async(servable, name, spec, inputs, output_filter),
+                    deadline,
                 )
-            return self._run(
-                site,
-                deadline,
-                self._await,
-                call_resolved_async(servable, name, spec, inputs, output_filter),
-                deadline,
-            )
+            if not stages.batch_size:
+                stages.infer_ended_ns = stages.ended_ns = time.perf_counter_ns()
+            return outputs
+        stages.queued_ns = time.perf_counter_ns()
         self._pool.enter_here(site.model_name, deadline)
         try:
             return self._run(
-                site, deadline, call_resolved, servable, name, spec, inputs, output_filter
+                site, deadline, stages.call, servable, name, spec, inputs, output_filter
             )
         finally:
             self._pool.leave_here(site.model_name)

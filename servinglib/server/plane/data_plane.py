@@ -492,23 +492,18 @@ class DataPlane:
                     started = time.monotonic()
                     try:
                         if on_server_thread():  # a synchronous gRPC server's thread runs it
-                            # The wait for a place in the model's share is inside the call.
-                            now = time.perf_counter_ns()
-                            stages.queued_ns = stages.started_ns = stages.infer_started_ns = now
                             try:
-                                with stages_scope(stages):  # batching marks its own stages
-                                    outputs = self._here.call(
-                                        site,
-                                        servable,
-                                        spec,
-                                        inputs,
-                                        output_filter,
-                                        deadline=deadline,
-                                    )
+                                outputs = self._here.call(
+                                    site,
+                                    servable,
+                                    spec,
+                                    inputs,
+                                    output_filter,
+                                    deadline=deadline,
+                                    stages=stages,
+                                )
                             finally:
                                 handle.release()
-                            if not stages.batch_size:
-                                stages.infer_ended_ns = stages.ended_ns = time.perf_counter_ns()
                         else:
                             outputs = await self._run(
                                 handle,
