@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import textwrap
 import time
@@ -47,13 +48,13 @@ POLL_S = 0.2
 TIMEOUT_S = 30.0
 
 
-@pytest.fixture(params=sorted(STORES))
-def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
-    """Each store's real server, its environment set for this test."""
+@contextlib.contextmanager
+def _serving(kind: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    """Store ``kind``'s real server, with its environment (and only its) set, until the end."""
     for name in ("AWS_ENDPOINT_URL_S3", "S3_ENDPOINT", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
     try:
-        started = STORES[request.param]()
+        started = STORES[kind]()
     except FileNotFoundError as missing:  # Azurite without Node.js: nothing else skips
         pytest.skip(str(missing))
     for name, value in started.env.items():
@@ -64,18 +65,19 @@ def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
         started.stop()
 
 
+@pytest.fixture(params=sorted(STORES))
+def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    """Each store's real server, its environment set for this test."""
+    with _serving(request.param, monkeypatch) as started:
+        yield started
+
+
 @pytest.fixture
 def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Store]:
     """The S3 server alone (for what only S3 has: TF Serving's variables)."""
-    for name in ("AWS_ENDPOINT_URL_S3", "S3_ENDPOINT", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    started = S3Store()
-    for name, value in started.env.items():
-        monkeypatch.setenv(name, value)
-    try:
+    with _serving("s3", monkeypatch) as started:
+        assert isinstance(started, S3Store)
         yield started
-    finally:
-        started.stop()
 
 
 def put_model(store: Store, name: str, version: int, factor: float) -> None:
