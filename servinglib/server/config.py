@@ -14,7 +14,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, TypeVar, final
+from typing import TYPE_CHECKING, Any, TypeVar, final
 
 import attrs
 
@@ -76,6 +76,10 @@ class ModelConfig:
     which versions to serve.  ``version_labels``: label → version, for requests
     that ask for a label such as ``stable``; frozen into a read-only mapping.
     ``logging_config``: which requests are logged, and where (None: none).
+    ``storage_options``: for a base path in an object store (``s3://...``),
+    anything its fsspec file system takes (``{"key": ..., "secret": ...,
+    "client_kwargs": {"endpoint_url": ...}}`` for S3); Python only: a
+    config file has no such field, and :meth:`to_proto` leaves it out.
     Raises InvalidArgumentError for an empty name or one with ``/``, an empty
     base path or platform, a label that is empty or holds ``/`` or ``:``, or a
     version outside int64 (negative included).  TF Serving's ``ModelConfig``.
@@ -88,6 +92,7 @@ class ModelConfig:
     version_policy: ServableVersionPolicy = attrs.field(factory=ServableVersionPolicy.latest)
     version_labels: Mapping[str, int] = attrs.field(factory=dict, converter=_freeze_labels)
     logging_config: LoggingConfig | None = attrs.field(default=None, kw_only=True)
+    storage_options: Mapping[str, Any] | None = attrs.field(default=None, kw_only=True, hash=False)
 
     def __attrs_post_init__(self) -> None:
         _check_model(self)

@@ -46,6 +46,7 @@ from servinglib.sources.file_system_storage_path_source import (
     FileSystemStoragePathSourceConfig,
     ServableToMonitor,
 )
+from servinglib.sources.remote_mirror import StoreEvent
 from servinglib.sources.remote_store import check_installed, local_path
 from servinglib.sources.source import StoragePath
 from servinglib.sources.source_adapter import ErrorInjectingSourceAdapter
@@ -212,6 +213,11 @@ class ServerCore:
     def event_bus(self) -> EventBus[ServableState]:
         """The bus lifecycle events are published on."""
         return self._bus
+
+    @property
+    def store_events(self) -> EventBus[StoreEvent]:
+        """What the object stores of remote base paths did: downloads, failed listings."""
+        return self._source.store_events
 
     @property
     def manager(self) -> AspiredVersionsManager:
@@ -578,6 +584,7 @@ class ServerCore:
                 model.base_path,
                 model.version_policy,
                 self._version_checks[model.model_platform],
+                model.storage_options,
             )
         self._labels = labels
         self._router.update_routes(routes)

@@ -7,7 +7,7 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import final
+from typing import Any, final
 
 import attrs
 
@@ -26,7 +26,8 @@ from servinglib.errors import (
 )
 from servinglib.sources._version_settling import VersionSettling
 from servinglib.sources.fs_event_trigger import FsEventTrigger
-from servinglib.sources.remote_mirror import RemoteMirror, default_cache_dir
+from servinglib.sources.remote_base_paths import RemoteBasePaths
+from servinglib.sources.remote_mirror import StoreEvent
 from servinglib.sources.remote_store import is_remote
 from servinglib.sources.source import Source, StoragePath
 from servinglib.sources.version_check import VersionCheck
@@ -53,13 +54,18 @@ class ServableToMonitor:
 
     ``version_check``: what a complete version directory holds (its
     platform's check, see :class:`~servinglib.sources.VersionCheck`); None:
-    any directory is complete.  Immutable, so thread-safe.
+    any directory is complete.  ``storage_options``: for a remote base path,
+    what its fsspec file system is made with (credentials, endpoint, ...; see
+    the remote-storage guide); None: the store's defaults and environment.
+    Immutable, so thread-safe (``storage_options`` is not copied: do not
+    change it).
     """
 
     servable_name: str = attrs.field(validator=check_name)
     base_path: str
     version_policy: ServableVersionPolicy = attrs.field(factory=ServableVersionPolicy.latest)
     version_check: VersionCheck | None = None
+    storage_options: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
 
 
 def _to_tuple(servables: Iterable[ServableToMonitor]) -> tuple[ServableToMonitor, ...]:
@@ -161,7 +167,11 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         self._loop: WakeLoop | None = None
         self._events = FsEventTrigger(self._on_fs_event)
         self._looked = EventBus[str]()
-        self._mirrors: dict[str, RemoteMirror] = {}  # remote base path → its copy; _poll_lock
+        self._remote = RemoteBasePaths(  # guarded by: _poll_lock
+            config.model_cache_dir,
+            download_concurrency=config.download_concurrency,
+            done_marker=config.version_done_marker,
+        )
 
     @property
     def config(self) -> FileSystemStoragePathSourceConfig:
@@ -194,6 +204,14 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         :meth:`update_config` / :meth:`poll_now`): keep subscribers quick.
         """
         return self._looked
+
+    @property
+    def store_events(self) -> EventBus[StoreEvent]:
+        """Publishes what the stores of remote base paths did: downloads and failures.
+
+        Delivered on the polling thread: keep subscribers quick.
+        """
+        return self._remote.events
 
     def holds_no_version(self, name: str) -> bool:
         """True if ``name``'s base path was read and holds no version to serve, nor one waiting.
@@ -230,9 +248,10 @@ class FileSystemStoragePathSource(Source[StoragePath]):
             for name in removed:
                 self._conditions.pop(name, None)
                 self.emit_aspired_versions(name, [])
+                self._remote.forget(name)
             for servable in old.servables:
                 if servable.servable_name in removed or servable in changed:
-                    self._settling.forget(self._local_base(servable.base_path))
+                    self._settling.forget(self._local_base(servable))
             if self._polls() and self._connected():
                 self._poll_servables(changed, emit_unchanged=True)
         # Only what changed: a reload costs no stat() per unchanged servable.
@@ -374,33 +393,27 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         config, now = self._config, self._clock.now()
         if not is_remote(servable.base_path):
             return _scan(servable, config, self._settling, last, now, by_hand=by_hand)
-        mirror = self._mirror(servable.base_path)
         try:
-            local = mirror.sync(servable.version_policy)
+            mirror = self._remote.sync(
+                servable.servable_name,
+                servable.base_path,
+                servable.version_policy,
+                servable.storage_options,
+                now=now,
+                period_s=0.0 if by_hand else config.file_system_poll_wait_seconds,
+            )
         except ServingError as error:
             return _Scan(None, error, (logging.WARNING, error.message))
+        local = mirror.local_base
         scan = _scan(servable, config, self._settling, last, now, by_hand=by_hand, local=local)
         if mirror.pending and not scan.versions:  # listed, not complete yet: keep waiting
             return _Scan(None, waiting=True)
         return scan
 
-    def _local_base(self, base_path: str) -> str:
+    def _local_base(self, servable: ServableToMonitor) -> str:
         """The directory whose version directories are looked at: the mirror's when remote."""
-        mirror = self._mirrors.get(base_path)
-        return mirror.local_base if mirror is not None else base_path
-
-    def _mirror(self, url: str) -> RemoteMirror:
-        mirror = self._mirrors.get(url)
-        if mirror is None:
-            config = self._config
-            mirror = RemoteMirror(
-                url,
-                config.model_cache_dir or default_cache_dir(),
-                download_concurrency=config.download_concurrency,
-                done_marker=config.version_done_marker,
-            )
-            self._mirrors[url] = mirror
-        return mirror
+        local = self._remote.local_base(servable.servable_name)
+        return local if local is not None else servable.base_path
 
     def _log_condition(self, name: str, condition: tuple[int, str] | None) -> None:
         """Logs a servable's condition when it begins, changes and ends; not on every poll."""

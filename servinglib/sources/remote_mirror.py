@@ -8,7 +8,8 @@ hidden temporary directory of the cache, checked against the listing's
 sizes, and renamed into place whole; the file-system source then serves
 the cache directory as if it were the base path.  A restart reuses every
 copy whose recorded listing still matches, and a copy whose version the
-policy no longer picks is removed.
+policy no longer picks is removed.  What it downloads, and each listing or
+download that fails, it reports as a :class:`StoreEvent`.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
-from typing import Any, final
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, final
+
+import attrs
 
 from servinglib.errors import ServingError, UnavailableError
 from servinglib.sources.remote_store import open_store
@@ -37,6 +40,26 @@ _PARTIAL = ".partial-"
 
 Listing = Mapping[str, tuple[int, str]]
 """A version's files: path relative to the version → (size, ETag or "" when the store has none)."""
+
+
+@final
+@attrs.frozen
+class StoreEvent:
+    """What a remote base path's store did for a servable.
+
+    ``kind``: ``"downloaded"`` (``version`` copied into the cache:
+    ``size_bytes`` in ``seconds``), ``"listing_failed"`` or
+    ``"download_failed"`` (``error`` says why; what was copied before keeps
+    serving).  Immutable, so thread-safe.
+    """
+
+    servable_name: str
+    base_path: str
+    kind: Literal["downloaded", "listing_failed", "download_failed"]
+    version: int | None = None
+    size_bytes: int = 0
+    seconds: float = 0.0
+    error: ServingError | None = None
 
 
 def default_cache_dir() -> str:
@@ -52,7 +75,10 @@ class RemoteMirror:
     cache root (this base path gets its own directory in it,
     :attr:`local_base`); ``download_concurrency``: files downloaded at once
     within a version; ``done_marker``: a version holding this object is
-    complete at once.  Not thread-safe: the source calls it under its poll.
+    complete at once; ``storage_options``: for the fsspec file system (see
+    :func:`open_store`); ``servable_name``: whose base path it is (its cache
+    directory is its own); ``on_event``: called with each
+    :class:`StoreEvent`.  Not thread-safe: the source calls it under its poll.
     """
 
     def __init__(
@@ -63,17 +89,20 @@ class RemoteMirror:
         download_concurrency: int = 8,
         done_marker: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        servable_name: str = "",
+        on_event: Callable[[StoreEvent], None] | None = None,
     ) -> None:
         self.url = url.rstrip("/")
-        digest = hashlib.sha256(self.url.encode()).hexdigest()[:16]
+        self.servable_name = servable_name
+        digest = hashlib.sha256(f"{servable_name}\0{self.url}".encode()).hexdigest()[:16]
         readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.url.split("://", 1)[-1])[-60:]
         self.local_base = os.path.join(cache_dir, f"{readable}-{digest}")
         self._concurrency = max(1, download_concurrency)
         self._marker = done_marker
-        self._storage_options = storage_options
+        self.storage_options = storage_options
+        self._on_event = on_event
         self._store: tuple[Any, str] | None = None
         self._previous: dict[int, Listing] = {}
-        self.bytes_downloaded = 0
         self.pending = False  # the last sync listed versions not complete yet
         os.makedirs(self.local_base, exist_ok=True)
         _remove_partials(self.local_base)
@@ -122,7 +151,9 @@ class RemoteMirror:
         except ServingError:
             raise
         except Exception as exc:  # noqa: BLE001 - any store error: keep serving, say why
-            raise UnavailableError(f"Cannot list {self.url}: {type(exc).__name__}: {exc}") from None
+            error = UnavailableError(f"Cannot list {self.url}: {type(exc).__name__}: {exc}")
+            self._report("listing_failed", error=error)
+            raise error from None
         listings: dict[int, dict[str, tuple[int, str]]] = {}
         prefix = root.rstrip("/") + "/"
         for path, info in found.items():
@@ -138,7 +169,7 @@ class RemoteMirror:
 
     def _open(self) -> tuple[Any, str]:
         if self._store is None:
-            self._store = open_store(self.url, self._storage_options)
+            self._store = open_store(self.url, self.storage_options)
         return self._store
 
     def _copies(self) -> set[int]:
@@ -178,24 +209,43 @@ class RemoteMirror:
                         f"Downloaded {self.url}/{version}/{name} holds {got} of its {size} bytes"
                     )
             self._install(version, staging, listing)
-        except ServingError:
+        except ServingError as failed:
             shutil.rmtree(staging, ignore_errors=True)
+            self._report("download_failed", version, error=failed)
             raise
         except Exception as exc:  # noqa: BLE001 - a failed download leaves no copy
             shutil.rmtree(staging, ignore_errors=True)
-            raise UnavailableError(
+            error = UnavailableError(
                 f"Cannot download version {version} of {self.url}: {type(exc).__name__}: {exc}"
-            ) from None
+            )
+            self._report("download_failed", version, error=error)
+            raise error from None
         size = sum(size for size, _ in listing.values())
-        self.bytes_downloaded += size
+        took_s = time.monotonic() - started
         _log.info(
             "Downloaded version %d of %s (%d files, %.1f MB) in %.2f s",
             version,
             self.url,
             len(listing),
             size / 1e6,
-            time.monotonic() - started,
+            took_s,
         )
+        self._report("downloaded", version, size, took_s)
+
+    def _report(
+        self,
+        kind: Literal["downloaded", "listing_failed", "download_failed"],
+        version: int | None = None,
+        size_bytes: int = 0,
+        seconds: float = 0.0,
+        *,
+        error: ServingError | None = None,
+    ) -> None:
+        if self._on_event is not None:
+            event = StoreEvent(
+                self.servable_name, self.url, kind, version, size_bytes, seconds, error
+            )
+            self._on_event(event)
 
     def _install(self, version: int, staging: str, listing: Listing) -> None:
         """Renames the complete copy into place (replacing an older one), then records it."""

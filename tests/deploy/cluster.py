@@ -1,5 +1,8 @@
 """A cluster in a box: server replicas on 127.0.0.1 behind HAProxy, and clients that count.
 
+The replicas read one S3 bucket (moto's S3 server, as in the remote-storage tests), each
+downloading into a cache of its own, as pods with an ``emptyDir`` do.
+
 HAProxy plays a Kubernetes Service whose endpoints are the ready pods: it sends requests only
 to replicas whose readiness endpoint answers 200 (an active HTTP check every ``CHECK_S``, one
 failure takes a replica out, two successes put it back). It never retries a request on
@@ -14,7 +17,7 @@ import os
 import socket
 import subprocess
 import sys
-import textwrap
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -23,6 +26,7 @@ from pathlib import Path
 import requests
 
 from servinglib.testing import wait_until
+from tests.sources.object_stores import S3Store
 
 CHECK_S = 0.2
 """HAProxy's health-check interval (its ``inter``)."""
@@ -47,23 +51,22 @@ def free_port() -> int:
     return port
 
 
-def publish_version(base: Path, version: int) -> Path:
-    """Publishes version ``version`` (y = version * x) as a writer should: aside, then rename."""
-    staging = base / f".{version}.tmp"
-    staging.mkdir(parents=True)
-    (staging / "model.py").write_text(textwrap.dedent(MODEL_PY.format(factor=version)))
-    final = base / str(version)
-    os.rename(staging, final)
-    return final
+def publish_version(store: S3Store, version: int) -> None:
+    """Uploads version ``version`` of model ``m`` (y = version * x) to the shared bucket."""
+    store.put_text(f"m/{version}/model.py", MODEL_PY.format(factor=version))
 
 
 class Replica:
-    """One ``servinglib-server`` process on REST port ``port`` serving model ``m`` from ``base``."""
+    """One ``servinglib-server`` process on REST port ``port`` serving model ``m`` from ``store``.
 
-    def __init__(self, port: int, base: Path, log: Path, *flags: str) -> None:
+    Like a pod, it has a cache directory of its own (an ``emptyDir``), new at each start.
+    """
+
+    def __init__(self, port: int, store: S3Store, directory: Path, log: Path, *flags: str) -> None:
         self.port = port
         self.log = log
         server = Path(sys.executable).with_name("servinglib-server")
+        cache = tempfile.mkdtemp(prefix="cache-", dir=directory)
         with log.open("a") as output:
             self.process = subprocess.Popen(
                 [
@@ -72,13 +75,15 @@ class Replica:
                     f"--rest_api_port={port}",
                     "--rest_api_host=127.0.0.1",
                     "--model_name=m",
-                    f"--model_base_path={base}",
+                    f"--model_base_path={store.url('m')}",
+                    f"--model_cache_dir={cache}",
                     "--model_platform=python",
                     "--allow_python_code_execution=true",
                     *flags,
                 ],
                 stdout=output,
                 stderr=subprocess.STDOUT,
+                env={**os.environ, **store.env},
             )
 
     def ready(self) -> bool:

@@ -1,8 +1,9 @@
 """Three replicas behind HAProxy with readiness health checks, as a Service routes to pods.
 
 Under 8 client threads: a rolling restart (SIGTERM a replica, start its replacement, wait until
-the balancer sees it ready, next) fails no request; a version published to the shared model
-store reaches every replica within poll + settle time (plus its load), failing no request.
+the balancer sees it ready, next) fails no request; a version uploaded to the bucket every
+replica reads (moto's S3 server) reaches every replica within two polls (a remote version is
+complete when two listings agree) plus its download and load, failing no request.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from servinglib.testing import wait_until
 from tests.deploy.cluster import Clients, HAProxy, Replica, free_port, publish_version
+from tests.sources.object_stores import S3Store
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("haproxy") is None, reason="needs haproxy (./dev setup)"),
@@ -25,27 +27,23 @@ pytestmark = [
 
 DRAIN_S = 1.5  # --drain_delay_seconds: several health checks, so HAProxy stops sending first
 POLL_S = 1.0  # --file_system_poll_wait_seconds
-SETTLE_S = 0.5  # --file_system_settle_window_seconds
-LOAD_ALLOWANCE_S = 2.0  # a python model's load, on a machine busy with the clients
+LOAD_ALLOWANCE_S = 2.0  # a python model's download and load, on a machine busy with the clients
 FLAGS = (
     f"--drain_delay_seconds={DRAIN_S}",
     "--shutdown_grace_seconds=10",
     f"--file_system_poll_wait_seconds={POLL_S}",
-    f"--file_system_settle_window_seconds={SETTLE_S}",
 )
 
 
 class Cluster:
-    """The store, the replicas (replaceable) and the balancer."""
+    """The bucket, the replicas (replaceable) and the balancer."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, store: S3Store) -> None:
         self.root = root
-        self.base = root / "store" / "m"
-        publish_version(self.base, 1)
+        self.store = store
+        publish_version(store, 1)
         self.ports = [free_port() for _ in range(3)]
-        self.replicas = [
-            Replica(port, self.base, self._log(i), *FLAGS) for i, port in enumerate(self.ports)
-        ]
+        self.replicas = [self._replica(i) for i in range(3)]
         self.haproxy = HAProxy(root, self.ports)
         for index in range(3):
             self.haproxy.wait_status(index, "UP")
@@ -60,12 +58,13 @@ class Cluster:
         status = old.process.wait(timeout=60)
         assert status == 0, old.output()
         stopped_s = time.monotonic() - started
-        self.replicas[index] = Replica(self.ports[index], self.base, self._log(index), *FLAGS)
+        self.replicas[index] = self._replica(index)
         self.haproxy.wait_status(index, "UP")
         return {"out": out_s, "stopped": stopped_s, "back": time.monotonic() - started}
 
-    def _log(self, index: int) -> Path:
-        return self.root / f"replica-{index}.log"
+    def _replica(self, index: int) -> Replica:
+        log = self.root / f"replica-{index}.log"
+        return Replica(self.ports[index], self.store, self.root, log, *FLAGS)
 
     def close(self) -> None:
         self.haproxy.close()
@@ -78,12 +77,16 @@ class Cluster:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    """Three ready replicas of model m (version 1) behind HAProxy."""
-    made = Cluster(tmp_path)
+    """Three ready replicas of model m (version 1, in the bucket) behind HAProxy."""
+    store = S3Store()
     try:
-        yield made
+        made = Cluster(tmp_path, store)
+        try:
+            yield made
+        finally:
+            made.close()
     finally:
-        made.close()
+        store.stop()
 
 
 def test_a_rolling_restart_fails_no_request(cluster: Cluster) -> None:
@@ -106,12 +109,12 @@ def test_a_rolling_restart_fails_no_request(cluster: Cluster) -> None:
 
 
 def test_a_published_version_reaches_every_replica(cluster: Cluster) -> None:
-    """Version 2 written to the shared store serves on all replicas within poll + settle + load."""
+    """Version 2 uploaded to the bucket serves on all replicas within two polls + load."""
     clients = Clients(cluster.haproxy.port)
     try:
         wait_until(lambda: clients.total >= 50, timeout_s=30)
         published = time.monotonic()
-        publish_version(cluster.base, 2)
+        publish_version(cluster.store, 2)
         reached = []
         for replica in cluster.replicas:
             wait_until(lambda r=replica: r.serving_version() == "2", timeout_s=30)
@@ -125,4 +128,4 @@ def test_a_published_version_reaches_every_replica(cluster: Cluster) -> None:
         f"{clients.total} requests: {dict(clients.versions)}"
     )
     assert clients.failures == []
-    assert max(reached) <= POLL_S + SETTLE_S + LOAD_ALLOWANCE_S
+    assert max(reached) <= 2 * POLL_S + LOAD_ALLOWANCE_S

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from servinglib.server.plane.data_plane import DataPlane
     from servinglib.server.plane.worker_metrics import WorkerMetrics
     from servinglib.server.server_core import ServerCore
+    from servinglib.sources.remote_mirror import StoreEvent
 
 # Microsecond buckets for request and queueing latencies: 50 µs .. 60 s.
 _LATENCY_US_BUCKETS = (
@@ -124,6 +125,25 @@ class ServerMetrics:
             ["model_name"],
             registry=registry,
         )
+        self._download_bytes = prom.Counter(
+            "servinglib_model_download_bytes",
+            "Bytes of versions downloaded from object storage into the local cache, by model.",
+            ["model_name"],
+            registry=registry,
+        )
+        self._download_seconds = prom.Histogram(
+            "servinglib_model_download_seconds",
+            "Time to download one version from object storage, in seconds.",
+            ["model_name"],
+            buckets=_LOAD_S_BUCKETS,
+            registry=registry,
+        )
+        self._storage_errors = prom.Counter(
+            "servinglib_model_storage_errors",
+            "Failed listings and downloads of a model's object-storage base path.",
+            ["model_name", "operation"],
+            registry=registry,
+        )
         self._lock = threading.Lock()
         self._states: dict[ServableId, ManagerState] = {}  # guarded by: _lock
         self._times = TransitionTimes()
@@ -150,6 +170,7 @@ class ServerMetrics:
         follower = _Follower(core.monitor, self._record_state)
         core.event_bus.subscribe(follower.on_event)  # before reading the past: nothing slips by
         follower.catch_up()
+        core.store_events.subscribe(self._record_store_event)
         scheduler = core.batch_scheduler
         if scheduler is not None:
             self.scheduler = scheduler
@@ -184,6 +205,16 @@ class ServerMetrics:
             self._load_seconds.labels(servable.name).observe(took_s)
         if state is ManagerState.END and not event.ok:
             self._load_failures.labels(servable.name).inc()
+
+    def _record_store_event(self, event: StoreEvent) -> None:
+        """Counts a remote base path's download or failure."""
+        name = event.servable_name
+        if event.kind == "downloaded":
+            self._download_bytes.labels(name).inc(event.size_bytes)
+            self._download_seconds.labels(name).observe(event.seconds)
+        else:
+            operation = "list" if event.kind == "listing_failed" else "download"
+            self._storage_errors.labels(name, operation).inc()
 
     def states(self) -> dict[ServableId, ManagerState]:
         """Every version's current state (versions that ended are left out)."""
