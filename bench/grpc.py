@@ -505,13 +505,14 @@ def run_logging(args: argparse.Namespace, tmp: Path, server_cpus: str | None) ->
                 "--enable_metrics",
             ]  # fmt: skip
             log = tmp / f"server-{rate}.log"
-            stack.enter_context(
+            process = stack.enter_context(
                 running(
                     pinned(command, server_cpus),
                     log,
                     functools.partial(wait_for_grpc, port, log=log),
                 )
             )
+            SERVER_PIDS[port] = process.pid  # measure() reads its CPU time
             call_once(port, workload)
         rps: dict[tuple[float | None, int], float] = {}
         for concurrency in args.concurrency:

@@ -6,18 +6,19 @@ sharded at 20 MB) is uploaded to a moto S3 server on 127.0.0.1;
 
 - publication, ``--runs`` times: a new version uploaded object by object;
   the time from the last object's upload to the first answer from the new
-  version, beside what it is made of as the server logs it (the download,
-  the load) and the poll period.  Target: nothing but poll + download + load
+  version (asked every 20 ms), beside what it is made of as the server logs
+  it (the download, the load) and the poll period.  Target: nothing but poll + download + load
   (the rest under 0.25 s at p95; a new version waits one or two polls, as
   its listing must hold still once).
-- download throughput of the server's copy against a plain ``s3fs.get`` of
-  the same prefix in this process.  Target: at least 0.9x.
+- download throughput of the server's copies of new versions (p50) against
+  a plain ``s3fs.get`` of the same prefix in this process.  Target: at least 0.9x.
 - restart to ready with the cache warm against cold.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import shutil
@@ -69,12 +70,17 @@ def write_saved_model(path: Path, factor: float, size_bytes: int) -> None:
     )
 
 
+PROBE_S = 0.02
+"""How often the server is asked whether the new version answers: each request costs the
+server about a millisecond of its one CPU, which asked every 2 ms would halve its download."""
+
+
 def _wait(predicate: Callable[[], object], what: str) -> None:
     deadline = time.monotonic() + TIMEOUT_S
     while not predicate():
         if time.monotonic() > deadline:
             raise TimeoutError(what)
-        time.sleep(0.002)  # a benchmark's poll of another process's progress
+        time.sleep(PROBE_S)  # a benchmark's poll of another process's progress
 
 
 class Server:
@@ -170,6 +176,7 @@ def _start_moto() -> Any:  # noqa: ANN401 - moto's ThreadedMotoServer
     """A moto S3 server on 127.0.0.1, and the AWS environment pointing at it."""
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     moto.start()
     host, port = moto.get_host_and_port()
@@ -215,7 +222,6 @@ def main() -> None:
         with ExitStack() as stack:
             server = Server(root, cache, stack)
             cold_s = server.start_s
-            download_s = float((server.logged(_DOWNLOADED, 1) or ("", "", "", "nan"))[3])
             publication, parts = _publish(store, server, exports, args.runs)
         with ExitStack() as stack:
             warm_s = Server(root, cache, stack).start_s
@@ -231,9 +237,11 @@ def main() -> None:
             f"rest (polls, listing, answer) p50 {percentile(rest, 0.5):.2f} s, max {rest[-1]:.2f} s"
         )
         print_target(rest[-1] <= 2 * POLL_S + 0.25, "publication: rest <= 2 polls + 0.25 s")
-        server_mb_s = size_mb / download_s
+        # The downloads of new versions (the first one shares the CPU with the server's start).
+        server_mb_s = size_mb / percentile(sorted(p[0] for p in parts), 0.5)
         plain_mb_s = size_mb / plain_s
-        print(f"download of {size_mb:.0f} MB: the server {server_mb_s:.0f} MB/s, ", end="")
+        print(f"download of {size_mb:.0f} MB (p50 of the new versions): ", end="")
+        print(f"the server {server_mb_s:.0f} MB/s, ", end="")
         print(f"plain s3fs.get {plain_mb_s:.0f} MB/s: {server_mb_s / plain_mb_s:.2f}x")
         print_target(server_mb_s >= 0.9 * plain_mb_s, "download >= 0.9x s3fs.get")
         print(f"start to ready: cold cache {cold_s:.2f} s, warm {warm_s:.2f} s ", end="")
