@@ -183,9 +183,10 @@ class Rig:
                 return float(seconds)
         raise LookupError(f"no load of version {version} in the server's log")
 
-    def failed_loads(self) -> int:
-        """Failed load attempts the server logged."""
-        return len(_FAILED_LOAD.findall(self.log.read_text(errors="replace")))
+    def failed_loads(self) -> list[str]:
+        """The server's log lines of failed load attempts, in order."""
+        lines = self.log.read_text(errors="replace").splitlines()
+        return [line for line in lines if _FAILED_LOAD.search(line)]
 
 
 def run_platform(
@@ -213,15 +214,17 @@ def run_platform(
             print(table.row("  of which the load", loads), flush=True)
             rest = [total - load for total, load in zip(latencies, loads, strict=True)]
             print(table.row("  the rest (window, ...)", rest), flush=True)
-            failed_loads = rig.failed_loads() - loads_failed_before
+            failed_loads = rig.failed_loads()[len(loads_failed_before) :]
             failed = rig.clients.failures - failed_before
             met &= percentile(sorted(latencies), 0.95) <= TARGET_P95_S
-            met &= failed == 0 and failed_loads == 0
+            met &= failed == 0 and not failed_loads
             print(
                 f"   {'':26} failed requests {failed} of {rig.clients.requests - requests_before}, "
-                f"failed loads {failed_loads}",
+                f"failed loads {len(failed_loads)}",
                 flush=True,
             )
+            for line in failed_loads[:3]:
+                print(f"   {'':26} {line[:300]}", flush=True)
     return met
 
 

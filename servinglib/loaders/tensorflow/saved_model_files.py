@@ -10,6 +10,7 @@ what size each tensor is, so a shard still being copied is told by its size.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 from collections.abc import Iterator
@@ -79,12 +80,61 @@ def _short_shard(path: str, table: bytes) -> str | None:
 
 def _no_index(path: str) -> str | None:
     """Files in ``variables/`` without an index (data shards, a copier's temp files) are
-    half-copied; an empty or absent ``variables/`` is a graph without variables."""
+    half-copied; so is a graph that declares variables, whatever ``variables/`` holds (a
+    writer may pause between files); otherwise, a graph without variables."""
     try:
         names = os.listdir(os.path.join(path, "variables"))
     except OSError:
-        return None
-    return f"{_INDEX} is missing" if names else None
+        names = []
+    if names:
+        return f"{_INDEX} is missing"
+    graph = os.path.join(path, _GRAPH_FILES[0])
+    try:
+        info = os.stat(graph)
+        variables = _declared_variables(graph, info.st_size, info.st_mtime_ns)
+    except (OSError, _Unreadable, IndexError, struct.error):
+        return None  # a .pbtxt, or a graph this reader cannot parse: the loader judges
+    return f"{_INDEX} is missing (the graph has {variables} variables)" if variables else None
+
+
+@functools.lru_cache(maxsize=64)  # a version waiting for its index is looked at repeatedly
+def _declared_variables(graph: str, _size: int, _mtime_ns: int) -> int:
+    """The variables the object graph of ``saved_model.pb`` declares (as the loader counts).
+
+    SavedModel.meta_graphs = 2 → MetaGraphDef.object_graph_def = 7 →
+    SavedObjectGraph.nodes = 1 → SavedObject.variable = 7.  ``_size`` and
+    ``_mtime_ns`` key the cache: a rewritten file is read again.
+    """
+    with open(graph, "rb") as file:
+        saved_model = file.read()
+    return sum(
+        1
+        for meta_graph in _submessages(saved_model, 2)
+        for object_graph in _submessages(meta_graph, 7)
+        for node in _submessages(object_graph, 1)
+        if any(True for _ in _submessages(node, 7))
+    )
+
+
+def _submessages(message: bytes, number: int) -> Iterator[bytes]:
+    """The length-delimited fields ``number`` of a protobuf message, in order."""
+    pos = 0
+    while pos < len(message):
+        tag, pos = _varint(message, pos)
+        wire_type = tag & 7
+        if wire_type == 0:
+            _, pos = _varint(message, pos)
+        elif wire_type == 1:
+            pos += 8
+        elif wire_type == 2:
+            length, pos = _varint(message, pos)
+            if tag >> 3 == number:
+                yield message[pos : pos + length]
+            pos += length
+        elif wire_type == 5:
+            pos += 4
+        else:
+            raise _Unreadable
 
 
 def _shard_sizes(table: bytes) -> tuple[int, dict[int, int]]:

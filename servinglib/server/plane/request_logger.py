@@ -3,19 +3,21 @@
 TF Serving's request logging (``logging_config`` in ``models.config``):
 each model's ``sampling_rate`` picks the requests logged, and its
 ``log_collector_config`` the sink.  The request path only draws the
-sample and puts the request's parts on a bounded queue; one writer thread
-builds each ``PredictionLog`` and hands it to its sink.  When the queue is
-full the record is dropped and counted, never waited for.
+sample and appends the request's parts to a bounded queue (a deque: no
+lock, no thread woken); one writer thread takes what has queued every
+:data:`WRITE_INTERVAL_S`, builds each ``PredictionLog``, hands it to its
+sink and flushes each sink once per batch.  When the queue is full the
+record is dropped and counted, never waited for.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
-import queue
 import random
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Final, cast, final
+from typing import Any, Final, final
 
 from servinglib.server.logging_config import FILE_COLLECTOR, LoggingConfig
 from servinglib.server.plane.log_sink import FileLogSink, LogSink, LogSinkFactory
@@ -33,7 +35,9 @@ NO_SINK = "NOT_FOUND"
 written to its sink; dropped on a full queue; failed in its sink or its record; no sink
 registered for its collector type."""
 
-_STOP = object()
+WRITE_INTERVAL_S: Final = 0.05
+"""How often the writer takes the queued requests: a record reaches its sink this long after
+its request at most (and at once on :meth:`RequestLogger.drain` and ``close``)."""
 
 # (logging config, model name, record kind, record arguments)
 _Item = tuple[LoggingConfig, str, str, tuple[Any, ...]]
@@ -65,11 +69,16 @@ class RequestLogger:
         self._factories: dict[str, LogSinkFactory] = {FILE_COLLECTOR: FileLogSink.factory()}
         self._factories.update(sinks or {})
         self._factories.setdefault("", self._factories[FILE_COLLECTOR])
-        self._queue: queue.Queue[_Item | object] = queue.Queue(max_queued)
+        # Appended by requests, taken by the writer: deque's append and popleft are atomic.
+        self._queued: collections.deque[_Item] = collections.deque()
+        self._max_queued = max_queued
         self._sample = sample
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified when the writer ends a batch
+        self._hurry = threading.Event()  # the writer takes the queue now (drain, close)
         self._counts: dict[tuple[str, str], int] = {}  # (model, outcome); guarded by: _lock
         self._thread: threading.Thread | None = None  # guarded by: _lock
+        self._writing = False  # the writer holds a batch; guarded by: _lock
         self._closed = False  # guarded by: _lock
         self._sinks: dict[tuple[str, str], LogSink | None] = {}  # writer thread only
 
@@ -90,13 +99,10 @@ class RequestLogger:
         """
         if self._thread is None:
             self._start()
-        if self._closed:
+        if self._closed or len(self._queued) >= self._max_queued:
             self._count(model_name, DROPPED)
             return
-        try:
-            self._queue.put_nowait((config, model_name, kind, args))
-        except queue.Full:
-            self._count(model_name, DROPPED)
+        self._queued.append((config, model_name, kind, args))
 
     def counts(self) -> dict[tuple[str, str], int]:
         """Sampled requests by (model, outcome): LOGGED, DROPPED, FAILED or NO_SINK."""
@@ -105,8 +111,12 @@ class RequestLogger:
 
     def drain(self) -> None:
         """Waits until every request queued so far is written and its sink flushed."""
-        if self._thread is not None:
-            self._queue.join()
+        with self._lock:
+            if self._thread is None:
+                return
+            while self._queued or self._writing:
+                self._hurry.set()
+                self._idle.wait(WRITE_INTERVAL_S)
 
     def close(self) -> None:
         """Writes what is queued, closes every sink, stops the writer.  Later requests: dropped."""
@@ -114,8 +124,10 @@ class RequestLogger:
             self._closed = True
             thread = self._thread
         if thread is not None:
-            self._queue.put(_STOP)
+            self._hurry.set()
             thread.join()
+        while self._queued:  # queued by a request racing close(), after the last batch
+            self._count(self._queued.popleft()[1], DROPPED)
 
     def _start(self) -> None:
         with self._lock:
@@ -135,16 +147,23 @@ class RequestLogger:
         from servinglib.server.plane import prediction_records
 
         while True:
-            item = self._queue.get()
-            if item is _STOP:
-                self._close_sinks()
-                self._queue.task_done()
-                return
-            config, model_name, kind, args = cast("_Item", item)
-            self._count(model_name, self._write(prediction_records, config, kind, args))
-            if self._queue.empty():
+            self._hurry.wait(WRITE_INTERVAL_S)
+            self._hurry.clear()
+            with self._lock:
+                closed = self._closed
+                self._writing = bool(self._queued)
+            # Taken after reading _closed: a request queued before close() is written.
+            batch = [self._queued.popleft() for _ in range(len(self._queued))]
+            for config, model_name, kind, args in batch:
+                self._count(model_name, self._write(prediction_records, config, kind, args))
+            if batch:
                 self._flush_sinks()
-            self._queue.task_done()
+            with self._lock:
+                self._writing = False
+                self._idle.notify_all()
+            if closed:
+                self._close_sinks()
+                return
 
     def _write(
         self,

@@ -42,8 +42,19 @@ def test_saved_models_written_by_tensorflow_are_complete(
             "variables.data-00000-of-00001 holds 3 of its",
         ),
         (lambda m: _rsync_in_progress(m / "variables"), "variables.index is missing"),
+        (lambda m: _only_the_graph(m, keep_directory=True), "the graph has 2 variables"),
+        (lambda m: _only_the_graph(m, keep_directory=False), "the graph has 2 variables"),
     ],
-    ids=["no-graph", "no-index", "short-index", "no-shard", "short-shard", "temp-files-only"],
+    ids=[
+        "no-graph",
+        "no-index",
+        "short-index",
+        "no-shard",
+        "short-shard",
+        "temp-files-only",
+        "empty-variables-dir",
+        "no-variables-dir",
+    ],
 )
 def test_half_copied_saved_model_is_incomplete(model: Path, damage: object, reason: str) -> None:
     """Each way a copy can be caught half-way says what is missing."""
@@ -57,6 +68,27 @@ def _rsync_in_progress(variables: Path) -> None:
     """Leaves only rsync's hidden temp file of the data shard, and no index yet."""
     (variables / "variables.index").unlink()
     (variables / "variables.data-00000-of-00001").rename(variables / ".variables.data.Xa9")
+
+
+def _only_the_graph(model: Path, *, keep_directory: bool) -> None:
+    """A writer that paused after saved_model.pb: nothing (or an empty directory) in variables/."""
+    shutil.rmtree(model / "variables")
+    if keep_directory:
+        (model / "variables").mkdir()
+
+
+def test_a_graph_without_variables_needs_no_index(tmp_path: Path) -> None:
+    """A SavedModel whose graph declares no variable is complete with no variables/ at all."""
+    import tensorflow as tf
+
+    class Doubler(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+        def double(self, x: tf.Tensor) -> tf.Tensor:
+            return x * 2
+
+    tf.saved_model.save(Doubler(), str(tmp_path / "1"))
+    shutil.rmtree(tmp_path / "1" / "variables")
+    assert saved_model_check(str(tmp_path / "1")) is None
 
 
 def _truncate(path: Path, size: int) -> None:
