@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +106,27 @@ def write_trivial_models(tmp: Path, sampling_rate: float | None = None) -> Path:
     )
     config.write_text("model_config_list {\n" + "\n".join(lines) + "\n}\n")
     return config
+
+
+LOGGING_PASSES = 3
+"""--request-logging's passes: each measures every (concurrency, rate) cell once, interleaved;
+the best req/s of each cell is kept (drift and other load only ever slow a cell down)."""
+
+
+def best_of_passes(
+    passes: int,
+    concurrencies: Sequence[int],
+    ports: Mapping[float | None, int],
+    measure_rps: Callable[[int, int], float],
+) -> dict[tuple[float | None, int], float]:
+    """(rate, concurrency) → the best of ``passes`` measurements ``measure_rps(port, conc)``."""
+    best: dict[tuple[float | None, int], float] = {}
+    for _ in range(passes):
+        for concurrency in concurrencies:
+            for rate, port in ports.items():
+                rps = measure_rps(port, concurrency)
+                best[rate, concurrency] = max(rps, best.get((rate, concurrency), 0.0))
+    return best
 
 
 def print_logging_ratios(rps: dict[tuple[float | None, int], float], label: str) -> None:

@@ -57,9 +57,11 @@ from typing import Any
 import numpy as np
 from _common import INDENT, percentile, print_environment, print_target
 from _servers import (
+    LOGGING_PASSES,
     LOGGING_RATES,
     NUMPY_MLP_PY,
     TRIVIAL_MODELS,
+    best_of_passes,
     bound_command,
     free_port,
     pinned,
@@ -492,7 +494,7 @@ def main() -> None:
 
 
 def run_logging(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> None:
-    """One server per logging rate (off, 0.01, 1.0), measured back to back per concurrency."""
+    """One server per logging rate (off, 0.01, 1.0), measured back to back, best of passes."""
     workload = workloads()[1]  # TF Serving Predict, thread
     with contextlib.ExitStack() as stack:
         ports: dict[float | None, int] = {}
@@ -514,11 +516,11 @@ def run_logging(args: argparse.Namespace, tmp: Path, server_cpus: str | None) ->
             )
             SERVER_PIDS[port] = process.pid  # measure() reads its CPU time
             call_once(port, workload)
-        rps: dict[tuple[float | None, int], float] = {}
-        for concurrency in args.concurrency:
-            for rate, port in ports.items():
-                cell = measure(workload.label, port, workload, concurrency, args=args, tmp=tmp)
-                rps[rate, concurrency] = cell.rps
+
+        def measure_rps(port: int, concurrency: int) -> float:
+            return measure(workload.label, port, workload, concurrency, args=args, tmp=tmp).rps
+
+        rps = best_of_passes(LOGGING_PASSES, args.concurrency, ports, measure_rps)
     print_logging_ratios(rps, "gRPC TF Serving Predict, thread")
 
 

@@ -57,8 +57,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 from _common import INDENT, print_environment, print_target
 from _servers import (
+    LOGGING_PASSES,
     LOGGING_RATES,
     TRIVIAL_MODELS,
+    best_of_passes,
     bound_command,
     free_port,
     pinned,
@@ -742,7 +744,7 @@ def main() -> None:
 
 
 def run_logging(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> None:
-    """One server per logging rate (off, 0.01, 1.0), measured back to back per concurrency."""
+    """One server per logging rate (off, 0.01, 1.0), measured back to back, best of passes."""
     workload = trivial_workloads()[0]  # TFS :predict, thread
     with contextlib.ExitStack() as stack:
         ports: dict[float | None, int] = {}
@@ -754,13 +756,14 @@ def run_logging(args: argparse.Namespace, tmp: Path, server_cpus: str | None) ->
             log = tmp / f"server-{rate}.log"
             stack.enter_context(running_http(pinned(server, server_cpus), port, log, probe))
             workload.check(post(port, workload.path, workload.body))
-        rps: dict[tuple[float | None, int], float] = {}
-        for concurrency in args.concurrency:
-            for rate, port in ports.items():
-                cell = measure(port, workload, concurrency, args=args, tmp=tmp)
-                if cell.non2xx or cell.socket_errors:
-                    raise RuntimeError(f"errors under load: {cell}")
-                rps[rate, concurrency] = cell.rps
+
+        def measure_rps(port: int, concurrency: int) -> float:
+            cell = measure(port, workload, concurrency, args=args, tmp=tmp)
+            if cell.non2xx or cell.socket_errors:
+                raise RuntimeError(f"errors under load: {cell}")
+            return cell.rps
+
+        rps = best_of_passes(LOGGING_PASSES, args.concurrency, ports, measure_rps)
         for rate, port in ports.items():
             print(f"sampling {rate}: request_log_count {request_log_counts(port)}")
     print_logging_ratios(rps, "REST TFS :predict, thread")
