@@ -263,14 +263,18 @@ def _without_aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+def _storage_options(s3: S3Store) -> dict[str, str]:
+    """What a model needs to reach the S3 server without any variable."""
+    return {"key": "test", "secret": "test", "endpoint_url": s3.endpoint}
+
+
 def test_a_model_takes_its_own_storage_options(
     s3: S3Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A model's storage_options reach its store: credentials and endpoint without any variable."""
     _without_aws_environment(monkeypatch)
     put_model(s3, "m", 1, 2.0)
-    own = {"key": "test", "secret": "test", "endpoint_url": s3.endpoint}
-    model = ModelConfig("m", "s3://models/m", "python", storage_options=own)
+    model = ModelConfig("m", "s3://models/m", "python", storage_options=_storage_options(s3))
     with ServerCore(ModelServerConfig([model]), options(tmp_path / "cache")) as core:
         assert predict(core, "m") == (1, [2.0])
         assert core.model_status("m").error is None
@@ -308,7 +312,7 @@ def test_a_failing_store_is_asked_again_with_backoff(
     assert listed_at == [0.0, 1.0, 3.0, 7.0]  # waits of 1, 2 and 4 periods
     assert {(e.servable_name, e.kind) for e in failed} == {("m", "listing_failed")}
     put_model(s3, "m", 1, 2.0)
-    alive = {"key": "test", "secret": "test", "endpoint_url": s3.endpoint}
+    alive = _storage_options(s3)
     sync(8.0, alive)  # new options: a new mirror, asked at once
     sync(8.1, alive)  # listed twice, the same: complete and downloaded
     assert failed[-1].kind == "downloaded"
@@ -322,7 +326,7 @@ def test_metrics_count_downloads_and_storage_errors(
     """A scrape shows each model's downloaded bytes and time, and its failed listings."""
     _without_aws_environment(monkeypatch)
     put_model(s3, "m", 1, 2.0)
-    alive = {"key": "test", "secret": "test", "endpoint_url": s3.endpoint}
+    alive = _storage_options(s3)
     models = [
         ModelConfig("m", "s3://models/m", "python", storage_options=alive),
         ModelConfig("gone", "s3://models/gone", "python", storage_options=_DEAD_S3),
