@@ -123,7 +123,14 @@ def scrape_a_server() -> str:
                     request_serializer=lambda m: m.SerializeToString(),
                     response_deserializer=bytes,
                 )(request, timeout=30)
-            return httpx.get(f"{url}/monitoring/prometheus/metrics").text
+            # The request log's writer counts its records when it writes them, every 50 ms.
+            while True:
+                text = httpx.get(f"{url}/monitoring/prometheus/metrics").text
+                if 'request_log_count{model_name="m",status_code="OK"} 2' in text:
+                    return text
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the request log never counted both requests")
+                time.sleep(0.05)
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(60)
