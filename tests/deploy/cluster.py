@@ -31,17 +31,6 @@ from tests.sources.object_stores import S3Store
 CHECK_S = 0.2
 """HAProxy's health-check interval (its ``inter``)."""
 
-MODEL_PY = """
-from servinglib.loaders import PythonModel, signature
-from servinglib.servable import TensorSpec
-
-class Model(PythonModel):
-    @signature(name="serving_default", inputs=[TensorSpec("x", "float32", [-1])],
-               outputs=[TensorSpec("y", "float32", [-1])])
-    def predict(self, x):
-        return {{"y": x * {factor}}}
-"""
-
 
 def free_port() -> int:
     """A TCP port of 127.0.0.1 free now."""
@@ -53,7 +42,7 @@ def free_port() -> int:
 
 def publish_version(store: S3Store, version: int) -> None:
     """Uploads version ``version`` of model ``m`` (y = version * x) to the shared bucket."""
-    store.put_text(f"m/{version}/model.py", MODEL_PY.format(factor=version))
+    store.put_model("m", version, version)
 
 
 class Replica:

@@ -28,6 +28,18 @@ _AZURITE_KEY = (
 )
 BUCKET = "models"
 
+SCALER_PY = """
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import TensorSpec
+
+class Model(PythonModel):
+    @signature(name="serving_default", inputs=[TensorSpec("x", "float32", [-1])],
+               outputs=[TensorSpec("y", "float32", [-1])])
+    def predict(self, x):
+        return {{"y": x * {factor}}}
+"""
+"""A Python model answering ``y = factor * x`` (format it with ``factor``)."""
+
 
 class Store:
     """One store server: ``scheme``, the environment pointing at it, and an fsspec client."""
@@ -41,6 +53,10 @@ class Store:
 
     def put_text(self, key: str, text: str) -> None:
         self.fs.pipe(f"{BUCKET}/{key}", textwrap.dedent(text).encode())
+
+    def put_model(self, name: str, version: int, factor: float) -> None:
+        """Uploads version ``version`` of the Python model ``name`` (y = factor * x)."""
+        self.put_text(f"{name}/{version}/model.py", SCALER_PY.format(factor=factor))
 
     def stop(self) -> None:
         raise NotImplementedError

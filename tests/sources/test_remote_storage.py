@@ -35,20 +35,8 @@ from servinglib.sources.remote_mirror import StoreEvent
 from servinglib.sources.remote_store import _tf_serving_s3_options, check_installed
 from servinglib.testing import wait_until
 from tests.server.cli.test_model_server import Server
-from tests.sources.object_stores import STORES, S3Store, Store
+from tests.sources.object_stores import SCALER_PY, STORES, S3Store, Store
 
-MODEL_PY = """
-import httpx
-import numpy as np
-from servinglib.loaders import PythonModel, signature
-from servinglib.servable import TensorSpec
-
-class Model(PythonModel):
-    @signature(name="serving_default", inputs=[TensorSpec("x", "float32", [-1])],
-               outputs=[TensorSpec("y", "float32", [-1])])
-    def predict(self, x):
-        return {{"y": x * {factor}}}
-"""
 POLL_S = 0.2
 TIMEOUT_S = 30.0
 
@@ -85,11 +73,6 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Store]:
         yield started
 
 
-def put_model(store: Store, name: str, version: int, factor: float) -> None:
-    """Uploads a Python model version."""
-    store.put_text(f"{name}/{version}/model.py", MODEL_PY.format(factor=factor))
-
-
 def options(cache: Path) -> ServerCoreOptions:
     return ServerCoreOptions(
         manager=ManagerOptions(load_retry=LoadRetryOptions(max_num_load_retries=0)),
@@ -111,11 +94,11 @@ def test_a_model_serves_from_a_store_and_a_new_version_once_complete(
     store: Store, tmp_path: Path
 ) -> None:
     """A store's base path serves; a new version serves once its listing held still."""
-    put_model(store, "m", 1, 2.0)
+    store.put_model("m", 1, 2.0)
     config = ModelServerConfig([ModelConfig.python("m", store.url("m"))])
     with ServerCore(config, options(tmp_path / "cache")) as core:
         assert predict(core, "m") == (1, [2.0])
-        put_model(store, "m", 2, 3.0)
+        store.put_model("m", 2, 3.0)
         wait_until(lambda: predict(core, "m") == (2, [3.0]), timeout_s=TIMEOUT_S)
     copies = sorted(p.name for p in (tmp_path / "cache").glob("*/[0-9]*"))
     assert copies == ["2"]  # the version the policy no longer picks left the cache
@@ -123,10 +106,10 @@ def test_a_model_serves_from_a_store_and_a_new_version_once_complete(
 
 def test_a_version_still_being_uploaded_is_not_loaded(store: Store, tmp_path: Path) -> None:
     """Objects arriving between polls keep a version waiting; it loads when the listing settles."""
-    put_model(store, "m", 1, 2.0)
+    store.put_model("m", 1, 2.0)
     config = ModelServerConfig([ModelConfig.python("m", store.url("m"))])
     with ServerCore(config, options(tmp_path / "cache")) as core:
-        put_model(store, "m", 2, 3.0)  # loadable already: only the listing holds it back
+        store.put_model("m", 2, 3.0)  # loadable already: only the listing holds it back
         uploaded = 0
         started = time.monotonic()
         while time.monotonic() - started < POLL_S * 5:  # an uploader busy over five polls
@@ -146,7 +129,7 @@ def test_a_store_that_fails_keeps_serving_and_says_why(s3: S3Store, tmp_path: Pa
     store, and gcsfs and the Azure SDK retry a refused connection for 30 and 60 s first.
     """
     store = s3
-    put_model(store, "m", 1, 2.0)
+    store.put_model("m", 1, 2.0)
     config = ModelServerConfig([ModelConfig.python("m", store.url("m"))])
     with ServerCore(config, options(tmp_path / "cache")) as core:
         store.stop()
@@ -159,14 +142,14 @@ def test_a_store_that_fails_keeps_serving_and_says_why(s3: S3Store, tmp_path: Pa
 
 def test_an_empty_listing_keeps_what_serves(store: Store, tmp_path: Path) -> None:
     """A bucket rewrite that lists nothing for a while unloads nothing."""
-    put_model(store, "m", 1, 2.0)
+    store.put_model("m", 1, 2.0)
     config = ModelServerConfig([ModelConfig.python("m", store.url("m"))])
     with ServerCore(config, options(tmp_path / "cache")) as core:
         store.fs.rm("models/m", recursive=True)
         wait_until(lambda: core.model_status("m").error is not None, timeout_s=TIMEOUT_S)
         assert "found no versions" in core.model_status("m").error.message  # type: ignore[union-attr]
         assert predict(core, "m") == (1, [2.0])
-        put_model(store, "m", 1, 2.0)
+        store.put_model("m", 1, 2.0)
         wait_until(lambda: core.model_status("m").error is None, timeout_s=TIMEOUT_S)
 
 
@@ -174,7 +157,7 @@ def test_a_restart_reuses_the_cache(
     store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A second start with the same cache downloads nothing and serves at once."""
-    put_model(store, "m", 1, 2.0)
+    store.put_model("m", 1, 2.0)
     config = ModelServerConfig([ModelConfig.python("m", store.url("m"))])
     caplog.set_level(logging.INFO, logger="servinglib.sources")
     with ServerCore(config, options(tmp_path / "cache")) as core:
@@ -195,7 +178,7 @@ def test_tf_servings_s3_variables_still_work(
     monkeypatch.delenv("AWS_ENDPOINT_URL")
     monkeypatch.setenv("S3_ENDPOINT", s3.endpoint.removeprefix("http://"))
     monkeypatch.setenv("S3_USE_HTTPS", "0")
-    put_model(s3, "m", 1, 2.0)
+    s3.put_model("m", 1, 2.0)
     config = ModelServerConfig([ModelConfig.python("m", "s3://models/m")])
     with ServerCore(config, options(tmp_path / "cache")) as core:
         assert predict(core, "m") == (1, [2.0])
@@ -224,10 +207,10 @@ def test_a_store_whose_extra_is_missing_is_one_line_naming_the_install(
 
 def test_the_cli_serves_s3_and_local_models_from_one_config(s3: S3Store, tmp_path: Path) -> None:
     """servinglib-server with a models.config naming an s3:// and a local model serves both."""
-    put_model(s3, "remote", 1, 2.0)
+    s3.put_model("remote", 1, 2.0)
     local = tmp_path / "local" / "1"
     local.mkdir(parents=True)
-    (local / "model.py").write_text(textwrap.dedent(MODEL_PY.format(factor=5.0)))
+    (local / "model.py").write_text(textwrap.dedent(SCALER_PY.format(factor=5.0)))
     config = tmp_path / "models.config"
     config.write_text(
         textwrap.dedent(
@@ -249,7 +232,7 @@ def test_the_cli_serves_s3_and_local_models_from_one_config(s3: S3Store, tmp_pat
         server.wait_ready()
         assert server.predict("remote", [1.0]).json() == {"predictions": [2.0]}
         assert server.predict("local", [1.0]).json() == {"predictions": [5.0]}
-        put_model(s3, "remote", 2, 3.0)
+        s3.put_model("remote", 2, 3.0)
         wait_until(
             lambda: server.predict("remote", [1.0]).json() == {"predictions": [3.0]},
             timeout_s=TIMEOUT_S,
@@ -273,7 +256,7 @@ def test_a_model_takes_its_own_storage_options(
 ) -> None:
     """A model's storage_options reach its store: credentials and endpoint without any variable."""
     _without_aws_environment(monkeypatch)
-    put_model(s3, "m", 1, 2.0)
+    s3.put_model("m", 1, 2.0)
     model = ModelConfig("m", "s3://models/m", "python", storage_options=_storage_options(s3))
     with ServerCore(ModelServerConfig([model]), options(tmp_path / "cache")) as core:
         assert predict(core, "m") == (1, [2.0])
@@ -311,7 +294,7 @@ def test_a_failing_store_is_asked_again_with_backoff(
             listed_at.append(now)
     assert listed_at == [0.0, 1.0, 3.0, 7.0]  # waits of 1, 2 and 4 periods
     assert {(e.servable_name, e.kind) for e in failed} == {("m", "listing_failed")}
-    put_model(s3, "m", 1, 2.0)
+    s3.put_model("m", 1, 2.0)
     alive = _storage_options(s3)
     sync(8.0, alive)  # new options: a new mirror, asked at once
     sync(8.1, alive)  # listed twice, the same: complete and downloaded
@@ -325,7 +308,7 @@ def test_metrics_count_downloads_and_storage_errors(
 ) -> None:
     """A scrape shows each model's downloaded bytes and time, and its failed listings."""
     _without_aws_environment(monkeypatch)
-    put_model(s3, "m", 1, 2.0)
+    s3.put_model("m", 1, 2.0)
     alive = _storage_options(s3)
     models = [
         ModelConfig("m", "s3://models/m", "python", storage_options=alive),
@@ -339,7 +322,7 @@ def test_metrics_count_downloads_and_storage_errors(
         with pytest.raises(UnavailableError, match="gone"):
             core.reload_config(ModelServerConfig(models))
         scrape = metrics.render().decode()
-    size = len(textwrap.dedent(MODEL_PY.format(factor=2.0)).encode())
+    size = len(textwrap.dedent(SCALER_PY.format(factor=2.0)).encode())
     assert f'servinglib_model_download_bytes_total{{model_name="m"}} {float(size)}' in scrape
     assert 'servinglib_model_download_seconds_count{model_name="m"} 1.0' in scrape
     errors = re.search(
@@ -351,8 +334,8 @@ def test_metrics_count_downloads_and_storage_errors(
 
 def test_a_removed_model_leaves_the_cache(store: Store, tmp_path: Path) -> None:
     """Taking a remote model out of the config removes its copies from the cache."""
-    put_model(store, "m", 1, 2.0)
-    put_model(store, "kept", 1, 3.0)
+    store.put_model("m", 1, 2.0)
+    store.put_model("kept", 1, 3.0)
     both = [ModelConfig.python(name, store.url(name)) for name in ("m", "kept")]
     with ServerCore(ModelServerConfig(both), options(tmp_path / "cache")) as core:
         assert predict(core, "m") == (1, [2.0])
