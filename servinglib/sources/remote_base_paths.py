@@ -94,7 +94,8 @@ class RemoteBasePaths:
         self, name: str, url: str, storage_options: Mapping[str, Any] | None
     ) -> RemoteMirror:
         mirror = self._mirrors.get(name)
-        if mirror is None or (mirror.url, mirror.storage_options) != (url, storage_options):
+        wanted = (url.rstrip("/"), storage_options)  # as RemoteMirror keeps its url
+        if mirror is None or (mirror.url, mirror.storage_options) != wanted:
             self._failures.pop(name, None)
             mirror = RemoteMirror(
                 url,

@@ -347,3 +347,17 @@ def test_a_removed_model_leaves_the_cache(store: Store, tmp_path: Path) -> None:
         copies = sorted(p.parent.name.rsplit("-", 1)[0] for p in (tmp_path / "cache").glob("*/1"))
         assert copies == ["models_kept"]
         assert predict(core, "kept") == (1, [3.0])
+
+
+def test_a_base_path_ending_in_a_slash_keeps_its_mirror(s3: S3Store, tmp_path: Path) -> None:
+    """``s3://models/m/`` keeps one mirror across polls: two equal listings complete a version."""
+    s3.put_model("m", 1, 2.0)
+    paths = RemoteBasePaths(str(tmp_path), download_concurrency=2, done_marker=None)
+    events: list[StoreEvent] = []
+    paths.events.subscribe(events.append)
+    for now in (0.0, 1.0):
+        paths.sync(
+            "m", "s3://models/m/", ServableVersionPolicy.latest(), _storage_options(s3),
+            now=now, period_s=1.0,
+        )  # fmt: skip
+    assert [(e.kind, e.version) for e in events] == [("downloaded", 1)]
