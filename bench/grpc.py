@@ -493,6 +493,21 @@ def main() -> None:
     report(cells, args)
 
 
+def start_server(
+    stack: contextlib.ExitStack,
+    log: Path,
+    command: list[str],
+    port: int,
+    server_cpus: str | None,
+) -> None:
+    """Runs ``command`` pinned to ``server_cpus`` until ``stack`` closes; returns once its gRPC
+    port answers.  Its pid is kept for :func:`server_cpu_s`."""
+    process = stack.enter_context(
+        running(pinned(command, server_cpus), log, functools.partial(wait_for_grpc, port, log=log))
+    )
+    SERVER_PIDS[port] = process.pid  # taskset execs the server: one process
+
+
 def run_logging(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> None:
     """One server per logging rate (off, 0.01, 1.0), measured back to back, best of passes."""
     workload = workloads()[1]  # TF Serving Predict, thread
@@ -500,21 +515,9 @@ def run_logging(args: argparse.Namespace, tmp: Path, server_cpus: str | None) ->
         ports: dict[float | None, int] = {}
         for rate in LOGGING_RATES:
             port = ports[rate] = free_port()
-            command = [
-                sys.executable, "-m", "servinglib",
-                f"--model_config_file={write_trivial_models(tmp, rate)}",
-                "--allow_python_code_execution", f"--port={port}", "--grpc_host=127.0.0.1",
-                "--enable_metrics",
-            ]  # fmt: skip
-            log = tmp / f"server-{rate}.log"
-            process = stack.enter_context(
-                running(
-                    pinned(command, server_cpus),
-                    log,
-                    functools.partial(wait_for_grpc, port, log=log),
-                )
-            )
-            SERVER_PIDS[port] = process.pid  # measure() reads its CPU time
+            config = write_trivial_models(tmp, rate)
+            command = cli_command(port, free_port(), config, "sync")
+            start_server(stack, tmp / f"server-{rate}.log", command, port, server_cpus)
             call_once(port, workload)
 
         def measure_rps(port: int, concurrency: int) -> float:
@@ -586,15 +589,7 @@ def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> lis
         # cells and floors are measured back to back and drift hits them alike.
 
         def start(name: str, command: list[str], port: int) -> None:
-            log = tmp / f"{name}.log"
-            process = stack.enter_context(
-                running(
-                    pinned(command, server_cpus),
-                    log,
-                    functools.partial(wait_for_grpc, port, log=log),
-                )
-            )
-            SERVER_PIDS[port] = process.pid  # taskset execs the server: one process
+            start_server(stack, tmp / f"{name}.log", command, port, server_cpus)
 
         servers: list[Served] = []
         mlp_servers: list[Served] = []
