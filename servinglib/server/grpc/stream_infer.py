@@ -233,7 +233,10 @@ def blocking_stream_stream_handler(
                 yield data  # type: ignore[misc]
 
         async def write(response: bytes) -> None:
-            await loop.run_in_executor(None, responses.put, response)
+            try:
+                responses.put_nowait(response)  # room: no hop to an executor thread per part
+            except queue.Full:  # a slow reader: wait for room off the loop
+                await loop.run_in_executor(None, responses.put, response)
 
         async def run() -> None:
             try:
