@@ -46,6 +46,8 @@ class Cluster:
         self.replicas = [self._replica(i) for i in range(3)]
         self.haproxy = HAProxy(root, self.ports)
         for index in range(3):
+            # HAProxy counts a server UP until its first check fails: first the replica itself.
+            wait_until(self.replicas[index].ready, timeout_s=60)
             self.haproxy.wait_status(index, "UP")
 
     def restart(self, index: int) -> dict[str, float]:
