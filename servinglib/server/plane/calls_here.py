@@ -98,8 +98,9 @@ class CallsHere:
         as the pool does (queued: waiting for a place in the model's share).
 
         Raises DeadlineExceededError when the deadline passed before the call,
-        while it waited for a place in its model's share, or while a batch or
-        coroutine was awaited; the call's own errors.
+        while it waited for a place in its model's share, while a batch or
+        coroutine was awaited, or while the call ran (its answer comes too
+        late for the client); the call's own errors.
         """
         if deadline is not None and deadline <= time.monotonic():
             raise DeadlineExceededError("Deadline exceeded before the model answered")
@@ -142,10 +143,14 @@ class CallsHere:
         with self._lock:
             self._running[key] = (site, time.monotonic(), deadline)
         try:
-            return function(*args)
+            outputs = function(*args)
         finally:
             with self._lock:
                 del self._running[key]
+        # The call could not be cut off here; its client has had DEADLINE_EXCEEDED already.
+        if deadline is not None and (late := time.monotonic() - deadline) > 0:
+            raise DeadlineExceededError(f"The model answered {late:.3f} s past its deadline")
+        return outputs
 
     def running(self) -> list[RunningCall]:
         """The calls running on server threads now."""

@@ -20,6 +20,7 @@ from servinglib.errors import (
 )
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
+from servinglib.server.plane.calls_here import run_to_completion
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until
@@ -240,5 +241,24 @@ def test_requests_in_flight_are_counted_while_they_run(tmp_path: Path) -> None:
 
             asyncio.run(run())
             assert plane.requests_in_flight() == {"m": 0}
+        finally:
+            plane.close()
+
+
+def test_a_call_on_a_server_thread_that_ends_past_its_deadline_fails_and_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On a server thread the call cannot be cut off; ending past its deadline, it fails as
+    DEADLINE_EXCEEDED (the client has gone) and logs the line every timed-out call logs."""
+    with ServerCore(write_model(tmp_path), TEST_SERVER_CORE_OPTIONS) as core:
+        plane = DataPlane(core, max_workers=1)
+        try:
+            timer = threading.Timer(0.3, release_gated_calls, (tmp_path,))
+            timer.start()
+            with pytest.raises(DeadlineExceededError, match="past its deadline"):
+                run_to_completion(plane.infer(SPEC, "gated", X, deadline=time.monotonic() + 0.1))
+            timer.join()
+            assert "gated: DEADLINE_EXCEEDED (deadline 0.1" in caplog.text
+            assert _served(plane)  # its place in the model's share is free again
         finally:
             plane.close()
