@@ -103,7 +103,7 @@ class Rig:
     def __init__(self, exports: Exports, base: Path) -> None:
         self.base = base
         self.events: list[ServableState] = []  # appended by the core's threads
-        publishers.copy_slowly(exports.by_factor[1], base / "1")
+        shutil.copytree(exports.by_factor[1], base / "1")  # before the core: no need to be slow
 
         self.core = ServerCore(
             ModelServerConfig((ModelConfig("m", str(base), model_platform=exports.platform),)),
