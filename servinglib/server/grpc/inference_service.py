@@ -114,13 +114,13 @@ class InferenceServicer:
         self, _request: v2.ServerReadyRequest, _context: Context
     ) -> v2.ServerReadyResponse:
         """Ready when every configured model has an available version (ServerCore.ready)."""
-        return v2.ServerReadyResponse(ready=self._plane.server_ready())
+        return v2.ServerReadyResponse(ready=self._plane.questions.server_ready())
 
     async def model_ready(
         self, request: v2.ModelReadyRequest, _context: Context
     ) -> v2.ModelReadyResponse:
         """Whether the version (or, without one, the latest) serves; unknown: not ready."""
-        readiness = self._plane.model_ready(_spec(request.name, request.version))
+        readiness = self._plane.questions.model_ready(_spec(request.name, request.version))
         return v2.ModelReadyResponse(ready=readiness.ready)
 
     async def server_metadata(
@@ -135,7 +135,7 @@ class InferenceServicer:
         self, request: v2.ModelMetadataRequest, _context: Context
     ) -> v2.ModelMetadataResponse:
         """The model's available versions, platform and default signature's tensors."""
-        fields = self._plane.v2_model_metadata(_spec(request.name, request.version))
+        fields = self._plane.questions.v2_model_metadata(_spec(request.name, request.version))
         response = v2.ModelMetadataResponse(
             name=fields["name"], versions=fields["versions"], platform=fields["platform"]
         )
@@ -160,7 +160,7 @@ class InferenceServicer:
         self, request: v2.ModelConfigRequest, _context: Context
     ) -> v2.ModelConfigResponse:
         """Triton's model configuration: name, platform and the default signature's tensors."""
-        fields = self._plane.v2_model_config(_spec(request.name, request.version))
+        fields = self._plane.questions.v2_model_config(_spec(request.name, request.version))
         response = v2.ModelConfigResponse()
         config = response.config
         config.name, config.platform, config.backend = (
@@ -186,7 +186,7 @@ class InferenceServicer:
         name = request.name or None
         version = _version(request.name, request.version) if name is not None else None
         response = v2.ModelStatisticsResponse()
-        for statistics in self._plane.model_statistics(name, version):
+        for statistics in self._plane.questions.model_statistics(name, version):
             entry = response.model_stats.add(
                 name=statistics.name,
                 version=str(statistics.version),
@@ -216,7 +216,7 @@ class InferenceServicer:
     ) -> v2.RepositoryIndexResponse:
         """Every known model's versions and states."""
         response = v2.RepositoryIndexResponse()
-        for entry in self._plane.repository_index(ready_only=request.ready):
+        for entry in self._plane.questions.repository_index(ready_only=request.ready):
             response.models.add(
                 name=entry.name, version=entry.version, state=entry.state, reason=entry.reason
             )

@@ -67,7 +67,7 @@ class ModelServicer:
         """Every version's state and error (or just the version the spec names), newest first."""
         spec = model_spec_of(request.model_spec, request.HasField("model_spec"))
         # The plane's status: labels resolved as over REST; a version whose calls hang says so.
-        status = self._plane.model_status(spec)
+        status = self._plane.questions.model_status(spec)
         response = get_model_status_pb2.GetModelStatusResponse()
         for entry in status.versions:
             item = response.model_version_status.add(version=entry.version)

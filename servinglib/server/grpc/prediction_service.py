@@ -169,7 +169,7 @@ class PredictionServicer:
             if task.method_name not in (CLASSIFY_METHOD, REGRESS_METHOD):
                 raise UnimplementedError(f"Unsupported signature method_name: {task.method_name}")
         examples = serialized_examples(request, request.HasField("input"))
-        version = self._plane.resolve_version(specs[0])
+        version = self._plane.questions.resolve_version(specs[0])
         deadline = deadline_of(context)
         response = inference_pb2.MultiInferenceResponse()
         for task, spec, signature in zip(tasks, specs, signatures, strict=True):
@@ -204,7 +204,7 @@ class PredictionServicer:
         for field in fields:
             if field != SIGNATURE_DEF_FIELD:
                 raise InvalidArgumentError(f"Metadata field {field} is not supported")
-        metadata = self._plane.model_metadata(spec)
+        metadata = self._plane.questions.model_metadata(spec)
         response = get_model_metadata_pb2.GetModelMetadataResponse()
         fill_model_spec(response.model_spec, metadata.name, metadata.version)
         packed = response.metadata[SIGNATURE_DEF_FIELD]

@@ -14,10 +14,8 @@ import attrs
 import numpy.typing as npt
 
 from servinglib.core.servable_handle import ServableHandle
-from servinglib.core.servable_state import ManagerState
 from servinglib.errors import (
     DeadlineExceededError,
-    NotFoundError,
     ServingError,
     UnimplementedError,
 )
@@ -46,16 +44,11 @@ from servinglib.server.plane.call_pool import (
 from servinglib.server.plane.calls_here import CallsHere, on_server_thread
 from servinglib.server.plane.in_flight import InFlight
 from servinglib.server.plane.log_sink import LogSinkFactory
-from servinglib.server.plane.metadata import (
-    v2_config_data_type,
-    v2_decoupled,
-    v2_model_metadata,
-)
-from servinglib.server.plane.repository import RepositoryEntry, repository_index
+from servinglib.server.plane.model_questions import ModelQuestions
 from servinglib.server.plane.request_context import log_model_failure
 from servinglib.server.plane.request_logger import RequestLogger
 from servinglib.server.plane.signature_cache import SignatureCache
-from servinglib.server.plane.statistics import InferenceStatistics, VersionStatistics
+from servinglib.server.plane.statistics import InferenceStatistics
 from servinglib.server.plane.stream_producer import stream_producer
 from servinglib.server.plane.streaming import (
     DEFAULT_BUFFER_PARTS,
@@ -65,7 +58,6 @@ from servinglib.server.plane.streaming import (
     StreamObserver,
 )
 from servinglib.server.server_core import ServerCore
-from servinglib.server.status import ModelMetadata, ModelStatus
 
 if TYPE_CHECKING:
     from servinglib.server.plane.tracing import Tracing
@@ -88,22 +80,6 @@ class InferenceResult:
     model_name: str
     version: int
     signature_name: str
-
-
-@final
-@attrs.frozen
-class ModelReadiness:
-    """Whether a model (or one version of it) can serve now, and why not.  Immutable.
-
-    ``error`` says why not: NotFoundError for a model or version this
-    server does not know, InvalidArgumentError for an unknown label,
-    UnavailableError or NotFoundError (naming the load's error) for a
-    version loading or failed.
-    """
-
-    name: str
-    ready: bool
-    error: ServingError | None = None
 
 
 @final
@@ -131,13 +107,12 @@ class DataPlane:
     that outlive their deadline still hold their model's share until they
     return; :meth:`overdue_calls` counts them.  Every DEADLINE_EXCEEDED is
     logged, one line per request.
-    Every request that reaches a version is counted in :meth:`model_statistics`
-    (Triton's statistics: outcomes, queue and compute durations, batches);
-    with ``tracing``, its stages become spans (:class:`Tracing`).
-    Questions about models (readiness, status, metadata, which version a
-    label or "latest" means) are answered here too, for every front end
-    alike; they count as no request, so the in-flight bound and a model's
-    busy calls never change their answers.
+    Every request that reaches a version is counted in Triton's statistics
+    (outcomes, queue and compute durations, batches;
+    ``questions.model_statistics``); with ``tracing``, its stages become
+    spans (:class:`Tracing`).  Questions about models (readiness, status,
+    metadata, which version a label or "latest" means) are answered by
+    :attr:`questions`, for every front end alike; they count as no request.
     On a thread with no running event loop (a synchronous server's
     worker, which drives :meth:`infer`'s coroutine with
     :func:`~servinglib.server.plane.calls_here.run_to_completion`), the
@@ -174,11 +149,17 @@ class DataPlane:
         self._request_logger = RequestLogger(_logging_config_of(core), sinks=log_sinks)
         self._statistics = InferenceStatistics()
         self._tracing = tracing
+        self._questions = ModelQuestions(core, self._statistics, self._overdue)
 
     @property
     def core(self) -> ServerCore:
         """The ServerCore requests go to."""
         return self._core
+
+    @property
+    def questions(self) -> ModelQuestions:
+        """Readiness, status, metadata and statistics of models, for every front end alike."""
+        return self._questions
 
     @property
     def request_logger(self) -> RequestLogger:
@@ -205,143 +186,6 @@ class DataPlane:
         for (name, _version), count in self._overdue().items():
             by_model[name] = by_model.get(name, 0) + count
         return by_model
-
-    # -- questions: answered alike for every front end, counted as no request --
-
-    def server_live(self) -> bool:
-        """True: the process answers (liveness says nothing about models)."""
-        return True
-
-    def server_ready(self) -> bool:
-        """Whether every configured model has an available version (:meth:`ServerCore.ready`)."""
-        return self._core.ready()
-
-    def list_models(self) -> list[str]:
-        """The configured models' names, sorted."""
-        return self._core.list_models()
-
-    def model_ready(self, model_spec: ModelSpec) -> ModelReadiness:
-        """Whether the version ``model_spec`` selects (number, label, or any) serves now."""
-        try:
-            self._core.resolve_version(model_spec)
-        except ServingError as error:
-            return ModelReadiness(model_spec.name, False, error)
-        return ModelReadiness(model_spec.name, True)
-
-    def repository_index(self, *, ready_only: bool = False) -> list[RepositoryEntry]:
-        """Every model the core has served, each version with its state (Triton's index)."""
-        return repository_index(self._core, ready_only=ready_only)
-
-    def label_version(self, name: str, label: str) -> int:
-        """The version ``label`` of ``name`` names (:meth:`ServerCore.label_version`)."""
-        return self._core.label_version(name, label)
-
-    def resolve_version(self, model_spec: ModelSpec) -> int:
-        """The version ``model_spec`` selects now, to pin several calls to one (MultiInference)."""
-        return self._core.resolve_version(model_spec)
-
-    def model_metadata(self, model_spec: ModelSpec) -> ModelMetadata:
-        """The platform and signatures of the version ``model_spec`` selects."""
-        return self._core.model_metadata(model_spec)
-
-    def v2_model_metadata(self, model_spec: ModelSpec) -> dict[str, Any]:
-        """KServe V2 model metadata (:func:`v2_model_metadata`): every available version."""
-        metadata = self._core.model_metadata(model_spec)
-        return v2_model_metadata(
-            metadata.name,
-            self._available_versions(metadata),
-            metadata.platform,
-            metadata.signatures,
-        )
-
-    def v2_model_config(self, model_spec: ModelSpec) -> dict[str, Any]:
-        """Triton's model configuration of the selected version, as its JSON object.
-
-        ``platform`` and ``backend`` both name the model's platform; the
-        tensors are the default signature's (``data_type`` as ``TYPE_FP32``);
-        ``model_transaction_policy.decoupled`` says whether it streams (as a
-        Triton decoupled model, read by clients such as perf_analyzer).
-        """
-        metadata = self._core.model_metadata(model_spec)
-        summary = v2_model_metadata(
-            metadata.name, [metadata.version], metadata.platform, metadata.signatures
-        )
-        return {
-            "name": metadata.name,
-            "platform": metadata.platform,
-            "backend": metadata.platform,
-            "max_batch_size": 0,
-            "input": [_config_tensor(t) for t in summary["inputs"]],
-            "output": [_config_tensor(t) for t in summary["outputs"]],
-            "model_transaction_policy": {"decoupled": v2_decoupled(metadata.signatures)},
-        }
-
-    def model_status(self, model: str | ModelSpec, version: int | None = None) -> ModelStatus:
-        """Every version of a model (or the one ``version`` or a spec's label names).
-
-        :meth:`ServerCore.model_status`, with versions that have overdue calls
-        flagged: a version whose calls run past their deadline (they hold
-        workers of its model's share) carries a DEADLINE_EXCEEDED error
-        saying how many.  A label names its version whatever that version's
-        state (InvalidArgumentError for an unknown label).
-        """
-        if isinstance(model, ModelSpec):
-            name = model.name
-            if model.version_label is not None:
-                version = self._core.label_version(name, model.version_label)
-            elif model.version is not None:
-                version = model.version
-        else:
-            name = model
-        status = self._core.model_status(name, version)
-        overdue = self._overdue()
-        if not any(model == name for model, _ in overdue):
-            return status
-        versions = tuple(
-            attrs.evolve(v, error=_overdue_error(count))
-            if v.error is None and (count := overdue.get((name, v.version), 0))
-            else v
-            for v in status.versions
-        )
-        return attrs.evolve(status, versions=versions)
-
-    def model_statistics(
-        self, name: str | None = None, version: int | None = None
-    ) -> list[VersionStatistics]:
-        """Triton's statistics of every version (``name`` None), a model's, or one version's.
-
-        A model's versions are those available now and those counted
-        before (versions since unloaded keep their statistics).  Raises
-        NotFoundError for a model this server does not know, or a version
-        of it that is neither available nor counted.
-        """
-        if name is None:
-            keys = {key for model in self._core.list_models() for key in self._versions_of(model)}
-            keys.update(
-                (model, counted)
-                for model in self._core.list_models()
-                for counted in self._statistics.versions(model)
-            )
-            return self._statistics.snapshot(keys)
-        keys = self._versions_of(name)
-        keys.update((name, counted) for counted in self._statistics.versions(name))
-        if version is not None:
-            if (name, version) not in keys:
-                raise NotFoundError(
-                    f"Model {name} has no version {version} serving or with statistics"
-                )
-            keys = {(name, version)}
-        return self._statistics.snapshot(keys)
-
-    def _versions_of(self, name: str) -> set[tuple[str, int]]:
-        """``name``'s available versions (NotFoundError for a model the core does not know)."""
-        status = self._core.model_status(name)
-        return {(name, v.version) for v in status.versions if v.state is ManagerState.AVAILABLE}
-
-    def _available_versions(self, metadata: ModelMetadata) -> list[int]:
-        status = self._core.model_status(metadata.name)
-        available = {v.version for v in status.versions if v.state is ManagerState.AVAILABLE}
-        return sorted(available | {metadata.version})
 
     def running_calls(self) -> list[RunningCall]:
         """The calls the worker pool and server threads run now, longest running first."""
@@ -658,21 +502,6 @@ def _logging_config_of(core: ServerCore) -> Callable[[str], LoggingConfig | None
         return None if model is None else model.logging_config
 
     return logging_config
-
-
-def _config_tensor(tensor: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "name": tensor["name"],
-        "data_type": v2_config_data_type(tensor["datatype"]),
-        "dims": tensor["shape"],
-    }
-
-
-def _overdue_error(count: int) -> DeadlineExceededError:
-    return DeadlineExceededError(
-        f"{count} call(s) still running past their deadline, each holding a worker of this "
-        "model's share until it returns"
-    )
 
 
 def _log_gave_up(

@@ -229,7 +229,7 @@ class RestApp:
     def _check_label(self, route: Route) -> None:
         """A label the core does not know fails before the body is read, as the core says."""
         assert route.label is not None
-        self._plane.label_version(route.model_name, route.label)
+        self._plane.questions.label_version(route.model_name, route.label)
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
         limit = self._max_body

@@ -73,12 +73,12 @@ class KServeV2Api:
 
     async def ready(self, _request: RestRequest) -> RestResponse:
         """``GET /v2/health/ready``: 200 when every configured model is available, else 503."""
-        ready = self._plane.server_ready()
+        ready = self._plane.questions.server_ready()
         return RestResponse.json({"ready": ready}, 200 if ready else 503)
 
     async def list_models(self, _request: RestRequest) -> RestResponse:
         """``GET /v2/models``: the names of the configured models."""
-        return RestResponse.json({"models": self._plane.list_models()})
+        return RestResponse.json({"models": self._plane.questions.list_models()})
 
     async def repository_index(self, request: RestRequest) -> RestResponse:
         """``POST /v2/repository/index``: every model version with its state (``ready`` filters)."""
@@ -86,7 +86,7 @@ class KServeV2Api:
         if request.body.strip():
             ready_only = request.json_object().get("ready", False) is True
         index: list[dict[str, Any]] = []
-        for entry in self._plane.repository_index(ready_only=ready_only):
+        for entry in self._plane.questions.repository_index(ready_only=ready_only):
             row = {"name": entry.name, "version": entry.version, "state": entry.state}
             if not entry.version:
                 del row["version"]
@@ -113,7 +113,7 @@ class KServeV2Api:
 
     async def model_metadata(self, request: RestRequest) -> RestResponse:
         """``GET /v2/models/{m}[/versions/{v}]``: name, versions, platform, inputs, outputs."""
-        return RestResponse.json(self._plane.v2_model_metadata(request.model_spec()))
+        return RestResponse.json(self._plane.questions.v2_model_metadata(request.model_spec()))
 
     async def model_ready(self, request: RestRequest) -> RestResponse:
         """``GET …/ready``: 200 when the selected version can serve, else 4xx as V2 says.
@@ -122,7 +122,7 @@ class KServeV2Api:
         failed (NOT_FOUND, as the lookup says), 400 for one not serving now
         (loading, unloading, an unknown label), with why.
         """
-        readiness = self._plane.model_ready(request.model_spec())
+        readiness = self._plane.questions.model_ready(request.model_spec())
         if readiness.ready:
             return RestResponse.json({"name": readiness.name, "ready": True})
         error = readiness.error
@@ -134,11 +134,13 @@ class KServeV2Api:
 
     async def model_config(self, request: RestRequest) -> RestResponse:
         """``GET …/config``: a Triton model configuration (tritonclient, perf_analyzer read it)."""
-        return RestResponse.json(self._plane.v2_model_config(request.model_spec()))
+        return RestResponse.json(self._plane.questions.v2_model_config(request.model_spec()))
 
     async def model_statistics(self, request: RestRequest) -> RestResponse:
         """``GET /v2/models[/{m}[/versions/{v}]]/stats``: Triton's statistics extension."""
-        statistics = self._plane.model_statistics(request.model_name or None, request.version)
+        statistics = self._plane.questions.model_statistics(
+            request.model_name or None, request.version
+        )
         return RestResponse.json({"model_stats": [_statistics_json(s) for s in statistics]})
 
     async def infer(self, request: RestRequest) -> RestResponse:

@@ -52,21 +52,21 @@ class TfServingApi:
     async def list_models(self, _request: RestRequest) -> RestResponse:
         """``GET /v1/models``: every configured model with its versions' status (not in TFS)."""
         models = []
-        for name in self._plane.list_models():
-            status = self._plane.model_status(name)
+        for name in self._plane.questions.list_models():
+            status = self._plane.questions.model_status(name)
             models.append({"name": name, **_status_json(status)})
         return RestResponse.json({"models": models})
 
     async def status(self, request: RestRequest) -> RestResponse:
         """``GET /v1/models/{m}[/versions/{v}|/labels/{l}]``: GetModelStatus as JSON."""
-        status = self._plane.model_status(request.model_spec())
+        status = self._plane.questions.model_status(request.model_spec())
         return RestResponse.json(_status_json(status))
 
     async def metadata(self, request: RestRequest) -> RestResponse:
         """``GET …/metadata``: the model spec and its SignatureDefMap as JSON."""
         from google.protobuf import json_format
 
-        metadata = self._plane.model_metadata(request.model_spec())
+        metadata = self._plane.questions.model_metadata(request.model_spec())
         signature_def = json_format.MessageToDict(
             signature_def_map(metadata.signatures),
             preserving_proto_field_name=True,
