@@ -27,7 +27,7 @@ import grpc.aio
 from google.protobuf import message as pb_message
 
 from servinglib.errors import InvalidArgumentError, ServingError, StatusCode
-from servinglib.server.plane.calls_here import run_to_completion
+from servinglib.server.plane.calls_here import run_to_completion, unwatch_client, watch_client
 from servinglib.server.plane.request_context import begin_request, request_id, was_logged
 from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 
@@ -138,6 +138,7 @@ def blocking_method_handler(
         code = StatusCode.OK
         span: RequestSpan | None = None
         begin_request(lambda: _request_id_of(context))
+        watching = watch_client(context.is_active)
         try:
             request = parse(data)
             model = model_of(request)
@@ -151,6 +152,7 @@ def blocking_method_handler(
             context.abort(_GRPC_CODE[code], message)
             raise  # unreachable: abort raises
         finally:
+            unwatch_client(watching)
             if span is not None:
                 span.end(code, rpc__grpc__status_code=code.value)
             if observer is not None:

@@ -15,9 +15,12 @@ from typing import Any, final
 
 import attrs
 
-from servinglib.errors import DeadlineExceededError, ServingError
+from servinglib.errors import CancelledError, DeadlineExceededError, ServingError
 
 _log = logging.getLogger("servinglib.server.plane.data_plane")
+
+CLIENT_POLL_S = 0.05
+"""How often a server thread waiting for a place asks whether its client has gone."""
 
 _Outputs = dict[str, Any]
 
@@ -210,13 +213,22 @@ class CallPool:
             del job  # let the request's arrays go while idle
             self._idle.release()
 
-    def enter_here(self, model: str, deadline: float | None) -> None:
+    def enter_here(
+        self,
+        model: str,
+        deadline: float | None,
+        *,
+        client_active: Callable[[], bool] | None = None,
+    ) -> None:
         """Takes a place in ``model``'s share for a call the calling thread runs itself.
 
         For a synchronous server's worker: it waits (holding its thread) in the
         model's queue, behind the pool's calls, while the share is full; call
-        :meth:`leave_here` once the call returns.  Raises DeadlineExceededError
-        when ``deadline`` passes first, RuntimeError once closed.
+        :meth:`leave_here` once the call returns.  While it waits it asks
+        ``client_active`` every :data:`CLIENT_POLL_S` (a server thread hears of
+        no cancellation otherwise).  Raises DeadlineExceededError when
+        ``deadline`` passes first, CancelledError once the client has gone,
+        RuntimeError once closed.
         """
         with self._lock:
             if self._closed:
@@ -232,6 +244,11 @@ class CallPool:
                 if timeout is not None and timeout <= 0:
                     self._waiting[model].remove(ticket)
                     raise _deadline_exceeded()
+                if client_active is not None:
+                    if not client_active():
+                        self._waiting[model].remove(ticket)
+                        raise CancelledError("The client cancelled the call while it waited")
+                    timeout = CLIENT_POLL_S if timeout is None else min(timeout, CLIENT_POLL_S)
                 ticket.wake.wait(timeout)
 
     def leave_here(self, model: str) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable
@@ -40,6 +41,26 @@ T = TypeVar("T")
 _Outputs = dict[str, npt.NDArray[Any]]
 
 _get_running_loop: Final = asyncio._get_running_loop  # noqa: SLF001 - the one check without a raise
+
+
+_CLIENT_ACTIVE: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "servinglib_client_active", default=None
+)
+
+
+def watch_client(active: Callable[[], bool]) -> contextvars.Token[Callable[[], bool] | None]:
+    """Tells calls run on this server thread how to ask whether their client is still there
+    (grpcio's ``context.is_active``); give the token to :func:`unwatch_client` when the RPC ends.
+
+    A call waiting for a place in its model's share asks it as it waits, and
+    gives up with CANCELLED once the client has gone.
+    """
+    return _CLIENT_ACTIVE.set(active)
+
+
+def unwatch_client(token: contextvars.Token[Callable[[], bool] | None]) -> None:
+    """Ends what :func:`watch_client` started (server threads serve one RPC after another)."""
+    _CLIENT_ACTIVE.reset(token)
 
 
 def on_server_thread() -> bool:
@@ -98,7 +119,8 @@ class CallsHere:
         as the pool does (queued: waiting for a place in the model's share).
 
         Raises DeadlineExceededError when the deadline passed before the call,
-        while it waited for a place in its model's share, while a batch or
+        while it waited for a place in its model's share (CancelledError when
+        its client left meanwhile: see :func:`watch_client`), while a batch or
         coroutine was awaited, or while the call ran (its answer comes too
         late for the client); the call's own errors.
         """
@@ -124,7 +146,7 @@ class CallsHere:
                 stages.infer_ended_ns = stages.ended_ns = time.perf_counter_ns()
             return outputs
         stages.queued_ns = time.perf_counter_ns()
-        self._pool.enter_here(site.model_name, deadline)
+        self._pool.enter_here(site.model_name, deadline, client_active=_CLIENT_ACTIVE.get())
         try:
             return self._run(
                 site, deadline, stages.call, servable, name, spec, inputs, output_filter

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from servinglib.core.servable_handle import ServableHandle
 from servinglib.errors import (
+    CancelledError,
     DeadlineExceededError,
     ServingError,
     UnimplementedError,
@@ -359,7 +360,7 @@ class DataPlane:
                                 deadline=deadline,
                                 stages=stages,
                             )
-                    except (DeadlineExceededError, asyncio.CancelledError) as error:
+                    except (DeadlineExceededError, CancelledError, asyncio.CancelledError) as error:
                         _log_gave_up(site, error, deadline, started)
                         raise
         except Exception as error:

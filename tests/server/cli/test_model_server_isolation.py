@@ -186,6 +186,29 @@ def test_a_hanging_model_leaves_the_others_answered(two_models: tuple[Process, P
     assert out.count("still running past its deadline") == running
 
 
+def test_a_cancelled_grpc_call_waiting_for_its_model_never_runs(
+    two_models: tuple[Process, Path],
+) -> None:
+    """On the synchronous gRPC server, a call waiting (without a deadline) for a place in its
+    model's share gives its thread up when its client cancels: it never runs the model."""
+    server, stuck = two_models
+    calls = stuck / "calls"
+    futures = [server.predict_rpc.future(server.grpc_request("stuck", 1.0)) for _ in range(12)]
+    wait_until(lambda: any(calls.iterdir()), timeout_s=30)
+    time.sleep(0.5)  # every call has reached the server: those past the share wait for a place
+    running = len(list(calls.iterdir()))
+    assert 1 <= running < 12
+    for future in futures:
+        future.cancel()
+    time.sleep(0.5)  # the waiting threads see their clients gone (they ask every 50 ms)
+    (stuck / "GO").write_text("")
+    assert server.predict("stuck", 2.0).json() == {"predictions": [4.0]}
+    assert len(list(calls.iterdir())) == running + 1  # the cancelled waiters never ran
+    server.process.send_signal(signal.SIGTERM)
+    assert server.process.wait(timeout=30) == 0
+    assert server.output().count("signature serving_default: cancelled (") == 12 - running
+
+
 def test_v2_grpc_of_another_model_answers_while_one_hangs(
     two_models: tuple[Process, Path],
 ) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from servinglib.errors import DeadlineExceededError, UnavailableError
+from servinglib.errors import CancelledError, DeadlineExceededError, UnavailableError
 from servinglib.server.plane.call_pool import CallPool, CallSite, default_max_calls_per_model
 from servinglib.testing import wait_until
 
@@ -166,6 +166,39 @@ def test_calls_run_here_share_the_model_places_with_the_pool(
 
     asyncio.run(run())
     pool.enter_here(HANG.model_name, None)  # every place was given back
+    pool.enter_here(HANG.model_name, None)
+    pool.leave_here(HANG.model_name)
+    pool.leave_here(HANG.model_name)
+
+
+def test_a_call_waiting_here_leaves_the_queue_when_its_client_goes(
+    pool: CallPool, gate: threading.Event
+) -> None:
+    """A server thread waiting for a place asks ``client_active`` as it waits: once the client
+    has gone it fails with CANCELLED and leaves the queue, so the next call takes the place."""
+    started: list[int] = []
+    gone = threading.Event()
+
+    async def run() -> None:
+        hanging = [pool.submit(HANG, None, lambda: None, blocked, gate, started) for _ in range(2)]
+        await asyncio.to_thread(wait_until, lambda: len(started) == 2, 30)
+        waiting = asyncio.ensure_future(
+            asyncio.to_thread(
+                pool.enter_here, HANG.model_name, None, client_active=lambda: not gone.is_set()
+            )
+        )
+        await asyncio.sleep(0.2)
+        assert not waiting.done()  # the client is still there: it waits
+        began = time.monotonic()
+        gone.set()
+        with pytest.raises(CancelledError, match="client"):
+            await waiting
+        assert time.monotonic() - began < 1.0
+        gate.set()
+        assert await asyncio.gather(*hanging) == [{"done": True}] * 2
+
+    asyncio.run(run())
+    pool.enter_here(HANG.model_name, None)  # the cancelled waiter took no place
     pool.enter_here(HANG.model_name, None)
     pool.leave_here(HANG.model_name)
     pool.leave_here(HANG.model_name)
