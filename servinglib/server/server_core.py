@@ -555,6 +555,10 @@ class ServerCore:
             config = ModelServerConfig(by_name.get(m.name, m) for m in config.models)
         removed = [name for name in old.names if config.model(name) is None]
         new_names = [m.name for m in changed if old.model(m.name) is None]
+        for model in resolved:
+            previous = old.model(model.name)
+            if previous is not None and previous.base_path != model.base_path:
+                self._warn_moved(previous, model)
         self._apply_tables(resolved, removed)
         self._config = config
         self._known = {**self._known, **{m.name: m for m in config.models}}
@@ -567,6 +571,27 @@ class ServerCore:
         }
         self._source.update_config(self._source_config(config.models))
         return before
+
+    def _warn_moved(self, previous: ModelConfig, model: ModelConfig) -> None:
+        """Says that versions loaded from the old base path keep serving (as in TF Serving)."""
+        loaded = sorted(
+            version
+            for version, state in self._monitor.get_version_states(model.name).items()
+            if state.state.manager_state is ManagerState.AVAILABLE
+        )
+        if not loaded:
+            return
+        listed = ", ".join(map(str, loaded))
+        _log.warning(
+            "Model %s: base_path changed from %s to %s; version %s stays loaded from the old "
+            "base path (a version is known by its number, so the same number under the new "
+            "one is not loaded again). To serve new files, give them a new version number, "
+            "or remove the model from the config and add it back.",
+            model.name,
+            previous.base_path,
+            model.base_path,
+            listed,
+        )
 
     def _apply_tables(self, changed: list[ModelConfig], removed: list[str]) -> None:
         """Updates labels (before models are added, as TF Serving), routes and monitored paths."""

@@ -556,8 +556,9 @@ def _scan(
     if selected:
         return _Scan(versions, recheck_at=recheck_at)
     if found and not ready:  # each waiting version said so once
-        keep = config.servable_versions_always_present
-        return _Scan(None if keep else versions, recheck_at=recheck_at, waiting=True)
+        # What serves keeps serving until a version is ready (say, the base path moved to
+        # files still being written): emitting none would unload it for the wait.
+        return _Scan(None, recheck_at=recheck_at, waiting=True)
     message = f"No versions of servable {name} found under base path {base}" + (
         f" (policy {servable.version_policy})" if ready else ""
     )

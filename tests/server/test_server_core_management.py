@@ -115,3 +115,28 @@ def test_drain_ends_the_wait_of_a_hanging_load(
         pending.result(timeout=10)
     assert time.monotonic() - started < 10
     (tmp_path / "hanging" / "1" / "GO").write_text("")  # so that close() can unload it
+
+
+def test_a_moved_base_path_keeps_its_loaded_versions_and_says_so(
+    core: ServerCore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A version is known by its number: moving a model's base_path to files with the same
+    version numbers keeps the loaded ones serving (no gap), and one line says so and how to
+    serve the new files; a base_path with a new version number serves it."""
+    moved = tmp_path / "moved"
+    model(moved, "keep")
+    caplog.set_level("WARNING", logger="servinglib.server.server_core")
+    core.reload_config(
+        ModelServerConfig([ModelConfig("keep", str(moved / "keep"), "python"), model_of(core)])
+    )
+    (line,) = [r.getMessage() for r in caplog.records if "base_path" in r.getMessage()]
+    assert f"from {tmp_path / 'keep'} to {moved / 'keep'}" in line
+    assert "version 1 stays loaded from the old base path" in line
+    assert "new version number" in line
+    assert core.resolve_version(ModelSpec.latest("keep")) == 1
+
+
+def model_of(core: ServerCore) -> ModelConfig:
+    gone = core.config.model("gone")
+    assert gone is not None
+    return gone
