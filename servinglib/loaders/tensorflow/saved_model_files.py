@@ -30,6 +30,10 @@ class _Unreadable(Exception):  # noqa: N818 - private, never escapes this module
     """The index is complete but not in a form this reader knows (let TensorFlow judge)."""
 
 
+class _Truncated(Exception):  # noqa: N818 - private, never escapes this module
+    """``saved_model.pb`` ends inside a field, or before its first meta graph: still written."""
+
+
 def version_check(_config: Any) -> VersionCheck:  # noqa: ANN401 - the platform's config, unused
     """The "tensorflow" platform's version check: :func:`saved_model_check`."""
     return saved_model_check
@@ -46,12 +50,21 @@ def saved_model_check(path: str) -> str | None:
     """
     if not any(os.path.isfile(os.path.join(path, name)) for name in _GRAPH_FILES):
         return "no saved_model.pb or saved_model.pbtxt yet"
+    try:
+        declared = _graph_variables(path)
+    except _Truncated:
+        return f"{_GRAPH_FILES[0]} is not completely written yet"
+    return _variables_problem(path, declared)
+
+
+def _variables_problem(path: str, declared: int | None) -> str | None:
+    """Why ``variables/`` is not complete yet (``declared``: the graph's variables, if known)."""
     index = os.path.join(path, _INDEX)
     try:
         with open(index, "rb") as file:
             table = file.read()
     except FileNotFoundError:
-        return _no_index(path)
+        return _no_index(path, declared)
     except PermissionError:
         return None  # a copy does not make this: the loader says PERMISSION_DENIED
     except OSError as exc:
@@ -78,23 +91,29 @@ def _short_shard(path: str, table: bytes) -> str | None:
     return None
 
 
-def _no_index(path: str) -> str | None:
+def _no_index(path: str, declared: int | None) -> str | None:
     """Files in ``variables/`` without an index (data shards, a copier's temp files) are
-    half-copied; so is a graph that declares variables, whatever ``variables/`` holds (a
-    writer may pause between files); otherwise, a graph without variables."""
+    half-copied; so is a graph that declares variables (``declared``; None: not known),
+    whatever ``variables/`` holds (a writer may pause between files); otherwise, a graph
+    without variables."""
     try:
         names = os.listdir(os.path.join(path, "variables"))
     except OSError:
         names = []
     if names:
         return f"{_INDEX} is missing"
+    return f"{_INDEX} is missing (the graph has {declared} variables)" if declared else None
+
+
+def _graph_variables(path: str) -> int | None:
+    """The variables ``saved_model.pb`` declares; None for a .pbtxt or a graph this reader
+    cannot parse (the loader judges).  Raises _Truncated while it is still being written."""
     graph = os.path.join(path, _GRAPH_FILES[0])
     try:
         info = os.stat(graph)
-        variables = _declared_variables(graph, info.st_size, info.st_mtime_ns)
+        return _declared_variables(graph, info.st_size, info.st_mtime_ns)
     except (OSError, _Unreadable, IndexError, struct.error):
-        return None  # a .pbtxt, or a graph this reader cannot parse: the loader judges
-    return f"{_INDEX} is missing (the graph has {variables} variables)" if variables else None
+        return None
 
 
 @functools.lru_cache(maxsize=64)  # a version waiting for its index is looked at repeatedly
@@ -103,10 +122,15 @@ def _declared_variables(graph: str, _size: int, _mtime_ns: int) -> int:
 
     SavedModel.meta_graphs = 2 → MetaGraphDef.object_graph_def = 7 →
     SavedObjectGraph.nodes = 1 → SavedObject.variable = 7.  ``_size`` and
-    ``_mtime_ns`` key the cache: a rewritten file is read again.
+    ``_mtime_ns`` key the cache: a rewritten file is read again.  Raises
+    _Truncated when the file ends inside a field or holds no meta graph: a
+    complete message's fields end exactly at its end, and a SavedModel has
+    at least one meta graph (a copy cut between two fields is told by that).
     """
     with open(graph, "rb") as file:
         saved_model = file.read()
+    if not _whole_with_field(saved_model, 2):
+        raise _Truncated
     return sum(
         1
         for meta_graph in _submessages(saved_model, 2)
@@ -114,6 +138,28 @@ def _declared_variables(graph: str, _size: int, _mtime_ns: int) -> int:
         for node in _submessages(object_graph, 1)
         if any(True for _ in _submessages(node, 7))
     )
+
+
+def _whole_with_field(message: bytes, number: int) -> bool:
+    """True when every top-level field of ``message`` ends within it and one is ``number``."""
+    pos, seen, end = 0, False, len(message)
+    try:
+        while pos < end:
+            tag, pos = _varint(message, pos)
+            seen = seen or tag >> 3 == number
+            wire_type = tag & 7
+            if wire_type == 0:
+                _, pos = _varint(message, pos)
+            elif wire_type == 2:
+                length, pos = _varint(message, pos)
+                pos += length
+            elif wire_type in (1, 5):
+                pos += 8 if wire_type == 1 else 4
+            else:
+                raise _Unreadable  # no SavedModel field is a group: not a SavedModel at all
+    except IndexError:  # a varint cut short
+        return False
+    return seen and pos == end
 
 
 def _submessages(message: bytes, number: int) -> Iterator[bytes]:

@@ -94,3 +94,19 @@ def test_a_graph_without_variables_needs_no_index(tmp_path: Path) -> None:
 def _truncate(path: Path, size: int) -> None:
     with open(path, "r+b") as file:
         file.truncate(size)
+
+
+@pytest.mark.parametrize("variables", ["kept", "removed"])
+def test_a_half_written_graph_file_is_incomplete(model: Path, variables: str) -> None:
+    """saved_model.pb cut anywhere (a writer caught mid-file, or paused past the settle window)
+    is incomplete, whether or not variables/ is already there: its last field runs past its end."""
+    graph = model / "saved_model.pb"
+    whole = graph.read_bytes()
+    if variables == "removed":
+        shutil.rmtree(model / "variables")
+    for size in sorted({1, 2, len(whole) // 3, len(whole) // 2, len(whole) - 1}):
+        graph.write_bytes(whole[:size])
+        reason = saved_model_check(str(model))
+        assert reason == "saved_model.pb is not completely written yet", size
+    graph.write_bytes(whole)
+    assert (saved_model_check(str(model)) is None) is (variables == "kept")
