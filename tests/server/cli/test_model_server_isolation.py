@@ -193,14 +193,16 @@ def test_a_cancelled_grpc_call_waiting_for_its_model_never_runs(
     model's share gives its thread up when its client cancels: it never runs the model."""
     server, stuck = two_models
     calls = stuck / "calls"
+    in_flight = 'servinglib_model_requests_in_flight{model_name="stuck"}'
     futures = [server.predict_rpc.future(server.grpc_request("stuck", 1.0)) for _ in range(12)]
-    wait_until(lambda: any(calls.iterdir()), timeout_s=30)
-    time.sleep(0.5)  # every call has reached the server: those past the share wait for a place
+    # Every call has reached the server: those past the share wait for a place.
+    wait_until(lambda: server.metric(in_flight) == 12, timeout_s=30)
     running = len(list(calls.iterdir()))
     assert 1 <= running < 12
     for future in futures:
         future.cancel()
-    time.sleep(0.5)  # the waiting threads see their clients gone (they ask every 50 ms)
+    # The waiting threads see their clients gone (they ask every 50 ms) and leave.
+    wait_until(lambda: server.metric(in_flight) == running, timeout_s=30)
     (stuck / "GO").write_text("")
     assert server.predict("stuck", 2.0).json() == {"predictions": [4.0]}
     assert len(list(calls.iterdir())) == running + 1  # the cancelled waiters never ran
