@@ -30,8 +30,8 @@ class _Unreadable(Exception):  # noqa: N818 - private, never escapes this module
     """The index is complete but not in a form this reader knows (let TensorFlow judge)."""
 
 
-class _Truncated(Exception):  # noqa: N818 - private, never escapes this module
-    """``saved_model.pb`` ends inside a field, or before its first meta graph: still written."""
+class _Truncated(_Unreadable):
+    """A message ends inside a field (``saved_model.pb``: or before its first meta graph)."""
 
 
 def version_check(_config: Any) -> VersionCheck:  # noqa: ANN401 - the platform's config, unused
@@ -112,7 +112,9 @@ def _graph_variables(path: str) -> int | None:
     try:
         info = os.stat(graph)
         return _declared_variables(graph, info.st_size, info.st_mtime_ns)
-    except (OSError, _Unreadable, IndexError, struct.error):
+    except _Truncated:
+        raise
+    except (OSError, _Unreadable, struct.error):
         return None
 
 
@@ -129,58 +131,52 @@ def _declared_variables(graph: str, _size: int, _mtime_ns: int) -> int:
     """
     with open(graph, "rb") as file:
         saved_model = file.read()
-    if not _whole_with_field(saved_model, 2):
+    meta_graphs = list(_submessages(saved_model, 2))  # _Truncated: cut inside a field
+    if not meta_graphs:
         raise _Truncated
-    return sum(
-        1
-        for meta_graph in _submessages(saved_model, 2)
-        for object_graph in _submessages(meta_graph, 7)
-        for node in _submessages(object_graph, 1)
-        if any(True for _ in _submessages(node, 7))
-    )
-
-
-def _whole_with_field(message: bytes, number: int) -> bool:
-    """True when every top-level field of ``message`` ends within it and one is ``number``."""
-    pos, seen, end = 0, False, len(message)
     try:
-        while pos < end:
-            tag, pos = _varint(message, pos)
-            seen = seen or tag >> 3 == number
-            wire_type = tag & 7
-            if wire_type == 0:
-                _, pos = _varint(message, pos)
-            elif wire_type == 2:
-                length, pos = _varint(message, pos)
-                pos += length
-            elif wire_type in (1, 5):
-                pos += 8 if wire_type == 1 else 4
-            else:
-                raise _Unreadable  # no SavedModel field is a group: not a SavedModel at all
-    except IndexError:  # a varint cut short
-        return False
-    return seen and pos == end
+        return sum(
+            1
+            for meta_graph in meta_graphs
+            for object_graph in _submessages(meta_graph, 7)
+            for node in _submessages(object_graph, 1)
+            if any(True for _ in _submessages(node, 7))
+        )
+    except _Truncated:  # inside a whole file: not a SavedModel this reader knows
+        raise _Unreadable from None
+
+
+def _fields(message: bytes) -> Iterator[tuple[int, int, int | bytes]]:
+    """A protobuf message's fields in order: (number, wire type, value), the value an int for
+    a varint, the bytes of a length-delimited field, 0 for a fixed-width one.
+
+    Raises _Truncated when a field runs past the message's end, _Unreadable for a group.
+    """
+    pos, end = 0, len(message)
+    while pos < end:
+        tag, pos = _varint(message, pos)
+        wire_type = tag & 7
+        value: int | bytes = 0
+        if wire_type == 0:
+            value, pos = _varint(message, pos)
+        elif wire_type == 2:
+            length, pos = _varint(message, pos)
+            value = message[pos : pos + length]
+            pos += length
+        elif wire_type in (1, 5):
+            pos += 8 if wire_type == 1 else 4
+        else:
+            raise _Unreadable  # a group: no field this reader looks at is one
+        if pos > end:
+            raise _Truncated
+        yield tag >> 3, wire_type, value
 
 
 def _submessages(message: bytes, number: int) -> Iterator[bytes]:
     """The length-delimited fields ``number`` of a protobuf message, in order."""
-    pos = 0
-    while pos < len(message):
-        tag, pos = _varint(message, pos)
-        wire_type = tag & 7
-        if wire_type == 0:
-            _, pos = _varint(message, pos)
-        elif wire_type == 1:
-            pos += 8
-        elif wire_type == 2:
-            length, pos = _varint(message, pos)
-            if tag >> 3 == number:
-                yield message[pos : pos + length]
-            pos += length
-        elif wire_type == 5:
-            pos += 4
-        else:
-            raise _Unreadable
+    for found, _, value in _fields(message):
+        if found == number and isinstance(value, bytes):  # length-delimited
+            yield value
 
 
 def _shard_sizes(table: bytes) -> tuple[int, dict[int, int]]:
@@ -231,29 +227,20 @@ def _entries(block: bytes) -> Iterator[tuple[bytes, bytes]]:
 
 def _varint_fields(message: bytes) -> dict[int, int]:
     """The varint fields of a protobuf message by number (the others skipped)."""
-    fields: dict[int, int] = {}
-    pos = 0
-    while pos < len(message):
-        tag, pos = _varint(message, pos)
-        number, wire_type = tag >> 3, tag & 7
-        if wire_type == 0:
-            fields[number], pos = _varint(message, pos)
-        elif wire_type == 1:
-            pos += 8
-        elif wire_type == 2:
-            length, pos = _varint(message, pos)
-            pos += length
-        elif wire_type == 5:
-            pos += 4
-        else:
-            raise _Unreadable
-    return fields
+    return {
+        number: value
+        for number, wire_type, value in _fields(message)
+        if wire_type == 0 and isinstance(value, int)
+    }
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
     value = shift = 0
     while True:
-        byte = data[pos]
+        try:
+            byte = data[pos]
+        except IndexError:
+            raise _Truncated from None  # cut inside the varint
         pos += 1
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
