@@ -11,6 +11,9 @@ each, for ``--seconds`` per protocol and phase. The phases, in turn:
 2. ``savedmodel load/unload``: a SavedModel of ``--savedmodel-mb`` (300) MB in 200 variables,
    written by this script with TensorFlow, is added to the config (SIGHUP), served once
    available for ``--hold-s`` (1 s), removed (SIGHUP), and after ``--hold-s`` added again;
+   with ``--model-process``, the "tensorflow" platform loads each version in a model process
+   of its own (``TensorFlowPlatformOptions.model_process``), and the phase is called
+   ``savedmodel (own process)``;
 3. ``python version swaps``: a new version of the Python model ``swapper`` is published every
    second (written beside its base path, renamed in), the previous one unloads;
 4. ``config reload +-100``: the config gains 100 Python models (SIGHUP, waits for them all to
@@ -40,6 +43,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import struct
 import subprocess
 import sys
@@ -65,6 +69,16 @@ _NUMBERED = re.compile(r"[_-]?\d+$")  # a pool thread's number
 _BUSY = re.compile(r"^BUSY t=([\d.]+) ms=(\d+) (\S+) (.*)$", re.MULTILINE)
 _APPLIED = r"applied model config file"
 X = np.arange(16, dtype=np.float32).reshape(1, 16)
+
+MODEL_PROCESS_PLATFORM_CONFIG = """platform_configs {
+  key: "tensorflow"
+  value {
+    source_adapter_config {
+      [type.googleapis.com/servinglib.tfs.TensorFlowPlatformOptions] { model_process: true }
+    }
+  }
+}
+"""
 
 WRK_LUA = """
 wrk.method = "POST"
@@ -290,6 +304,10 @@ class Rig:
             "--file_system_poll_wait_seconds=1",
             *self.args.server_flag,
         ]
+        if self.args.model_process:
+            platforms = self.tmp / "platforms.config"
+            platforms.write_text(MODEL_PROCESS_PLATFORM_CONFIG)
+            command.append(f"--platform_config_file={platforms}")
         log = self.tmp / "server.log"
         holder: list[Server] = []
 
@@ -435,6 +453,22 @@ def report(phases: dict[str, tuple[Figures, Figures]], cycles: dict[str, int]) -
         print_target(met, text)
 
 
+def report_transitions(log: Path) -> None:
+    """After section 2: how long the SavedModel's loads and unloads took, from the server's log.
+
+    A load that runs at idle priority (``--model-process``) takes only CPU time the served
+    model leaves; these figures show what that costs the load.
+    """
+    text = log.read_text(errors="replace")
+    for what in ("available", "unloaded"):
+        times = [float(t) for t in re.findall(rf"big v1 {what} in ([\d.]+) s", text)]
+        if times:
+            print(
+                f"{INDENT}big v1 {what} in: median {statistics.median(times):.2f} s, max "
+                f"{max(times):.2f} s ({len(times)} times; the first at start-up, on an idle core)"
+            )
+
+
 def gil_bound(args: argparse.Namespace, savedmodel: Path, server_cpus: str | None) -> None:
     """Section 3: the longest GIL holds of a SavedModel load and unload, in a pinned process."""
     command = [
@@ -518,6 +552,11 @@ def main() -> None:
         "--server-flag", action="append", default=[], help="an extra flag for the server"
     )
     parser.add_argument(
+        "--model-process",
+        action="store_true",
+        help="load the SavedModel in a model process (TensorFlowPlatformOptions.model_process)",
+    )
+    parser.add_argument(
         "--trace-pauses", action="store_true", help="log the server's GC pauses and stalls"
     )
     parser.add_argument("--gil-probe", type=Path, help=argparse.SUPPRESS)
@@ -551,7 +590,10 @@ def main() -> None:
         server, context = rig.start(server_cpus)
         try:
             cycles_of = {
-                "savedmodel": ("savedmodel load/unload", rig.savedmodel_cycle),
+                "savedmodel": (
+                    "savedmodel (own process)" if args.model_process else "savedmodel load/unload",
+                    rig.savedmodel_cycle,
+                ),
                 "swap": ("python version swaps", rig.swap_cycle),
                 "reload": (f"config reload +-{EXTRA_MODELS}", rig.reload_cycle),
             }
@@ -569,6 +611,7 @@ def main() -> None:
         finally:
             context.__exit__(None, None, None)  # type: ignore[attr-defined]
         report(phases, cycles)
+        report_transitions(server.log)
         if args.trace_pauses:
             report_pauses(server.log, list(phases), rig.windows)
         if args.gil:

@@ -91,6 +91,22 @@ class ModelLoader(Loader):
             raise FailedPreconditionError(f"The model at {self.path} is not loaded")
         return self._servable
 
+    @classmethod
+    def import_runtime(cls) -> None:
+        """Imports what :meth:`load` needs (a model process runs this at idle priority, early).
+
+        Default: nothing.  Override for a runtime that is slow to import.
+        """
+
+    def start_runtime(self) -> None:
+        """Starts the threads the runtime runs calls on; after :meth:`import_runtime`.
+
+        A model process (:class:`~servinglib.loaders.process.ProcessLoader`)
+        runs this at normal priority and then :meth:`load` at idle priority,
+        so threads a runtime starts here serve calls at normal priority.
+        Default: nothing.
+        """
+
     @abc.abstractmethod
     def _load_servable(self) -> Servable:
         """Loads the model in :attr:`path`; raise (a ServingError) if it cannot be loaded."""

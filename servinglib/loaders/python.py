@@ -30,6 +30,7 @@ from servinglib.errors import (
     ServingError,
 )
 from servinglib.loaders.model_loader import ModelLoader
+from servinglib.loaders.process import process_loaders
 from servinglib.loaders.warmup import WarmupOptions
 from servinglib.servable import (
     PREDICT_METHOD,
@@ -61,6 +62,10 @@ class PythonPlatformConfig:
 
     ``allow_code_execution`` must be True: loading runs the directory's code.
     ``entry_point`` is the file, ``class_name`` the PythonModel subclass in it.
+    ``model_process``: load and serve each version in a process of its own
+    (:class:`~servinglib.loaders.process.ProcessLoader`): its load at idle CPU
+    priority, its calls on its own interpreter lock; each call crosses a
+    socket, and streaming signatures cannot run there.
     Immutable, so thread-safe.
     """
 
@@ -68,6 +73,7 @@ class PythonPlatformConfig:
     entry_point: str = "model.py"
     class_name: str = "Model"
     warmup: WarmupOptions = attrs.field(factory=WarmupOptions)
+    model_process: bool = False
 
 
 def config_from_message(message: Any) -> PythonPlatformConfig:  # noqa: ANN401 - a PythonPlatformOptions
@@ -76,6 +82,7 @@ def config_from_message(message: Any) -> PythonPlatformConfig:  # noqa: ANN401 -
         allow_code_execution=message.allow_code_execution,
         entry_point=message.entry_point or "model.py",
         class_name=message.class_name or "Model",
+        model_process=message.model_process,
     )
 
 
@@ -136,6 +143,9 @@ def version_check(config: PythonPlatformConfig | None) -> VersionCheck:
     return check
 
 
+_FACTORY = "servinglib.loaders.python:PythonLoader"
+
+
 def make_adapter(config: PythonPlatformConfig | None) -> SourceAdapter[StoragePath, Loader]:
     """The "python" platform's adapter (refuses every version without allow_code_execution)."""
     config = config if config is not None else PythonPlatformConfig()
@@ -147,6 +157,8 @@ def make_adapter(config: PythonPlatformConfig | None) -> SourceAdapter[StoragePa
                 "(servinglib-server: --allow_python_code_execution)"
             )
         )
+    if config.model_process:
+        return FunctionSourceAdapter(process_loaders(_FACTORY, config))
     return FunctionSourceAdapter(functools.partial(PythonLoader, config=config))
 
 

@@ -23,6 +23,10 @@ class TensorFlowPlatformConfig:
     ``--saved_model_tags``, default ``serve``).  ``intra_op_parallelism_threads``
     / ``inter_op_parallelism_threads``: TensorFlow's thread pools, 0 = TF's
     default; process-wide, applied before TensorFlow first runs.
+    ``model_process``: load and serve each version in a process of its own
+    (:class:`~servinglib.loaders.process.ProcessLoader`), loading at idle CPU
+    priority, so a load never slows the models serving; each call then
+    crosses a socket.
     Immutable, so thread-safe.
     """
 
@@ -30,6 +34,7 @@ class TensorFlowPlatformConfig:
     intra_op_parallelism_threads: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     inter_op_parallelism_threads: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     warmup: WarmupOptions = attrs.field(factory=WarmupOptions)
+    model_process: bool = False
 
 
 def config_from_message(message: Any) -> TensorFlowPlatformConfig:  # noqa: ANN401 - a TensorFlowPlatformOptions
@@ -38,4 +43,5 @@ def config_from_message(message: Any) -> TensorFlowPlatformConfig:  # noqa: ANN4
         tuple(message.saved_model_tags) or ("serve",),
         message.intra_op_parallelism_threads,
         message.inter_op_parallelism_threads,
+        model_process=message.model_process,
     )

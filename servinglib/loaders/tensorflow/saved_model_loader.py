@@ -10,6 +10,7 @@ from typing import final
 
 from servinglib.core.loader import Loader
 from servinglib.loaders.model_loader import ModelLoader
+from servinglib.loaders.process import process_loaders
 from servinglib.loaders.tensorflow._errors import load_error
 from servinglib.loaders.tensorflow._runtime import configure_threads, tensorflow
 from servinglib.loaders.tensorflow.config import TensorFlowPlatformConfig
@@ -21,13 +22,19 @@ from servinglib.sources.source_adapter import FunctionSourceAdapter, SourceAdapt
 
 _log = logging.getLogger(__name__)
 
+_FACTORY = "servinglib.loaders.tensorflow.saved_model_loader:SavedModelLoader"
+
 
 def make_adapter(config: TensorFlowPlatformConfig | None) -> SourceAdapter[StoragePath, Loader]:
     """The "tensorflow" platform's adapter: a SavedModelLoader per version directory.
 
-    Creating it does not import TensorFlow; the first load does.
+    With ``config.model_process``, a ProcessLoader running the SavedModelLoader
+    in a process of its own per version.  Creating it does not import
+    TensorFlow; the first load does.
     """
     config = config if config is not None else TensorFlowPlatformConfig()
+    if config.model_process:
+        return FunctionSourceAdapter(process_loaders(_FACTORY, config))
     return FunctionSourceAdapter(functools.partial(SavedModelLoader, config=config))
 
 
@@ -54,6 +61,17 @@ class SavedModelLoader(ModelLoader):
         config = config if config is not None else TensorFlowPlatformConfig()
         super().__init__(path, config.warmup)
         self._config = config
+
+    @classmethod
+    def import_runtime(cls) -> None:
+        tensorflow()
+
+    def start_runtime(self) -> None:
+        configure_threads(
+            self._config.intra_op_parallelism_threads, self._config.inter_op_parallelism_threads
+        )
+        tf = tensorflow()
+        (tf.constant(0.0) + 0.0).numpy()  # TF makes its context and thread pools on a first op
 
     def _load_servable(self) -> Servable:
         started = time.perf_counter()

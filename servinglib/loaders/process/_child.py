@@ -1,0 +1,145 @@
+"""A model process: ``python -m servinglib.loaders.process._child FD`` serves one version.
+
+Started by ``_spawn``; the server holds the other end of the socket ``FD``.
+The process reads PREPARE and imports the factory and its runtime at idle
+priority (a spare then waits), reads LOAD, builds the version's loader
+(``factory(path, config)``), loads it at idle priority
+(see ``_priority``), answers LOADED with the servable's signatures (or FAILED
+with the load's error), then runs each CALL on a pool of threads and answers
+each with RESULT or ERROR.  When the server closes its end (an unload, or the
+server gone), it unloads the version at idle priority and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import functools
+import importlib
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from multiprocessing.connection import Connection
+from typing import Any
+
+from servinglib.core.loader import Loader
+from servinglib.errors import UnimplementedError
+from servinglib.loaders.model_loader import ModelLoader
+from servinglib.loaders.process import _wire
+from servinglib.loaders.process._priority import lower_this_thread, run_idle
+from servinglib.servable import ExecutionMode, Servable
+
+_log = logging.getLogger("servinglib.model_process")
+
+CALL_THREADS = 8
+"""Calls a model process runs at once (its pool); more wait for a thread."""
+
+
+def main(argv: list[str]) -> int:
+    """Serves one version over the socket whose descriptor is ``argv[0]``; the exit status."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the server's to handle
+    logging.basicConfig(
+        level=logging.INFO,
+        format=f"%(asctime)s %(levelname)s model process {os.getpid()}: %(message)s",
+    )
+    connection = Connection(int(argv[0]))
+    try:
+        kind, factory, sys_path = _wire.receive(connection)
+        assert kind == _wire.PREPARE, kind
+        sys.path[:] = sys_path
+        try:
+            make: Any = run_idle(lambda: _prepare(factory))
+            error: BaseException | None = None
+        except BaseException as failure:  # noqa: BLE001 - the load's answer, once asked
+            error = failure
+        kind, path, config = _wire.receive(connection)
+        assert kind == _wire.LOAD, kind
+    except (EOFError, OSError):  # a spare the server no longer wants
+        return 0
+    try:
+        if error is not None:
+            raise error
+        loader = _load(make, path, config)
+    except BaseException as failure:  # noqa: BLE001 - every failure is the load's answer
+        _wire.send(connection, (_wire.FAILED, *_wire.error_fields(failure)))
+        return 1
+    servable = loader.servable()
+    _wire.send(connection, (_wire.LOADED, dict(servable.signatures)))
+    _serve(connection, servable)
+    run_idle(loader.unload)
+    return 0
+
+
+def _prepare(factory: str) -> Any:  # noqa: ANN401 - a Loader class or function
+    """Imports ``factory`` ("module:attribute") and, for a ModelLoader, its runtime."""
+    module_name, _, attribute = factory.partition(":")
+    make = getattr(importlib.import_module(module_name), attribute)
+    if isinstance(make, type) and issubclass(make, ModelLoader):
+        make.import_runtime()
+    return make
+
+
+def _load(make: Any, path: str, config: Any) -> Loader:  # noqa: ANN401 - a factory; a config
+    loader: Loader = run_idle(lambda: make(path, config))
+    if isinstance(loader, ModelLoader):
+        loader.start_runtime()  # at normal priority: the threads it starts serve the calls
+    run_idle(loader.load)
+    streaming = [n for n, s in loader.servable().signatures.items() if s.streaming]
+    if streaming:
+        run_idle(loader.unload)
+        raise UnimplementedError(
+            f"Streaming signatures cannot run in a model process: {', '.join(sorted(streaming))}"
+        )
+    return loader
+
+
+def _serve(connection: Connection, servable: Servable) -> None:
+    """Runs each CALL: ``thread`` and ``inline`` ones on a pool, ``async`` ones on an event loop."""
+    send_lock = threading.Lock()
+    modes = {name: spec.execution_mode for name, spec in servable.signatures.items()}
+    loop: asyncio.AbstractEventLoop | None = None
+    if ExecutionMode.ASYNC in modes.values():
+        loop = asyncio.new_event_loop()
+        threading.Thread(target=loop.run_forever, name="servinglib-loop", daemon=True).start()
+
+    def answer(call_id: int, work: Callable[[], Any]) -> None:
+        try:
+            reply: tuple[Any, ...] = (_wire.RESULT, call_id, work())
+        except BaseException as error:  # noqa: BLE001 - every failure is the call's answer
+            reply = (_wire.ERROR, call_id, *_wire.error_fields(error))
+        with send_lock, contextlib.suppress(OSError):  # OSError: the server has gone
+            _wire.send(connection, reply)
+
+    with concurrent.futures.ThreadPoolExecutor(CALL_THREADS, "servinglib-call") as pool:
+        while True:
+            try:
+                kind, call_id, name, inputs, output_filter = _wire.receive(connection)
+            except (EOFError, OSError):
+                break
+            assert kind == _wire.CALL, kind
+            if loop is not None and modes.get(name) is ExecutionMode.ASYNC:
+                coroutine = servable.call_async(name, inputs, output_filter)
+                future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+                future.add_done_callback(functools.partial(_answer_with, answer, call_id))
+            else:
+                call = functools.partial(servable.call, name, inputs, output_filter)
+                pool.submit(answer, call_id, call)
+    lower_this_thread()  # the unload and the exit's freeing of memory: at idle priority too
+
+
+def _answer_with(
+    answer: Callable[[int, Callable[[], Any]], None], call_id: int, future: Future[Any]
+) -> None:
+    answer(call_id, future.result)
+
+
+if __name__ == "__main__":
+    status = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)  # no interpreter teardown: a runtime's threads may not stop for it

@@ -1,0 +1,55 @@
+"""Thread priorities of a model process: loading and unloading run at idle priority.
+
+Linux's ``SCHED_IDLE`` policy gives a thread the CPU only when nothing else
+wants it, so a version loading in its own process takes no CPU time the
+server's threads want.  It is per thread, and a thread may lower itself
+without privileges (raising it back needs ``CAP_SYS_NICE``), so a model
+process runs only its load and unload on idle threads; the threads a runtime
+starts for inference (TensorFlow's pools) are started at normal priority
+first, from the process's main thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+_log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def lower_this_thread() -> bool:
+    """Puts the calling thread in ``SCHED_IDLE``; False where the platform has no such policy."""
+    policy = getattr(os, "SCHED_IDLE", None)
+    if policy is None:
+        return False
+    try:
+        os.sched_setscheduler(0, policy, os.sched_param(0))
+    except OSError as error:  # a seccomp profile may refuse it: run at normal priority
+        _log.warning("Cannot lower the priority of a model process's load: %s", error)
+        return False
+    return True
+
+
+def run_idle(work: Callable[[], T]) -> T:
+    """``work()`` on a new thread at idle priority: what it returns, or raises."""
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        lower_this_thread()
+        try:
+            outcome.append(work())
+        except BaseException as error:  # noqa: BLE001 - re-raised on the calling thread
+            failure.append(error)
+
+    thread = threading.Thread(target=run, name="servinglib-idle")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+    return outcome[0]

@@ -1,0 +1,262 @@
+"""Model processes: a version loaded at idle priority in a process of its own, served from it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from servinglib import ModelConfig, ModelServerConfig, ModelSpec, ServerCore, ServerCoreOptions
+from servinglib.errors import (
+    DataLossError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    UnavailableError,
+    UnimplementedError,
+)
+from servinglib.examples import HALF_PLUS_TWO
+from servinglib.loaders.process import ProcessLoader, ProcessServable
+from servinglib.loaders.python import PythonLoader, PythonPlatformConfig
+from servinglib.loaders.tensorflow import SavedModelLoader, TensorFlowPlatformConfig
+from servinglib.loaders.warmup import WarmupOptions
+from servinglib.servable import ExecutionMode, call_signature, deadline_scope
+
+TF_FACTORY = "servinglib.loaders.tensorflow.saved_model_loader:SavedModelLoader"
+PY_FACTORY = "servinglib.loaders.python:PythonLoader"
+PY_CONFIG = PythonPlatformConfig(allow_code_execution=True, warmup=WarmupOptions(enabled=False))
+X = {"x": np.array([1.0, 2.0, 5.0], np.float32)}
+
+MODEL_PY = """
+import asyncio, os, time
+import numpy as np
+from servinglib.errors import InvalidArgumentError
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import ExecutionMode, TensorSpec
+
+X = [TensorSpec("x", "float32", [-1])]
+POLICY = [TensorSpec("load", "int64", [1]), TensorSpec("call", "int64", [1])]
+
+class Model(PythonModel):
+    def load(self, path):
+        self.load_policy = os.sched_getscheduler(0)
+
+    @signature(name="serving_default", inputs=X, outputs=[TensorSpec("y", "float32", [-1])])
+    def predict(self, x):
+        if (x < 0).any():
+            raise InvalidArgumentError("x must not be negative")
+        return {"y": x * 2}
+
+    @signature(name="policy", inputs=X, outputs=POLICY, execution_mode=ExecutionMode.INLINE)
+    def policy(self, x):
+        return {"load": np.array([self.load_policy]), "call": np.array([os.sched_getscheduler(0)])}
+
+    @signature(name="sleep", inputs=X, outputs=[TensorSpec("pid", "int64", [1])])
+    def sleep(self, x):
+        time.sleep(float(x[0]))
+        return {"pid": np.array([os.getpid()])}
+
+    @signature(name="later", inputs=X, outputs=[TensorSpec("y", "float32", [-1])],
+               execution_mode=ExecutionMode.ASYNC)
+    async def later(self, x):
+        await asyncio.sleep(0.01)
+        return {"y": x + 1}
+"""
+
+
+@pytest.fixture
+def python_model(tmp_path: Path) -> Path:
+    version = tmp_path / "model" / "1"
+    version.mkdir(parents=True)
+    (version / "model.py").write_text(MODEL_PY)
+    return version
+
+
+@pytest.fixture
+def served(python_model: Path) -> Iterator[tuple[ProcessLoader, ProcessServable]]:
+    loader = ProcessLoader(str(python_model), PY_FACTORY, PY_CONFIG)
+    loader.load()
+    servable = loader.servable()
+    assert isinstance(servable, ProcessServable)
+    yield loader, servable
+    loader.unload()
+
+
+def test_a_savedmodel_answers_from_its_process_as_it_would_in_this_one() -> None:
+    path = os.path.join(HALF_PLUS_TWO, "1")
+    here = SavedModelLoader(path)
+    there = ProcessLoader(path, TF_FACTORY, TensorFlowPlatformConfig())
+    here.load()
+    there.load()
+    try:
+        servable = there.servable()
+        assert isinstance(servable, ProcessServable)
+        assert servable.pid != os.getpid()
+        ours = here.servable().signatures
+        assert servable.signatures.keys() == ours.keys()
+        for name, spec in servable.signatures.items():
+            assert spec.inputs == ours[name].inputs
+            assert spec.outputs == ours[name].outputs
+            assert spec.method_name == ours[name].method_name
+            assert spec.execution_mode is ExecutionMode.THREAD
+        expected = call_signature(here.servable(), "serving_default", X)
+        got = call_signature(servable, "serving_default", X)
+        assert got.keys() == expected.keys()
+        np.testing.assert_array_equal(got["y"], expected["y"])
+    finally:
+        here.unload()
+        there.unload()
+
+
+def test_a_broken_savedmodel_fails_its_load_with_the_same_error(tmp_path: Path) -> None:
+    version = tmp_path / "1"
+    shutil.copytree(os.path.join(HALF_PLUS_TWO, "1"), version)
+    (version / "saved_model.pb").write_bytes(b"\x0a\xff\xff not a graph")
+    loader = ProcessLoader(str(version), TF_FACTORY, TensorFlowPlatformConfig())
+    with pytest.raises(DataLossError, match=r"saved_model.pb is corrupt"):
+        loader.load()
+    with pytest.raises(FailedPreconditionError):
+        loader.servable()
+
+
+def test_the_load_runs_at_idle_priority_and_calls_at_normal_priority(
+    served: tuple[ProcessLoader, ProcessServable],
+) -> None:
+    _, servable = served
+    got = call_signature(servable, "policy", X)
+    assert got["load"][0] == os.SCHED_IDLE
+    assert got["call"][0] == os.SCHED_OTHER
+
+
+def test_errors_keep_their_code_and_message_and_async_signatures_run(
+    served: tuple[ProcessLoader, ProcessServable],
+) -> None:
+    _, servable = served
+    np.testing.assert_array_equal(call_signature(servable, "serving_default", X)["y"], X["x"] * 2)
+    np.testing.assert_array_equal(call_signature(servable, "later", X)["y"], X["x"] + 1)
+    with pytest.raises(InvalidArgumentError, match=r"x must not be negative"):
+        call_signature(servable, "serving_default", {"x": np.array([-1.0], np.float32)})
+
+
+def test_calls_run_concurrently_in_the_process(
+    served: tuple[ProcessLoader, ProcessServable],
+) -> None:
+    _, servable = served
+    pids: list[int] = []
+
+    def sleep() -> None:
+        pids.append(
+            int(call_signature(servable, "sleep", {"x": np.array([0.5], np.float32)})["pid"][0])
+        )
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=sleep) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert time.monotonic() - started < 1.5  # four 0.5 s calls at once, not one after another
+    assert pids == [servable.pid] * 4
+
+
+def test_a_call_past_its_deadline_gives_up(served: tuple[ProcessLoader, ProcessServable]) -> None:
+    _, servable = served
+    started = time.monotonic()
+    with deadline_scope(started + 0.2), pytest.raises(DeadlineExceededError):
+        call_signature(servable, "sleep", {"x": np.array([2.0], np.float32)})
+    assert time.monotonic() - started < 1.0
+    assert call_signature(servable, "serving_default", X)["y"].shape == (3,)  # still serving
+
+
+def test_a_process_that_dies_fails_its_calls_with_unavailable(
+    served: tuple[ProcessLoader, ProcessServable],
+) -> None:
+    _, servable = served
+    errors: list[BaseException] = []
+
+    def sleep() -> None:
+        try:
+            call_signature(servable, "sleep", {"x": np.array([30.0], np.float32)})
+        except UnavailableError as error:
+            errors.append(error)
+
+    waiting = threading.Thread(target=sleep)
+    waiting.start()
+    time.sleep(0.2)
+    os.kill(servable.pid, signal.SIGKILL)
+    waiting.join(10)
+    assert not waiting.is_alive()
+    assert len(errors) == 1
+    assert "exited with status -9" in str(errors[0])
+    with pytest.raises(UnavailableError, match=r"exited with status -9"):
+        call_signature(servable, "serving_default", X)
+
+
+def test_unload_ends_the_process(python_model: Path) -> None:
+    loader = ProcessLoader(str(python_model), PY_FACTORY, PY_CONFIG)
+    loader.load()
+    servable = loader.servable()
+    assert isinstance(servable, ProcessServable)
+    pid = servable.pid
+    loader.unload()
+    assert not os.path.exists(f"/proc/{pid}")  # exited and reaped
+    with pytest.raises(FailedPreconditionError, match=r"has been unloaded"):
+        servable.call("serving_default", X)
+
+
+def test_a_streaming_signature_fails_the_load(tmp_path: Path) -> None:
+    version = tmp_path / "1"
+    version.mkdir()
+    (version / "model.py").write_text(
+        textwrap.dedent(
+            """
+            from servinglib.loaders import PythonModel, signature
+            from servinglib.servable import TensorSpec
+
+            class Model(PythonModel):
+                @signature(name="tokens", inputs=[TensorSpec("x", "float32", [-1])],
+                           outputs=[TensorSpec("y", "float32", [-1])])
+                def tokens(self, x):
+                    yield {"y": x}
+            """
+        )
+    )
+    with pytest.raises(UnimplementedError, match=r"Streaming signatures cannot run in a model"):
+        ProcessLoader(str(version), PY_FACTORY, PY_CONFIG).load()
+
+
+def test_a_server_core_serves_python_models_from_model_processes(python_model: Path) -> None:
+    config = ModelServerConfig((ModelConfig.python("model", str(python_model.parent)),))
+    platform = PythonPlatformConfig(allow_code_execution=True, model_process=True)
+    options = ServerCoreOptions(platform_configs={"python": platform})
+    with ServerCore(config, options) as core, core.servable_handle(ModelSpec.latest("model")) as h:
+        servable = h.servable
+        assert isinstance(servable, ProcessServable)
+        np.testing.assert_array_equal(
+            call_signature(servable, "serving_default", X)["y"], X["x"] * 2
+        )
+        pid = servable.pid
+    assert not os.path.exists(f"/proc/{pid}")
+
+
+def test_the_platform_options_turn_model_processes_on() -> None:
+    from servinglib.loaders.python import config_from_message as python_config
+    from servinglib.loaders.tensorflow.config import config_from_message as tensorflow_config
+    from servinglib.protos import platform_options_pb2
+
+    message = platform_options_pb2.TensorFlowPlatformOptions(model_process=True)
+    assert tensorflow_config(message).model_process
+    assert not tensorflow_config(platform_options_pb2.TensorFlowPlatformOptions()).model_process
+    python = platform_options_pb2.PythonPlatformOptions(
+        allow_code_execution=True, model_process=True
+    )
+    assert python_config(python).model_process
+    assert PythonLoader  # (the factory the platform names: servinglib.loaders.python:PythonLoader)
