@@ -21,7 +21,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, final
 
 import attrs
@@ -107,9 +107,14 @@ def model_config(flags: ServerFlags) -> ModelServerConfig:
     return ModelServerConfig([flag_model(flags)])
 
 
-def import_runtimes(config: ModelServerConfig) -> None:
-    """Imports what the models of ``config`` will need that is costly to import (TensorFlow)."""
-    if any(model.model_platform == "tensorflow" for model in config.models):
+def import_runtimes(config: ModelServerConfig, platforms: Mapping[str, Any]) -> None:
+    """Imports what the models of ``config`` will need that is costly to import (TensorFlow).
+
+    Not for a platform whose ``platforms`` config has ``model_process``: its
+    versions load in processes of their own.
+    """
+    in_processes = getattr(platforms.get("tensorflow"), "model_process", False)
+    if not in_processes and any(model.model_platform == "tensorflow" for model in config.models):
         from servinglib.loaders.tensorflow import import_tensorflow
 
         try:
@@ -254,13 +259,14 @@ class ModelServer:
         # Before the models load: a missing tracing extra fails the start at once.
         self.tracing = Tracing.from_environment() if flags.enable_tracing else None
         self.config = model_config(flags)
+        options = core_options(flags)
         if self.freezer is not None:
             listeners.append(self.freezer.on_state)
             # Frozen before the models load, so that unloading them never needs a whole-heap
             # collection (see HeapFreezer); their platforms' runtimes first, to freeze those too.
-            import_runtimes(self.config)
+            import_runtimes(self.config, options.platform_configs)
             self.freezer.freeze()
-        self.core = ServerCore(self.config, core_options(flags), state_listeners=listeners)
+        self.core = ServerCore(self.config, options, state_listeners=listeners)
         if self.metrics is not None:
             self.metrics.attach(self.core)
         self.plane = DataPlane(

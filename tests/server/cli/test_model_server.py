@@ -20,6 +20,7 @@ import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from servinglib.examples import HALF_PLUS_TWO
 from servinglib.testing import wait_until
 
 MODEL_PY = """
@@ -212,6 +213,43 @@ def test_a_platform_config_file_configures_the_python_platform(models: Path) -> 
     try:
         running.wait_ready()
         assert running.predict("triple", [2.0]).json() == {"predictions": [6.0]}
+    finally:
+        running.close()
+
+
+def children(pid: int) -> set[int]:
+    """The processes ``pid`` started (from every one of its threads)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found.update(int(child) for child in (task / "children").read_text().split())
+    return found
+
+
+def test_savedmodels_load_in_model_processes_when_the_platform_config_says_so(
+    tmp_path: Path,
+) -> None:
+    """TensorFlowPlatformOptions.model_process: the server serves TF without importing it."""
+    platform_config = tmp_path / "platform.config"
+    platform_config.write_text(
+        'platform_configs { key: "tensorflow" value { source_adapter_config {'
+        " [type.googleapis.com/servinglib.tfs.TensorFlowPlatformOptions] { model_process: true }"
+        " } } }"
+    )
+    running = Server(
+        f"--model_base_path={HALF_PLUS_TWO}",
+        "--model_name=half_plus_two",
+        f"--platform_config_file={platform_config}",
+    )
+    try:
+        running.wait_ready()
+        assert running.predict("half_plus_two", [1.0, 5.0]).json() == {"predictions": [3.5, 5.5]}
+        maps = Path(f"/proc/{running.process.pid}/maps").read_text()
+        assert "tensorflow" not in maps  # the server itself never imported TensorFlow
+        model_processes = children(running.process.pid)
+        assert model_processes  # the version's process, and the spare for the next load
+        running.process.send_signal(signal.SIGTERM)
+        assert running.process.wait(timeout=60) == 0
+        wait_until(lambda: not any(os.path.exists(f"/proc/{p}") for p in model_processes))
     finally:
         running.close()
 
