@@ -9,7 +9,8 @@ and 64:
    back); ``servable.call(...)`` alone (without the checks); and two floors: the same
    concrete function called directly with numpy in and out (``tf.constant`` per input,
    ``.numpy()`` per output, the same work done by hand) and with prebuilt tensors, its
-   outputs left as tensors;
+   outputs left as tensors; and ``call_signature`` of the same version loaded in a model
+   process (``ProcessLoader``: each call crosses a socket to it and back);
 2. load time: SavedModelLoader.load() (reads saved_model.pb, loads, warms up) against a bare
    ``tf.saved_model.load`` of the same directory, and unload (which runs a full gc).
 
@@ -44,11 +45,17 @@ import tensorflow as tf
 from _common import PercentileTable, percentile, print_environment, print_target
 
 from servinglib.examples import HALF_PLUS_TWO
-from servinglib.loaders.tensorflow import SavedModelLoader, TensorFlowServable
+from servinglib.loaders.process import ProcessLoader
+from servinglib.loaders.tensorflow import (
+    SavedModelLoader,
+    TensorFlowPlatformConfig,
+    TensorFlowServable,
+)
 from servinglib.servable import call_signature
 
 BATCHES = (1, 64)
 SIGNATURE = "serving_default"
+PROCESS_FACTORY = "servinglib.loaders.tensorflow.saved_model_loader:SavedModelLoader"
 
 # Target (from the issue): call_signature over the direct numpy call, at batch 1.
 OVERHEAD_TARGET = 1.10
@@ -67,6 +74,7 @@ class Model:
     function: Any  # the signature's concrete function
     input_name: str
     make_input: Callable[[int], np.ndarray]
+    process_loader: ProcessLoader  # the same version in a model process
 
 
 def build_keras_mlp(path: str) -> None:
@@ -87,7 +95,9 @@ def load_model(
     servable = loader.servable()
     assert isinstance(servable, TensorFlowServable)
     function = servable.model.signatures[SIGNATURE]
-    return Model(label, path, loader, servable, function, input_name, make_input)
+    in_process = ProcessLoader(path, PROCESS_FACTORY, TensorFlowPlatformConfig())
+    in_process.load()
+    return Model(label, path, loader, servable, function, input_name, make_input, in_process)
 
 
 # --------------------------------------------------------------------------- calls
@@ -100,6 +110,7 @@ def series(model: Model, batch: int) -> dict[str, Call]:
     inputs = {name: array}
     tensors = {name: tf.constant(array)}
     servable, function = model.servable, model.function
+    process_servable = model.process_loader.servable()
 
     def through_call_signature() -> object:
         return call_signature(servable, SIGNATURE, inputs)
@@ -114,11 +125,15 @@ def series(model: Model, batch: int) -> dict[str, Call]:
     def direct_tensors() -> object:
         return function(**tensors)
 
+    def through_model_process() -> object:
+        return call_signature(process_servable, SIGNATURE, inputs)
+
     return {
         "call_signature (numpy in/out)": through_call_signature,
         "servable.call (no checks)": through_servable_call,
         "floor: function, numpy in/out": direct_numpy,
         "floor: function, tensors in/out": direct_tensors,
+        "call_signature, model process": through_model_process,
     }
 
 
@@ -199,13 +214,15 @@ def print_calls(model: Model, batch: int, samples: dict[str, list[float]]) -> fl
     call_only = p50["servable.call (no checks)"]
     numpy_floor = p50["floor: function, numpy in/out"]
     tensor_floor = p50["floor: function, tensors in/out"]
+    process = p50["call_signature, model process"]
     print(f"   {model.label}, batch {batch}")
     for label, values in samples.items():
         print(TABLE.row(f"  {label}", values))
     print(
         f"     ratios of p50: call_signature / numpy floor {ours / numpy_floor:.3f}x "
         f"({ours - numpy_floor:+.1f} µs); checks {ours - call_only:+.1f} µs; "
-        f"numpy floor / tensor floor {numpy_floor / tensor_floor:.2f}x"
+        f"numpy floor / tensor floor {numpy_floor / tensor_floor:.2f}x; model process "
+        f"{process / ours:.2f}x ({process - ours:+.1f} µs)"
     )
     return ours / numpy_floor
 
@@ -283,6 +300,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(profile_calls(calls["call_signature (numpy in/out)"], 3000))
         for model in models:
             model.loader.unload()
+            model.process_loader.unload()
 
     print()
     print(f"took {time.perf_counter() - began:.1f} s")
