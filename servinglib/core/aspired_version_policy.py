@@ -48,8 +48,8 @@ class AspiredVersionPolicy(abc.ABC):
 
     Important: implementations are pure functions of the snapshot (no state,
     no I/O), so they are trivially thread-safe and table-testable.  The
-    manager asks every changed name and takes at most one action per step
-    (across all names), unloads first.
+    manager asks every changed name and takes at most one action per name
+    and step, unloads first.
     """
 
     @abc.abstractmethod

@@ -179,14 +179,17 @@ class AspiredVersionsManager(Manager):
     # -- stepping -----------------------------------------------------------
 
     def run_once(self) -> bool:
-        """One step: forget finished versions, apply pending requests, take one action.
+        """One step: forget finished versions, apply pending requests, act for each name.
 
         A step looks only at names whose versions changed (a request, or a
-        load or unload that finished) since a step last found nothing to do.
+        load or unload that finished) since a step last found nothing to do,
+        and starts the policy's next action for each of them that has one
+        (unloads first): one pass over the changed names, so a reload adding
+        N models costs O(N) policy calls, not O(N²).
 
         Returns True if the step changed anything (so another step may have
-        more to do).  With 0 load (unload) threads the action's load (unload)
-        runs before this returns.  After close() a step does nothing.
+        more to do).  With 0 load (unload) threads the actions' loads
+        (unloads) run before this returns.  After close() a step does nothing.
         """
         with self._step_lock:
             if self._stop.is_set():
@@ -198,14 +201,15 @@ class AspiredVersionsManager(Manager):
             applied = self._apply_pending_requests()
             # Versions a request just dropped while new or in error go at once.
             changed = self._flush_servables(applied) or changed
-            action = self._next_action(names | applied)
-            if action is None:
+            actions = self._next_actions(names | applied)
+            if not actions:
                 return changed or bool(applied)
-            if action.action is Action.LOAD:
-                future = self._basic.load_servable(action.id)
-            else:
-                future = self._basic.unload_servable(action.id)
-            future.add_done_callback(lambda _: self._mark_dirty(action.id.name))
+            for action in actions:
+                if action.action is Action.LOAD:
+                    future = self._basic.load_servable(action.id)
+                else:
+                    future = self._basic.unload_servable(action.id)
+                future.add_done_callback(lambda _, name=action.id.name: self._mark_dirty(name))
             return True
 
     def aspired_snapshots(self, name: str) -> list[AspiredServableStateSnapshot]:
@@ -305,21 +309,20 @@ class AspiredVersionsManager(Manager):
             self._basic.manage_servable(item, _Aspired(revision=item.revision))
         return True
 
-    def _next_action(self, names: set[str]) -> ServableAction | None:
-        """The first action the policy wants for ``names``; names with actions stay dirty."""
+    def _next_actions(self, names: set[str]) -> list[ServableAction]:
+        """The action the policy wants for each of ``names`` that has one, unloads first.
+
+        One action per name and step: a policy sees a name's versions again
+        only once its action has moved them on.  Unloads come first (they
+        free resources), then by name and version, for determinism.
+        """
         actions = []
         for name in names:
             action = self._policy.next_action(self.aspired_snapshots(name))
             if action is not None:
                 actions.append(action)
-        with self._lock:
-            self._dirty.update(action.id.name for action in actions)
-        # Unloads first (they free resources), then by name and version for determinism.
-        return min(
-            actions,
-            key=lambda a: (a.action is not Action.UNLOAD, a.id.name, a.id.version),
-            default=None,
-        )
+        actions.sort(key=lambda a: (a.action is not Action.UNLOAD, a.id.name, a.id.version))
+        return actions
 
 
 def _is_aspired(snapshot: ServableStateSnapshot) -> bool:

@@ -199,20 +199,26 @@ def test_omitted_versions_unload_and_aspired_ones_stay(available: Harness) -> No
     assert available.served() == "two"
 
 
-def test_one_action_per_step_with_unloads_first(available: Harness) -> None:
-    """Each step takes one action; an unload of one name goes before a load of another."""
-    available.aspire("a", v1=FakeLoader())
-    available.settle()
-    available.aspire("a")
-    available.aspire("b", v1=FakeLoader())
-    available.manager.run_once()
-    (a_state,) = available.manager.aspired_snapshots("a")
-    (b_state,) = available.manager.aspired_snapshots("b")
-    assert a_state.state is not HarnessState.READY
-    assert b_state.state is HarnessState.NEW
-    available.manager.run_once()
-    (b_state,) = available.manager.aspired_snapshots("b")
-    assert b_state.state is not HarnessState.NEW
+def test_one_action_per_name_per_step_unloads_first() -> None:
+    """A step starts each changed name's next action, unloads before loads; one per name."""
+    harness = Harness(AvailabilityPreservingPolicy())
+    harness.aspire("a", v1=FakeLoader())
+    harness.settle()
+    harness.aspire("a")
+    harness.aspire("b", v1=FakeLoader(), v2=FakeLoader())
+    start = len(harness.events)
+    harness.manager.run_once()  # 0 load and unload threads: both actions run in the step
+
+    def changes() -> list[tuple[str, int, ManagerState]]:
+        return [
+            (e.id.name, e.id.version, e.manager_state)
+            for e in harness.events[start:]
+            if e.manager_state in {ManagerState.UNLOADING, ManagerState.LOADING}
+        ]
+
+    assert changes() == [("a", 1, ManagerState.UNLOADING), ("b", 2, ManagerState.LOADING)]
+    harness.settle()
+    assert changes()[2:] == [("b", 1, ManagerState.LOADING)]
 
 
 def test_failed_version_keeps_the_old_one_serving(available: Harness) -> None:

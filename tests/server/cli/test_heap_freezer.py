@@ -12,6 +12,7 @@ import pytest
 
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_state import ManagerState, ServableState
+from servinglib.server.cli import heap_freezer
 from servinglib.server.cli.flags import parse_flags
 from servinglib.server.cli.heap_freezer import HeapAction, HeapFreezer
 from servinglib.server.cli.model_server import ModelServer
@@ -147,3 +148,26 @@ def test_the_server_freezes_before_its_models_load(tmp_path: Path) -> None:
     finally:
         server.plane.close()
         server.core.close()
+
+
+def test_objects_are_counted_only_once_the_heap_has_grown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A version change with little new memory skips the O(heap) count of unfrozen objects."""
+    counted: list[int] = []
+    get_objects = gc.get_objects
+
+    def counting() -> list[object]:
+        found = get_objects()
+        counted.append(len(found))
+        return found
+
+    monkeypatch.setattr(heap_freezer.gc, "get_objects", counting)
+    freezer = HeapFreezer(max_unfrozen_objects=1_000_000)
+    freezer.freeze()
+    freezer.on_state(event(ManagerState.AVAILABLE, 1))
+    assert freezer.refreeze_if_changed() is HeapAction.NONE
+    assert counted == []  # grew by far less than half the bound: not worth counting
+    grown = [object() for _ in range(600_000)]  # 600,000 more memory blocks
+    freezer.on_state(event(ManagerState.AVAILABLE, 2))
+    assert freezer.refreeze_if_changed() is HeapAction.NONE  # (object()s are not tracked)
+    assert len(counted) == 1
+    del grown
