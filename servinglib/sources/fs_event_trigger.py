@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import stat
@@ -149,18 +150,30 @@ def _make_handler(
     A deletion or move of ``root`` itself also calls ``on_lost``: the watch
     died with the directory (and a new directory may even get its inode).
     """
+    handler: FileSystemEventHandler = _handler_class()(root, on_change, on_lost)
+    return handler
+
+
+@functools.cache
+def _handler_class() -> Callable[..., FileSystemEventHandler]:
+    """The handler class, made once (watchdog is imported lazily; a class per watch is slow)."""
     from watchdog.events import FileSystemEventHandler
 
     class Handler(FileSystemEventHandler):
+        def __init__(
+            self, root: str, on_change: Callable[[str], None], on_lost: Callable[[], None]
+        ) -> None:
+            self._root, self._on_change, self._on_lost = root, on_change, on_lost
+
         def on_any_event(self, event: FileSystemEvent) -> None:
             source = os.fsdecode(event.src_path)
-            if source == root and event.event_type in ("deleted", "moved"):
-                on_lost()
+            if source == self._root and event.event_type in ("deleted", "moved"):
+                self._on_lost()
             for path in (source, os.fsdecode(event.dest_path)):
                 if path:
-                    on_change(path)
+                    self._on_change(path)
 
-    return Handler()
+    return Handler
 
 
 def _event_filter(include_modifications: bool) -> list[type[FileSystemEvent]]:
