@@ -29,6 +29,7 @@ from servinglib.loaders.python import PythonLoader, PythonPlatformConfig
 from servinglib.loaders.tensorflow import SavedModelLoader, TensorFlowPlatformConfig
 from servinglib.loaders.warmup import WarmupOptions
 from servinglib.servable import ExecutionMode, call_signature, deadline_scope
+from servinglib.testing import wait_until
 
 TF_FACTORY = "servinglib.loaders.tensorflow.saved_model_loader:SavedModelLoader"
 PY_FACTORY = "servinglib.loaders.python:PythonLoader"
@@ -176,7 +177,7 @@ def test_a_call_past_its_deadline_gives_up(served: tuple[ProcessLoader, ProcessS
     assert call_signature(servable, "serving_default", X)["y"].shape == (3,)  # still serving
 
 
-def test_a_process_that_dies_fails_its_calls_with_unavailable(
+def test_a_process_that_dies_fails_its_calls_and_is_started_again(
     served: tuple[ProcessLoader, ProcessServable],
 ) -> None:
     _, servable = served
@@ -191,13 +192,38 @@ def test_a_process_that_dies_fails_its_calls_with_unavailable(
     waiting = threading.Thread(target=sleep)
     waiting.start()
     time.sleep(0.2)
-    os.kill(servable.pid, signal.SIGKILL)
+    killed = servable.pid
+    os.kill(killed, signal.SIGKILL)
     waiting.join(10)
     assert not waiting.is_alive()
     assert len(errors) == 1
-    assert "exited with status -9" in str(errors[0])
-    with pytest.raises(UnavailableError, match=r"exited with status -9"):
-        call_signature(servable, "serving_default", X)
+    assert f"model process {killed}" in str(errors[0])
+    assert "exited with status -9; a new one is loading the version" in str(errors[0])
+
+    def answers() -> bool:
+        try:
+            call_signature(servable, "serving_default", X)
+        except UnavailableError:
+            return False
+        return True
+
+    wait_until(answers, timeout_s=60)
+    assert servable.pid != killed
+    np.testing.assert_array_equal(call_signature(servable, "serving_default", X)["y"], X["x"] * 2)
+
+
+def test_unload_during_a_restart_stops_it(python_model: Path) -> None:
+    loader = ProcessLoader(str(python_model), PY_FACTORY, PY_CONFIG)
+    loader.load()
+    servable = loader.servable()
+    assert isinstance(servable, ProcessServable)
+    os.kill(servable.pid, signal.SIGKILL)
+    loader.unload()  # whatever the restart had got to
+    with pytest.raises(FailedPreconditionError, match=r"has been unloaded"):
+        servable.call("serving_default", X)
+    time.sleep(0.5)
+    with pytest.raises(FailedPreconditionError, match=r"has been unloaded"):
+        servable.call("serving_default", X)  # no restart came back after the unload
 
 
 def test_unload_ends_the_process(python_model: Path) -> None:

@@ -31,6 +31,9 @@ from servinglib.servable import (
 
 _log = logging.getLogger(__name__)
 
+RESTART_BACKOFF_MAX_S = 60.0
+"""The longest wait between attempts to load a version again after its process died."""
+
 
 @final
 class _Pending:
@@ -50,15 +53,17 @@ class ProcessServable(Servable):
 
     :meth:`start` has a process (``python -m servinglib.loaders.process._child``)
     build ``factory(path, config)`` (a :class:`~servinglib.core.loader.Loader`;
-    ``factory`` is ``"module:attribute"``), loads it (at idle priority, so the
-    load takes no CPU time the server wants) and serves it.  Each :meth:`call`
+    ``factory`` is ``"module:attribute"``), load it (at idle priority, so the
+    load takes no CPU time the server wants) and serve it.  Each :meth:`call`
     sends the inputs over a socket and blocks its thread until the process
     answers (or the request's deadline passes: DEADLINE_EXCEEDED).  Every
     signature runs in ``thread`` mode here, whatever it is in the process.
     If the process dies, its calls fail with UNAVAILABLE naming its exit
-    status, and so does every call after; the server goes on.  :meth:`close`
-    makes the process unload the version and exit.  The first load of a
-    factory starts a process; each load then starts a spare for the next one.
+    status, and a new process loads the version again (after 0, 1, 2, 4 ...
+    up to 60 s between attempts); calls meanwhile fail with UNAVAILABLE too.
+    :meth:`close` makes the process unload the version and exit.  The first
+    load of a factory starts a process; each load then starts a spare for the
+    next one.
     Thread-safe: calls run concurrently (up to 8 at once in the process).
     """
 
@@ -66,25 +71,24 @@ class ProcessServable(Servable):
         self,
         started: Started,
         signatures: Mapping[str, SignatureSpec],
-        label: str,
+        load: tuple[str, str, Any],
     ) -> None:
         """Use :meth:`start`."""
-        self._started = started
-        self._process = started.process
-        self._connection = started.connection
-        self._label = label
+        self._load = load  # (factory, path, config): what a restart loads again
         self._signatures = MappingProxyType(
             {n: attrs.evolve(s, execution_mode=ExecutionMode.THREAD) for n, s in signatures.items()}
         )
         self._ids = itertools.count()
         self._lock = threading.Lock()
+        self._link = started  # the process serving; guarded by: _lock
+        self._starting: Started | None = None  # a restart's process; guarded by: _lock
         self._pending: dict[int, _Pending] = {}  # guarded by: _lock
         self._gone: ServingError | None = None  # why calls fail now; guarded by: _lock
         self._closed = False  # guarded by: _lock
+        self._closing = threading.Event()  # ends a restart's wait
         self._send_lock = threading.Lock()
-        self._reader = threading.Thread(
-            target=self._read, name=f"servinglib-process-{self._process.pid}", daemon=True
-        )
+        name = f"servinglib-process-{started.process.pid}"
+        self._reader = threading.Thread(target=self._serve_replies, name=name, daemon=True)
         self._reader.start()
 
     @classmethod
@@ -95,31 +99,14 @@ class ProcessServable(Servable):
         version fails to load, UNAVAILABLE if the process exits first.  Then
         starts the factory's next spare process.
         """
-        started = spares.take(factory)
-        label = f"model process {started.process.pid} ({path})"
-        try:
-            _wire.send(started.connection, (_wire.LOAD, path, config))
-            reply = _wire.receive(started.connection)
-        except (EOFError, OSError):
-            reply = (_wire.FAILED, None, "")
-        except BaseException:
-            started.stop()
-            started.close()
-            raise
-        finally:
-            spares.refill(factory)
-        if reply[0] == _wire.FAILED:
-            status = started.stop()
-            started.close()
-            if reply[1] is None:
-                raise _exited(label, status)
-            raise _wire.error_from(reply[1], reply[2])
-        return cls(started, reply[1], label)
+        started, signatures = _load_in(spares.take(factory), factory, path, config)
+        return cls(started, signatures, (factory, path, config))
 
     @property
     def pid(self) -> int:
-        """The process's id."""
-        return self._process.pid
+        """The id of the process serving (a restart changes it)."""
+        with self._lock:
+            return self._link.process.pid
 
     @property
     def signatures(self) -> Mapping[str, SignatureSpec]:
@@ -134,10 +121,11 @@ class ProcessServable(Servable):
             if self._gone is not None:
                 raise self._gone
             self._pending[call_id] = pending
+            link = self._link
         try:
             message = (_wire.CALL, call_id, signature_name, dict(inputs), output_filter)
             with self._send_lock:
-                _wire.send(self._connection, message)
+                _wire.send(link.connection, message)
         except OSError:
             pass  # the process has gone: the reader fails this call with why
         deadline = request_deadline()
@@ -145,7 +133,10 @@ class ProcessServable(Servable):
         if not pending.done.wait(timeout):
             with self._lock:
                 self._pending.pop(call_id, None)
-            raise DeadlineExceededError(f"The {self._label} did not answer before the deadline")
+            raise DeadlineExceededError(
+                f"The model process {link.process.pid} ({self._load[1]}) did not answer before "
+                "the deadline"
+            )
         if pending.error is not None:
             raise pending.error
         assert pending.outputs is not None
@@ -154,26 +145,55 @@ class ProcessServable(Servable):
     def close(self) -> None:
         """Makes the process unload the version and exit (killed after ``EXIT_TIMEOUT_S``).
 
-        Idempotent.
+        Idempotent.  Stops a restart in progress too.
         """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            if self._gone is None:
-                self._gone = FailedPreconditionError(f"The {self._label} has been unloaded")
-        status = self._started.stop()  # the process reads EOF: it unloads and exits
+            self._gone = FailedPreconditionError(
+                f"The model process of {self._load[1]} has been unloaded"
+            )
+            link, starting = self._link, self._starting
+            self._closing.set()  # under the lock: a restart sees it before it publishes
+        status = link.stop()  # the process reads EOF: it unloads and exits
+        if starting is not None:
+            starting.stop()
         self._reader.join()
-        self._started.close()
-        if status != 0:
-            _log.warning("The %s exited with status %s", self._label, status)
+        link.close()
+        if status not in (0, None):
+            _log.warning("Model process %d exited with status %s", link.process.pid, status)
 
-    def _read(self) -> None:
+    def _serve_replies(self) -> None:
+        """The reader thread: answers calls; restarts the process whenever it dies."""
+        while True:
+            with self._lock:
+                link = self._link
+            self._read(link)
+            status = link.process.wait()
+            with self._lock:
+                if self._closed:
+                    return
+                gone = UnavailableError(
+                    f"The model process {link.process.pid} ({self._load[1]}) exited with status "
+                    f"{status}; a new one is loading the version"
+                )
+                self._gone, pending_calls = gone, list(self._pending.values())
+                self._pending.clear()
+            _log.error("%s", gone.message)
+            for pending in pending_calls:
+                pending.error = gone
+                pending.done.set()
+            link.close()
+            if not self._restart():
+                return
+
+    def _read(self, link: Started) -> None:
         while True:
             try:
-                reply = _wire.receive(self._connection)
+                reply = _wire.receive(link.connection)
             except (EOFError, OSError):
-                break
+                return
             with self._lock:
                 pending = self._pending.pop(reply[1], None)
             if pending is None:  # its caller gave up (deadline)
@@ -183,18 +203,64 @@ class ProcessServable(Servable):
             else:
                 pending.error = _wire.error_from(reply[2], reply[3])
             pending.done.set()
-        with self._lock:
-            unloading = self._gone is not None
-            if not unloading:
-                self._gone = _exited(self._label, self._process.wait())
-            gone, pending_calls = self._gone, list(self._pending.values())
-            self._pending.clear()
-        if not unloading:
-            _log.error("%s; its calls fail until the version is reloaded", gone)
-        for pending in pending_calls:
-            pending.error = gone
-            pending.done.set()
+
+    def _restart(self) -> bool:
+        """Loads the version in a new process, retrying with backoff; False once closed."""
+        factory, path, config = self._load
+        delay = 0.0
+        while not self._closing.wait(delay):
+            delay = min(RESTART_BACKOFF_MAX_S, max(1.0, delay * 2))
+            with self._lock:
+                if self._closing.is_set():
+                    return False
+                self._starting = spares.take(factory)
+                starting = self._starting
+            try:
+                started, _ = _load_in(starting, factory, path, config)
+            except ServingError as error:
+                _log.error("Model process for %s: reloading failed: %s", path, error.message)
+                continue
+            finally:
+                with self._lock:
+                    self._starting = None
+            with self._lock:
+                if self._closing.is_set():
+                    started.stop()
+                    started.close()
+                    return False
+                self._link, self._gone = started, None
+            _log.info("Model process %d serves %s again", started.process.pid, path)
+            return True
+        return False
 
 
-def _exited(label: str, status: int | None) -> UnavailableError:
-    return UnavailableError(f"The {label} exited with status {status}")
+def _load_in(
+    started: Started,
+    factory: str,
+    path: str,
+    config: Any,  # noqa: ANN401 - the platform's config
+) -> tuple[Started, dict[str, SignatureSpec]]:
+    """Has ``started`` load ``factory(path, config)``: it and the signatures, or the load's error.
+
+    Starts the factory's next spare process either way.
+    """
+    try:
+        _wire.send(started.connection, (_wire.LOAD, path, config))
+        reply = _wire.receive(started.connection)
+    except (EOFError, OSError):
+        reply = (_wire.FAILED, None, "")
+    except BaseException:
+        started.stop()
+        started.close()
+        raise
+    finally:
+        spares.refill(factory)
+    if reply[0] == _wire.FAILED:
+        status = started.stop()
+        started.close()
+        if reply[1] is None:
+            raise UnavailableError(
+                f"Model process {started.process.pid} ({path}) exited with status {status}"
+            )
+        raise _wire.error_from(reply[1], reply[2])
+    return started, reply[1]
