@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Sequence
@@ -209,7 +210,7 @@ class AspiredVersionsManager(Manager):
                     future = self._basic.load_servable(action.id)
                 else:
                     future = self._basic.unload_servable(action.id)
-                future.add_done_callback(lambda _, name=action.id.name: self._mark_dirty(name))
+                future.add_done_callback(functools.partial(self._on_action_done, action.id.name))
             return True
 
     def aspired_snapshots(self, name: str) -> list[AspiredServableStateSnapshot]:
@@ -235,6 +236,9 @@ class AspiredVersionsManager(Manager):
     def _wake(self) -> None:
         if self._loop is not None:
             self._loop.wake()
+
+    def _on_action_done(self, name: str, _future: object) -> None:
+        self._mark_dirty(name)
 
     def _mark_dirty(self, name: str) -> None:
         """Has the next step look at ``name`` again (its versions changed state)."""
