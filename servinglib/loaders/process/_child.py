@@ -69,7 +69,11 @@ def main(argv: list[str]) -> int:
         _wire.send(connection, (_wire.FAILED, *_wire.error_fields(failure)))
         return 1
     servable = loader.servable()
-    _wire.send(connection, (_wire.LOADED, dict(servable.signatures)))
+    try:
+        _wire.send(connection, (_wire.LOADED, dict(servable.signatures)))
+    except OSError:  # the server went away meanwhile: nothing to serve
+        run_idle(loader.unload)
+        return 0
     _serve(connection, servable)
     run_idle(loader.unload)
     return 0
