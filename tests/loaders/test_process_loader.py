@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -37,7 +38,7 @@ PY_CONFIG = PythonPlatformConfig(allow_code_execution=True, warmup=WarmupOptions
 X = {"x": np.array([1.0, 2.0, 5.0], np.float32)}
 
 MODEL_PY = """
-import asyncio, os, time
+import asyncio, logging, os, time
 import numpy as np
 from servinglib.errors import InvalidArgumentError
 from servinglib.loaders import PythonModel, signature
@@ -49,6 +50,7 @@ POLICY = [TensorSpec("load", "int64", [1]), TensorSpec("call", "int64", [1])]
 class Model(PythonModel):
     def load(self, path):
         self.load_policy = os.sched_getscheduler(0)
+        logging.getLogger("test.model").warning("loading %s", path)
 
     @signature(name="serving_default", inputs=X, outputs=[TensorSpec("y", "float32", [-1])])
     def predict(self, x):
@@ -126,6 +128,23 @@ def test_a_broken_savedmodel_fails_its_load_with_the_same_error(tmp_path: Path) 
         loader.load()
     with pytest.raises(FailedPreconditionError):
         loader.servable()
+
+
+def test_the_processs_log_records_are_logged_by_the_server(
+    python_model: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    loader = ProcessLoader(str(python_model), PY_FACTORY, PY_CONFIG)
+    loader.load()
+    try:
+        servable = loader.servable()
+        assert isinstance(servable, ProcessServable)
+        (record,) = [r for r in caplog.records if r.name == "test.model"]
+        assert record.levelno == logging.WARNING
+        assert record.getMessage() == f"model process {servable.pid}: loading {python_model}"
+        assert record.model_process == servable.pid  # (JSON logs carry it as a field)
+    finally:
+        loader.unload()
 
 
 def test_the_load_runs_at_idle_priority_and_calls_at_normal_priority(

@@ -43,11 +43,10 @@ CALL_THREADS = 8
 def main(argv: list[str]) -> int:
     """Serves one version over the socket whose descriptor is ``argv[0]``; the exit status."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the server's to handle
-    logging.basicConfig(
-        level=logging.INFO,
-        format=f"%(asctime)s %(levelname)s model process {os.getpid()}: %(message)s",
-    )
     connection = Connection(int(argv[0]))
+    root = logging.getLogger()
+    root.addHandler(_ToServer(connection))
+    root.setLevel(logging.INFO)
     try:
         kind, factory, sys_path = _wire.receive(connection)
         assert kind == _wire.PREPARE, kind
@@ -66,17 +65,37 @@ def main(argv: list[str]) -> int:
             raise error
         loader = _load(make, path, config)
     except BaseException as failure:  # noqa: BLE001 - every failure is the load's answer
-        _wire.send(connection, (_wire.FAILED, *_wire.error_fields(failure)))
+        _send(connection, (_wire.FAILED, *_wire.error_fields(failure)))
         return 1
     servable = loader.servable()
     try:
-        _wire.send(connection, (_wire.LOADED, dict(servable.signatures)))
+        _send(connection, (_wire.LOADED, dict(servable.signatures)))
     except OSError:  # the server went away meanwhile: nothing to serve
         run_idle(loader.unload)
         return 0
     _serve(connection, servable)
     run_idle(loader.unload)
     return 0
+
+
+_send_lock = threading.Lock()  # one message at a time on the connection
+
+
+def _send(connection: Connection, message: tuple[Any, ...]) -> None:
+    with _send_lock:
+        _wire.send(connection, message)
+
+
+class _ToServer(logging.Handler):
+    """Sends each log record to the server, which logs it as its own (see ``_wire.LOG``)."""
+
+    def __init__(self, connection: Connection) -> None:
+        super().__init__()
+        self._connection = connection
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(OSError):  # the server has gone: nobody to tell
+            _send(self._connection, (_wire.LOG, _wire.log_fields(record, os.getpid())))
 
 
 def _prepare(factory: str) -> Any:  # noqa: ANN401 - a Loader class or function
@@ -104,7 +123,6 @@ def _load(make: Any, path: str, config: Any) -> Loader:  # noqa: ANN401 - a fact
 
 def _serve(connection: Connection, servable: Servable) -> None:
     """Runs each CALL: ``thread`` and ``inline`` ones on a pool, ``async`` ones on an event loop."""
-    send_lock = threading.Lock()
     modes = {name: spec.execution_mode for name, spec in servable.signatures.items()}
     loop: asyncio.AbstractEventLoop | None = None
     if ExecutionMode.ASYNC in modes.values():
@@ -116,8 +134,8 @@ def _serve(connection: Connection, servable: Servable) -> None:
             reply: tuple[Any, ...] = (_wire.RESULT, call_id, work())
         except BaseException as error:  # noqa: BLE001 - every failure is the call's answer
             reply = (_wire.ERROR, call_id, *_wire.error_fields(error))
-        with send_lock, contextlib.suppress(OSError):  # OSError: the server has gone
-            _wire.send(connection, reply)
+        with contextlib.suppress(OSError):  # OSError: the server has gone
+            _send(connection, reply)
 
     with concurrent.futures.ThreadPoolExecutor(CALL_THREADS, "servinglib-call") as pool:
         while True:

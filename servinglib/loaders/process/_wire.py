@@ -2,14 +2,18 @@
 
 Server → process: :data:`PREPARE` (once, first: the process imports the loader's
 runtime), :data:`LOAD` (once, perhaps much later), then :data:`CALL` s; closing the
-socket asks the process to unload and exit.  Process → server: :data:`LOADED` or
-:data:`FAILED` (once), then one :data:`RESULT` or :data:`ERROR` per call.
+socket asks the process to unload and exit.  Process → server: :data:`LOADED`
+or :data:`FAILED` (once), then one :data:`RESULT` or :data:`ERROR` per call;
+and, at any time, its log records as :data:`LOG` messages, which
+:func:`receive_reply` logs in the server, through its handlers (its format,
+JSON included).
 Pickle protocol 5 carries numpy arrays whole; both ends are this package, one
 interpreter and one servinglib, so nothing else has to read it.
 """
 
 from __future__ import annotations
 
+import logging
 import pickle
 from multiprocessing.connection import Connection
 from typing import Any
@@ -23,6 +27,7 @@ LOADED = "loaded"  # (LOADED, {name: SignatureSpec})
 FAILED = "failed"  # (FAILED, code, message)
 RESULT = "result"  # (RESULT, call_id, outputs)
 ERROR = "error"  # (ERROR, call_id, code, message)
+LOG = "log"  # (LOG, a LogRecord's fields): the process's log lines, logged by the server
 
 _PROTOCOL = 5
 
@@ -36,6 +41,30 @@ def receive(connection: Connection) -> tuple[Any, ...]:
     """Reads one message; EOFError once the other end has closed its socket."""
     message: tuple[Any, ...] = pickle.loads(connection.recv_bytes())
     return message
+
+
+def receive_reply(connection: Connection) -> tuple[Any, ...]:
+    """Reads the next message that is not a LOG, logging the LOGs before it here."""
+    while True:
+        message = receive(connection)
+        if message[0] != LOG:
+            return message
+        record = logging.makeLogRecord(message[1])
+        logger = logging.getLogger(record.name)
+        if logger.isEnabledFor(record.levelno):
+            logger.handle(record)
+
+
+def log_fields(record: logging.LogRecord, pid: int) -> dict[str, Any]:
+    """A record of a model process as picklable fields, its message saying whose it is."""
+    fields = dict(record.__dict__)
+    fields["msg"] = f"model process {pid}: {record.getMessage()}"
+    fields["args"] = None
+    if record.exc_info:
+        fields["exc_text"] = logging.Formatter().formatException(record.exc_info)
+    fields["exc_info"] = None
+    fields["model_process"] = pid
+    return fields
 
 
 def error_fields(error: BaseException) -> tuple[int, str]:

@@ -191,7 +191,7 @@ class ProcessServable(Servable):
     def _read(self, link: Started) -> None:
         while True:
             try:
-                reply = _wire.receive(link.connection)
+                reply = _wire.receive_reply(link.connection)
             except (EOFError, OSError):
                 return
             with self._lock:
@@ -246,7 +246,7 @@ def _load_in(
     """
     try:
         _wire.send(started.connection, (_wire.LOAD, path, config))
-        reply = _wire.receive(started.connection)
+        reply = _wire.receive_reply(started.connection)
     except (EOFError, OSError):
         reply = (_wire.FAILED, None, "")
     except BaseException:

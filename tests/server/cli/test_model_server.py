@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -250,6 +251,12 @@ def test_savedmodels_load_in_model_processes_when_the_platform_config_says_so(
         running.process.send_signal(signal.SIGTERM)
         assert running.process.wait(timeout=60) == 0
         wait_until(lambda: not any(os.path.exists(f"/proc/{p}") for p in model_processes))
+        # The process's own log lines come out in the server's log, saying whose they are.
+        assert re.search(
+            r" INFO servinglib\.loaders\.tensorflow\.saved_model_loader: model process \d+: "
+            r"loaded SavedModel",
+            running.output(),
+        )
     finally:
         running.close()
 
