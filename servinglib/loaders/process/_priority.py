@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 _log = logging.getLogger(__name__)
@@ -22,34 +22,18 @@ _log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def lower_this_thread() -> bool:
-    """Puts the calling thread in ``SCHED_IDLE``; False where the platform has no such policy."""
+def lower_this_thread() -> None:
+    """Puts the calling thread in ``SCHED_IDLE`` (where the platform has it)."""
     policy = getattr(os, "SCHED_IDLE", None)
     if policy is None:
-        return False
+        return
     try:
         os.sched_setscheduler(0, policy, os.sched_param(0))
     except OSError as error:  # a seccomp profile may refuse it: run at normal priority
         _log.warning("Cannot lower the priority of a model process's load: %s", error)
-        return False
-    return True
 
 
 def run_idle(work: Callable[[], T]) -> T:
     """``work()`` on a new thread at idle priority: what it returns, or raises."""
-    outcome: list[T] = []
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        lower_this_thread()
-        try:
-            outcome.append(work())
-        except BaseException as error:  # noqa: BLE001 - re-raised on the calling thread
-            failure.append(error)
-
-    thread = threading.Thread(target=run, name="servinglib-idle")
-    thread.start()
-    thread.join()
-    if failure:
-        raise failure[0]
-    return outcome[0]
+    with ThreadPoolExecutor(1, "servinglib-idle", initializer=lower_this_thread) as pool:
+        return pool.submit(work).result()
