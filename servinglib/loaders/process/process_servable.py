@@ -84,8 +84,7 @@ class ProcessServable(Servable):
         self._starting: Started | None = None  # a restart's process; guarded by: _lock
         self._pending: dict[int, _Pending] = {}  # guarded by: _lock
         self._gone: ServingError | None = None  # why calls fail now; guarded by: _lock
-        self._closed = False  # guarded by: _lock
-        self._closing = threading.Event()  # ends a restart's wait
+        self._closing = threading.Event()  # set under _lock by close(); ends a restart's wait
         self._send_lock = threading.Lock()
         name = f"servinglib-process-{started.process.pid}"
         self._reader = threading.Thread(target=self._serve_replies, name=name, daemon=True)
@@ -148,14 +147,13 @@ class ProcessServable(Servable):
         Idempotent.  Stops a restart in progress too.
         """
         with self._lock:
-            if self._closed:
+            if self._closing.is_set():
                 return
-            self._closed = True
+            self._closing.set()  # under the lock: a restart sees it before it publishes
             self._gone = FailedPreconditionError(
                 f"The model process of {self._load[1]} has been unloaded"
             )
             link, starting = self._link, self._starting
-            self._closing.set()  # under the lock: a restart sees it before it publishes
         status = link.stop()  # the process reads EOF: it unloads and exits
         if starting is not None:
             starting.stop()
@@ -172,7 +170,7 @@ class ProcessServable(Servable):
             self._read(link)
             status = link.process.wait()
             with self._lock:
-                if self._closed:
+                if self._closing.is_set():
                     return
                 gone = UnavailableError(
                     f"The model process {link.process.pid} ({self._load[1]}) exited with status "
@@ -210,11 +208,15 @@ class ProcessServable(Servable):
         delay = 0.0
         while not self._closing.wait(delay):
             delay = min(RESTART_BACKOFF_MAX_S, max(1.0, delay * 2))
+            starting = spares.take(factory)  # (a fork: not under the lock calls take)
             with self._lock:
-                if self._closing.is_set():
-                    return False
-                self._starting = spares.take(factory)
-                starting = self._starting
+                closing = self._closing.is_set()
+                if not closing:
+                    self._starting = starting
+            if closing:
+                starting.stop()
+                starting.close()
+                return False
             try:
                 started, _ = _load_in(starting, factory, path, config)
             except ServingError as error:
