@@ -75,10 +75,8 @@ class SavedModelLoader(ModelLoader):
 
     def _load_servable(self) -> Servable:
         started = time.perf_counter()
+        self.start_runtime()  # (already done in a model process: then a no-op and one tiny op)
         tf = tensorflow()
-        configure_threads(
-            self._config.intra_op_parallelism_threads, self._config.inter_op_parallelism_threads
-        )
         tags = self._config.saved_model_tags
         specs = signature_specs(read_meta_graph(self.path, tags))
         try:
