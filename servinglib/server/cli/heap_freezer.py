@@ -97,13 +97,13 @@ class HeapFreezer:
         if frozen_ended:
             self.refreeze()
             return HeapAction.REFREEZE
-        if changed and self._may_exceed_bound() and self._unfrozen() > self._max_unfrozen_objects:
+        if changed and self._unfrozen_past_bound():
             self.freeze()
             return HeapAction.FREEZE_NEW
         return HeapAction.NONE
 
-    def _may_exceed_bound(self) -> bool:
-        """Whether the heap grew enough since the last count to be worth counting again.
+    def _unfrozen_past_bound(self) -> bool:
+        """Whether more objects than the bound are unfrozen; counted only if the heap grew.
 
         Counting the unfrozen objects (``gc.get_objects()``) holds the GIL for
         about 20 ns per object, milliseconds with many models; the interpreter's
@@ -111,11 +111,11 @@ class HeapFreezer:
         takes at least one.  So the objects are counted only once that count
         has grown by half the bound since they last were.
         """
-        return sys.getallocatedblocks() - self._blocks_at_count > self._max_unfrozen_objects // 2
-
-    def _unfrozen(self) -> int:
-        self._blocks_at_count = sys.getallocatedblocks()
-        return len(gc.get_objects())
+        blocks = sys.getallocatedblocks()
+        if blocks - self._blocks_at_count <= self._max_unfrozen_objects // 2:
+            return False
+        self._blocks_at_count = blocks
+        return len(gc.get_objects()) > self._max_unfrozen_objects
 
     def freeze(self) -> None:
         """Collects the unfrozen objects and freezes the survivors (the frozen are left alone)."""
