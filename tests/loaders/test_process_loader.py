@@ -38,7 +38,7 @@ PY_CONFIG = PythonPlatformConfig(allow_code_execution=True, warmup=WarmupOptions
 X = {"x": np.array([1.0, 2.0, 5.0], np.float32)}
 
 MODEL_PY = """
-import asyncio, logging, os, time
+import asyncio, logging, os, threading, time
 import numpy as np
 from servinglib.errors import InvalidArgumentError
 from servinglib.loaders import PythonModel, signature
@@ -48,7 +48,10 @@ X = [TensorSpec("x", "float32", [-1])]
 POLICY = [TensorSpec("load", "int64", [1]), TensorSpec("call", "int64", [1])]
 
 class Model(PythonModel):
+    MEET = threading.Barrier(4, timeout=30)
+
     def load(self, path):
+        self.calls = os.path.dirname(os.path.dirname(path))  # the test's directory
         self.load_policy = os.sched_getscheduler(0)
         logging.getLogger("test.model").warning("loading %s", path)
 
@@ -64,7 +67,13 @@ class Model(PythonModel):
 
     @signature(name="sleep", inputs=X, outputs=[TensorSpec("pid", "int64", [1])])
     def sleep(self, x):
+        open(os.path.join(self.calls, "sleeping"), "w").close()  # the test sees it running
         time.sleep(float(x[0]))
+        return {"pid": np.array([os.getpid()])}
+
+    @signature(name="meet", inputs=X, outputs=[TensorSpec("pid", "int64", [1])])
+    def meet(self, x):
+        self.MEET.wait()  # returns once 4 calls run at once; breaks after 30 s otherwise
         return {"pid": np.array([os.getpid()])}
 
     @signature(name="later", inputs=X, outputs=[TensorSpec("y", "float32", [-1])],
@@ -172,19 +181,15 @@ def test_calls_run_concurrently_in_the_process(
     _, servable = served
     pids: list[int] = []
 
-    def sleep() -> None:
-        pids.append(
-            int(call_signature(servable, "sleep", {"x": np.array([0.5], np.float32)})["pid"][0])
-        )
+    def meet() -> None:
+        pids.append(int(call_signature(servable, "meet", X)["pid"][0]))
 
-    started = time.monotonic()
-    threads = [threading.Thread(target=sleep) for _ in range(4)]
+    threads = [threading.Thread(target=meet) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert time.monotonic() - started < 1.5  # four 0.5 s calls at once, not one after another
-    assert pids == [servable.pid] * 4
+    assert pids == [servable.pid] * 4  # all four met in the process: they ran at once
 
 
 def test_a_call_past_its_deadline_gives_up(served: tuple[ProcessLoader, ProcessServable]) -> None:
@@ -197,7 +202,7 @@ def test_a_call_past_its_deadline_gives_up(served: tuple[ProcessLoader, ProcessS
 
 
 def test_a_process_that_dies_fails_its_calls_and_is_started_again(
-    served: tuple[ProcessLoader, ProcessServable],
+    served: tuple[ProcessLoader, ProcessServable], tmp_path: Path
 ) -> None:
     _, servable = served
     errors: list[BaseException] = []
@@ -210,7 +215,7 @@ def test_a_process_that_dies_fails_its_calls_and_is_started_again(
 
     waiting = threading.Thread(target=sleep)
     waiting.start()
-    time.sleep(0.2)
+    wait_until((tmp_path / "sleeping").exists)  # the call runs in the process
     killed = servable.pid
     os.kill(killed, signal.SIGKILL)
     waiting.join(10)
@@ -240,7 +245,7 @@ def test_unload_during_a_restart_stops_it(python_model: Path) -> None:
     loader.unload()  # whatever the restart had got to
     with pytest.raises(FailedPreconditionError, match=r"has been unloaded"):
         servable.call("serving_default", X)
-    time.sleep(0.5)
+    time.sleep(0.5)  # a negative check needs a window: a restart would be back by now
     with pytest.raises(FailedPreconditionError, match=r"has been unloaded"):
         servable.call("serving_default", X)  # no restart came back after the unload
 
