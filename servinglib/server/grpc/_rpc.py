@@ -28,7 +28,12 @@ from google.protobuf import message as pb_message
 
 from servinglib.errors import InvalidArgumentError, ServingError, StatusCode
 from servinglib.server.plane.calls_here import run_to_completion, unwatch_client, watch_client
-from servinglib.server.plane.request_context import begin_request, request_id, was_logged
+from servinglib.server.plane.request_context import (
+    begin_request,
+    end_request,
+    request_id,
+    was_logged,
+)
 from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 
 if TYPE_CHECKING:
@@ -137,14 +142,14 @@ def blocking_method_handler(
         model = ""
         code = StatusCode.OK
         span: RequestSpan | None = None
-        begin_request(lambda: _request_id_of(context))
+        request = begin_request(lambda: _request_id_of(context))
         watching = watch_client(context.is_active)
         try:
-            request = parse(data)
-            model = model_of(request)
+            message = parse(data)
+            model = model_of(message)
             if tracing is not None and model:
                 span = _start_span(tracing, service, rpc.method, context, start)
-            response = run_to_completion(handler(request, context))
+            response = run_to_completion(handler(message, context))
             serialized: bytes = response.SerializeToString()
             return serialized
         except Exception as error:
@@ -157,6 +162,7 @@ def blocking_method_handler(
                 span.end(code, rpc__grpc__status_code=code.value)
             if observer is not None:
                 _report(observer, service, rpc, model, code=code, start=start)
+            end_request(request)
 
     return grpc.unary_unary_rpc_method_handler(call)
 

@@ -20,8 +20,11 @@ MAX_MESSAGE_BYTES: Final = 2**31 - 1
 ChannelArgument = tuple[str, int | str]
 
 DEFAULT_CHANNEL_ARGUMENTS: Final[tuple[ChannelArgument, ...]] = (
-    # RPCs one connection may run at once (gRPC: unbounded); more wait in the client's queue.
-    ("grpc.max_concurrent_streams", 128),
+    # RPCs one connection may run at once (gRPC: unbounded). grpcio's client does not reliably
+    # queue past it: a burst that reaches it while finished streams are still being released
+    # is refused (REFUSED_STREAM, UNAVAILABLE to the caller). 1000 is gRPC's own bound on
+    # calls waiting for a server to take them, past which it cancels them anyway.
+    ("grpc.max_concurrent_streams", 1000),
     # With RPCs in flight, ping the client after 2 min of silence and cut it 20 s later if it
     # does not answer (gRPC: 2 h), so a vanished client's calls are cancelled.
     ("grpc.keepalive_time_ms", 120_000),

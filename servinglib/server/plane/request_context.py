@@ -45,13 +45,31 @@ _CURRENT: contextvars.ContextVar[_RequestId | None] = contextvars.ContextVar(
 )
 
 
-def begin_request(make_id: Callable[[], str]) -> None:
+RequestToken = contextvars.Token[_RequestId | None]
+"""What :func:`begin_request` returns and :func:`end_request` takes."""
+
+
+def begin_request(make_id: Callable[[], str]) -> RequestToken:
     """Marks the current task as serving a request whose id ``make_id()`` gives when asked.
 
     Requires: called in the request's own task (each ASGI request and each
-    grpc.aio RPC runs in one), so the id does not leak to other requests.
+    grpc.aio RPC runs in one), or on a server thread that calls
+    :func:`end_request` with the token when the request ends, so the id
+    does not leak to other requests.
     """
-    _CURRENT.set(_RequestId(make_id))
+    return _CURRENT.set(_RequestId(make_id))
+
+
+def end_request(token: RequestToken) -> None:
+    """Ends what :func:`begin_request` started on a thread that serves one request after another.
+
+    Important: a synchronous server's worker thread must call it, or its
+    context keeps the finished request's ``make_id`` (and what it holds: the
+    RPC's context) until the thread's next request: grpcio then counts that
+    RPC's stream as open, and refuses new streams on the connection
+    (REFUSED_STREAM) once its worker threads each hold one.
+    """
+    _CURRENT.reset(token)
 
 
 def request_id() -> str | None:
