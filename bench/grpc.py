@@ -8,7 +8,9 @@ subprocess pinned with ``taskset`` to one CPU, serving a trivial numpy Python se
 ``plus_one_inline`` in ``inline`` mode. The load generator is h2load (Debian's nghttp2-client)
 on the other CPU, posting a prebuilt length-prefixed gRPC request body (``content-type:
 application/grpc``, ``te: trailers``) on ``concurrency`` connections with one request
-outstanding each, for ``--seconds`` per cell after a ``--warmup-seconds`` warm-up run. Cells:
+outstanding each, and again with all of them as streams of one connection (``h2load -c1 -mN``,
+labelled ``[1 conn]``: how tritonclient, a shared stub or a sidecar call), for ``--seconds``
+per cell after a ``--warmup-seconds`` warm-up run. Cells:
 
 1. V2 ``ModelInfer`` with raw input contents, and TF Serving ``Predict`` (typed ``float_val``),
    each on both models, on each server, at concurrency 8 and 64 (``--concurrency``);
@@ -29,7 +31,8 @@ endpoint) is compared with h2load's count.
 Figures: req/s, latency percentiles in ms (h2load's per-request log), and ratios to the floors.
 Targets (issue 19): V2 ``add`` at concurrency 8 >= 4.8 k req/s (2 x the best Python peer's
 2.38 k, KServe); batched MLP at 64 >= 8.4 k req/s (2 x PyTriton's 4.2 k) with >= 30 rows per
-call. PASS/MISS lines never fail the run.
+call. Issue 31: V2 ``add`` at concurrency 8 multiplexed on one connection >= 6.6 k req/s (2 x
+KServe's 3.3 k there) and >= 0.9 x the same on 8 connections. PASS/MISS lines never fail the run.
 Run with ``./dev bench grpc`` (see bench/README.md); needs ``h2load``
 (``apt-get install nghttp2-client``).
 """
@@ -40,6 +43,7 @@ import argparse
 import contextlib
 import dataclasses
 import functools
+import itertools
 import os
 import re
 import shutil
@@ -87,6 +91,10 @@ MLP_ROWS_TARGET = 30.0
 MLP_CONCURRENCY = 64
 START_TIMEOUT_S = 60.0
 SERVERS = ("sync", "aio")
+ONE_CONNECTION = " [1 conn]"  # a cell's requests multiplexed as streams of one connection
+KSERVE_MUX_RPS = 3300.0  # KServe's gRPC server, h2load -c1 -m8 (issue 31)
+MUX_PEER_FACTOR_TARGET = 2.0
+MUX_RATIO_TARGET = 0.9  # multiplexed / one stream per connection (issue 31)
 
 V2_PATH = "/inference.GRPCInferenceService/ModelInfer"
 PREDICT_PATH = "/tensorflow.serving.PredictionService/Predict"
@@ -332,13 +340,25 @@ class Cell:
 
 
 def h2load(
-    port: int, path: str, body: Path, *, concurrency: int, seconds: float, log: Path | None
+    port: int,
+    path: str,
+    body: Path,
+    *,
+    concurrency: int,
+    seconds: float,
+    log: Path | None,
+    multiplexed: bool = False,
 ) -> tuple[int, int, float]:
-    """Runs h2load; (succeeded, failed, measured seconds)."""
+    """Runs h2load; (succeeded, failed, measured seconds).
+
+    ``concurrency`` requests outstanding: one on each of as many connections,
+    or, ``multiplexed``, all as streams of one connection (``-c1 -m N``).
+    """
+    clients, streams = (1, concurrency) if multiplexed else (concurrency, 1)
     command = [
         "h2load",
-        f"--clients={concurrency}",
-        "--max-concurrent-streams=1",
+        f"--clients={clients}",
+        f"--max-concurrent-streams={streams}",
         "--threads=1",
         f"--duration={seconds:g}",
         f"--data={body}",
@@ -368,20 +388,36 @@ def measure(
     tmp: Path,
     counts: Callable[[], dict[tuple[str, str], float]] | None = None,
     rows: Callable[[], tuple[float, float]] | None = None,
+    multiplexed: bool = False,
 ) -> Cell:
     """A warm-up run, then the measured one; ``counts`` (by model, status) before and after,
-    and ``rows`` (rows batched, batches) to give the mean rows per model call."""
+    and ``rows`` (rows batched, batches) to give the mean rows per model call.
+    ``multiplexed``: every request on one connection (the label says so)."""
+    if multiplexed:
+        label += ONE_CONNECTION
     body = tmp / "body.bin"
     body.write_bytes(grpc_frame(workload.message))
     log = tmp / "h2load.log"
     h2load(
-        port, workload.path, body, concurrency=concurrency, seconds=args.warmup_seconds, log=None
+        port,
+        workload.path,
+        body,
+        concurrency=concurrency,
+        seconds=args.warmup_seconds,
+        log=None,
+        multiplexed=multiplexed,
     )
     before = counts() if counts is not None else {}
     rows_before = rows() if rows is not None else (0.0, 0.0)
     cpu_before = server_cpu_s(port)
     succeeded, failed, elapsed = h2load(
-        port, workload.path, body, concurrency=concurrency, seconds=args.seconds, log=log
+        port,
+        workload.path,
+        body,
+        concurrency=concurrency,
+        seconds=args.seconds,
+        log=log,
+        multiplexed=multiplexed,
     )
     cpu_s = server_cpu_s(port) - cpu_before
     rows_after = rows() if rows is not None else (0.0, 0.0)
@@ -482,7 +518,8 @@ def main() -> None:
         f"server on CPU {server_cpus or 'any (not pinned)'}, "
         f"h2load on CPU {os.environ.get('SERVINGLIB_BENCH_CLIENT_CPUS', 'any')}; "
         f"{args.seconds:g} s per cell after {args.warmup_seconds:g} s of warm-up; "
-        "concurrency = h2load connections, one request outstanding on each"
+        "concurrency = requests outstanding: one on each of as many connections, or all on "
+        f"one ({ONE_CONNECTION.strip()})"
     )
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
@@ -563,6 +600,7 @@ def measure_served(
     tmp: Path,
     *,
     batched: bool = False,
+    multiplexed: bool = False,
 ) -> Cell:
     """A cell of a CLI server: its request counts, and for a batched model its rows per call."""
     return measure(
@@ -574,6 +612,7 @@ def measure_served(
         tmp=tmp,
         counts=functools.partial(request_counts, served.rest_port),
         rows=functools.partial(batch_rows, served.rest_port) if batched else None,
+        multiplexed=multiplexed,
     )
 
 
@@ -632,15 +671,30 @@ def run_all(args: argparse.Namespace, tmp: Path, server_cpus: str | None) -> lis
             print(f"{INDENT}{FLOORS[kind]}: ok (V2 request)")
         call_once(bound_port, bound)
         print(f"{INDENT}{BOUND_LABEL}: ok")
-        for concurrency in args.concurrency:
+        for concurrency, multiplexed in itertools.product(args.concurrency, (False, True)):
             for served in servers:
                 for workload in served.workloads:
-                    cells.append(measure_served(served, workload, concurrency, args, tmp))
+                    cells.append(
+                        measure_served(
+                            served, workload, concurrency, args, tmp, multiplexed=multiplexed
+                        )
+                    )
             for kind, floor_port in floor_ports.items():
                 cells.append(
-                    measure(FLOORS[kind], floor_port, floor, concurrency, args=args, tmp=tmp)
+                    measure(
+                        FLOORS[kind],
+                        floor_port,
+                        floor,
+                        concurrency,
+                        args=args,
+                        tmp=tmp,
+                        multiplexed=multiplexed,
+                    )
                 )
-            cells.append(measure(BOUND_LABEL, bound_port, bound, concurrency, args=args, tmp=tmp))
+            if not multiplexed:
+                cells.append(
+                    measure(BOUND_LABEL, bound_port, bound, concurrency, args=args, tmp=tmp)
+                )
         for served in mlp_servers:
             cells.append(
                 measure_served(
@@ -740,12 +794,28 @@ def print_targets(cells: Sequence[Cell], args: argparse.Namespace) -> None:
                 ("V2 raw, thread", "V2 raw, inline")
             ):
                 continue
+            if cell.label.endswith(ONE_CONNECTION):
+                continue
             print_target(
                 cell.rps >= PEER_FACTOR_TARGET * PEER_RPS,
                 f"{cell.label}, c{concurrency}: {cell.rps:.0f} req/s = "
                 f"{cell.rps / PEER_RPS:.2f} x the best peer's {PEER_RPS:.0f} "
                 f"(target >= {PEER_FACTOR_TARGET}); {cell.rps / base:.2f} x the bare grpc.aio "
                 f"servicer's {base:.0f} (>= {FLOOR_RATIO_TARGET} is the same target there)",
+            )
+        for cell in cells:
+            apart = by_key.get((cell.label.removesuffix(ONE_CONNECTION), concurrency))
+            if not cell.label.endswith(ONE_CONNECTION) or apart is None or cell.concurrency != 8:
+                continue
+            if not cell.label.startswith(("sync: V2 raw", "aio: V2 raw")):
+                continue
+            print_target(
+                cell.rps >= MUX_PEER_FACTOR_TARGET * KSERVE_MUX_RPS
+                and cell.rps >= MUX_RATIO_TARGET * apart.rps,
+                f"{cell.label}, c{concurrency}: {cell.rps:.0f} req/s = "
+                f"{cell.rps / KSERVE_MUX_RPS:.2f} x KServe's {KSERVE_MUX_RPS:.0f} multiplexed "
+                f"(target >= {MUX_PEER_FACTOR_TARGET}); {cell.rps / apart.rps:.2f} x the same on "
+                f"{concurrency} connections (target >= {MUX_RATIO_TARGET})",
             )
     for cell in cells:
         if cell.rows_per_call is None:

@@ -25,6 +25,11 @@ from servinglib.server.plane.request_context import begin_request, was_logged
 from servinglib.server.plane.request_context import request_id as current_request_id
 from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 from servinglib.server.rest import json_codec
+from servinglib.server.rest.content_encoding import (
+    DecodedTooLargeError,
+    UnsupportedEncodingError,
+    decode_body,
+)
 from servinglib.server.rest.exchange import BodyStream, RestRequest, RestResponse
 from servinglib.server.rest.generate import GenerateApi
 from servinglib.server.rest.kserve_v2 import KServeV2Api
@@ -154,11 +159,14 @@ class RestApp:
                         route.model_spec,
                     )
                 )
-        except _BodyTooLarge as error:
+        except (_BodyTooLarge, DecodedTooLargeError) as error:
             code = StatusCode.RESOURCE_EXHAUSTED
             response = RestResponse(
                 413, _error_body(str(error)), headers=((b"connection", b"close"),)
             )
+        except UnsupportedEncodingError as error:
+            code = StatusCode.INVALID_ARGUMENT
+            response = RestResponse(415, _error_body(str(error)))
         except ServingError as error:
             code = error.code
             response = RestResponse.error(error)
@@ -248,11 +256,19 @@ class RestApp:
                 raise _BodyTooLarge(limit)
             if not message.get("more_body", False):
                 if not chunks:
-                    return chunk
+                    return self._decoded(scope, chunk)
                 chunks.append(chunk)
                 break
             chunks.append(chunk)
-        return b"".join(chunks)
+        body = b"".join(chunks)
+        return self._decoded(scope, body)
+
+    def _decoded(self, scope: Scope, body: bytes) -> bytes:
+        """``body`` with its ``Content-Encoding`` undone (gzip, deflate), within the limit."""
+        for name, value in scope["headers"]:
+            if name == b"content-encoding":
+                return decode_body(body, value.decode("latin-1"), self._max_body)
+        return body
 
     def _log_failure(
         self, scope: Scope, method: str, path: str, error: BaseException, response: RestResponse

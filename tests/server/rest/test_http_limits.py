@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import socket
 import threading
 import time
@@ -177,3 +178,19 @@ def test_limits_must_be_positive(field: str) -> None:
     """A limit of 0 is refused when the limits are made."""
     with pytest.raises(ValueError, match=field):
         HttpLimits(**{field: 0})
+
+
+def test_a_gzip_body_over_a_real_socket_is_answered(app: RestApp) -> None:
+    """curl --compressed's way: a gzip request body over a socket is decoded and answered."""
+    body = gzip.compress(
+        b'{"inputs": [{"name": "x", "shape": [2], "datatype": "FP32", "data": [1, 2]}]}'
+    )
+    with serving(app) as server:
+        response = httpx.post(
+            f"{server.url}/v2/models/half_plus_two/infer",
+            content=body,
+            headers={"content-encoding": "gzip", "content-type": "application/json"},
+            timeout=WAIT_S,
+        )
+    assert response.status_code == 200, response.text
+    assert response.json()["outputs"][0]["data"] == [3.5, 4.0]

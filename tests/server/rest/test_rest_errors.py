@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import gzip
+import zlib
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import attrs
 import pytest
@@ -164,3 +166,60 @@ def test_request_options_are_validated() -> None:
     with pytest.raises(ValueError, match="max_request_body_bytes"):
         RestOptions(max_request_body_bytes=0)
     assert RestOptions(request_timeout_s=None).request_timeout_s is None
+
+
+@pytest.mark.parametrize(
+    ("encoding", "compress"),
+    [
+        ("gzip", gzip.compress),
+        ("deflate", zlib.compress),
+        ("gzip, identity", gzip.compress),
+        ("deflate, gzip", lambda data: gzip.compress(zlib.compress(data))),
+    ],
+)
+def test_a_compressed_body_is_decoded(
+    client: Client, encoding: str, compress: Callable[[bytes], bytes]
+) -> None:
+    """A body with Content-Encoding gzip or deflate (or both) is answered as the plain one."""
+    body = compress(b'{"instances": [1.0, 2.0, 5.0]}')
+    response = client.post(
+        "/v1/models/half_plus_two:predict", content=body, headers={"content-encoding": encoding}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json() == {"predictions": [3.5, 4.0, 5.5]}
+
+
+def test_a_body_that_decodes_past_the_limit_is_413(
+    strict_app: tuple[RestApp, list[RequestRecord]],
+) -> None:
+    """A gzip body under the 1 KiB limit that decodes past it is refused with 413, also a bomb
+    (512 KiB in half a KiB), which is not decoded whole."""
+    client = Client(strict_app[0])
+    for size in (2048, 512 << 10):
+        bomb = gzip.compress(b" " * size)
+        assert len(bomb) < 1024
+        response = client.post(
+            "/v1/models/toy:predict", content=bomb, headers={"content-encoding": "gzip"}
+        )
+        assert response.status_code == 413, response.text
+        assert "decodes to more than the limit of 1024 bytes" in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body", "status", "fragment"),
+    [
+        ("br", b"{}", 415, "'br' is not supported"),
+        ("gzip", b'{"instances": [1.0]}', 400, "not valid gzip"),
+        ("gzip", gzip.compress(b'{"instances": [1.0]}')[:-6], 400, "not one complete gzip"),
+        ("gzip", gzip.compress(b"{}") + b"trailing", 400, "not one complete gzip"),
+    ],
+)
+def test_a_body_its_encoding_does_not_describe_is_refused(
+    client: Client, encoding: str, body: bytes, status: int, fragment: str
+) -> None:
+    """An unknown coding is 415; a body that is not the gzip it claims is 400, naming it."""
+    response = client.post(
+        "/v1/models/half_plus_two:predict", content=body, headers={"content-encoding": encoding}
+    )
+    assert response.status_code == status, response.text
+    assert fragment in response.json()["error"]
