@@ -26,6 +26,7 @@ def request_counts(text: str) -> dict[tuple[str, str], float]:
 def test_metrics_count_requests_by_canonical_status(core: ServerCore) -> None:
     """Requests are counted under their status code; the scrape paths answer; others pass."""
     metrics = ServerMetrics()
+    metrics.attach(core)
     inner = create_app(core, RestOptions(), on_request=record_request(metrics))
     app = MetricsEndpoint(inner, metrics)
 
