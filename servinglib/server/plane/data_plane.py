@@ -178,7 +178,7 @@ class DataPlane:
         return self._pool.max_calls_per_model
 
     def requests_in_flight(self) -> dict[str, int]:
-        """Inference requests running now (:meth:`infer`), by model; models seen before: 0."""
+        """Inference requests running now (:meth:`infer`), by model; models with none left out."""
         return self._in_flight.snapshot()
 
     def overdue_calls(self) -> dict[str, int]:

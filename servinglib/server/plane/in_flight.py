@@ -12,8 +12,9 @@ class InFlight:
 
     Counts every request of the DataPlane, whether or not the server bounds
     requests in flight, so an autoscaler can always read the gauge.  A model
-    whose count drops to 0 stays listed (with 0), so its series does not
-    vanish between requests.
+    whose count drops to 0 is forgotten: the names are the clients', and
+    only those with requests in flight are kept (the gauge lists the served
+    models with 0 itself).
     Thread-safe (one lock, held for a dict update).
     """
 
@@ -29,9 +30,13 @@ class InFlight:
     def leave(self, model_name: str) -> None:
         """One request of ``model_name`` ended.  Requires: an :meth:`enter` for it before."""
         with self._lock:
-            self._counts[model_name] -= 1
+            count = self._counts[model_name] - 1
+            if count:
+                self._counts[model_name] = count
+            else:
+                del self._counts[model_name]
 
     def snapshot(self) -> dict[str, int]:
-        """Requests in flight by model (models seen before with none now: 0)."""
+        """Requests in flight by model (models with none are left out)."""
         with self._lock:
             return dict(self._counts)

@@ -5,7 +5,9 @@ exporter turns ``/tensorflow/serving/request_count`` into
 ``:tensorflow:serving:request_count``; latencies are in microseconds), so
 dashboards built for TF Serving keep working.  What TF Serving does not
 export (model load times, version states, batch queue depth) is named
-``servinglib_*`` in seconds.  Needs ``prometheus-client``
+``servinglib_*`` in seconds.  A model name no attached core has
+configured is labelled :data:`UNKNOWN_MODEL` (see ModelLabels), so clients
+cannot add series.  Needs ``prometheus-client``
 (``pip install 'servinglib[metrics]'``).
 """
 
@@ -26,6 +28,7 @@ from servinglib.errors import (
     FailedPreconditionError,
     StatusCode,
 )
+from servinglib.server.plane.model_labels import UNKNOWN_MODEL, ModelLabels
 
 if TYPE_CHECKING:
     from servinglib.batching.scheduler import BatchRecord, SharedBatchScheduler
@@ -66,8 +69,10 @@ class ServerMetrics:
     """The metrics of one server, in their own registry (so several servers can share a process).
 
     Front ends call :meth:`observe_request` once per request; :meth:`attach`
-    follows a ServerCore's version states (those before it too) and
-    batches; :meth:`render` is the text a scrape gets.
+    follows a ServerCore's version states (those before it too), batches
+    and configured models (the only model names requests are labelled
+    with: any other is :data:`UNKNOWN_MODEL`); :meth:`render` is the text a
+    scrape gets.
     Thread-safe.
     """
 
@@ -76,6 +81,7 @@ class ServerMetrics:
         self._prom = prom
         self.registry = prom.CollectorRegistry(auto_describe=True)
         registry = self.registry
+        self._labels = ModelLabels()
         self._requests = _RequestStats(_LATENCY_US_BUCKETS)
         registry.register(_RequestCollector(self._requests, prom))
         self._queuing_latency = prom.Histogram(
@@ -149,14 +155,19 @@ class ServerMetrics:
         self._times = TransitionTimes()
         self.scheduler: SharedBatchScheduler | None = None
         self.plane: DataPlane | None = None
-        registry.register(_StateCollector(self, prom))
+        registry.register(_StateCollector(self, self._labels, prom))
         self._workers: WorkerMetrics | None = None
 
     def observe_request(
         self, model_name: str, api: str, entrypoint: str, status: StatusCode, latency_s: float
     ) -> None:
-        """Counts one request and records its latency (``entrypoint``: ``REST`` or ``GRPC``)."""
-        self._requests.observe(model_name, api, entrypoint, status.name, latency_s * 1e6)
+        """Counts one request and records its latency (``entrypoint``: ``REST`` or ``GRPC``).
+
+        ``model_name`` is the request's: a model no attached core has
+        configured now is counted under :data:`UNKNOWN_MODEL`.
+        """
+        label = self._labels.label(model_name)
+        self._requests.observe(label, api, entrypoint, status.name, latency_s * 1e6)
 
     def attach(self, core: ServerCore) -> None:
         """Follows ``core``: its versions' states, load times and failures, and its batches.
@@ -164,9 +175,11 @@ class ServerMetrics:
         The one way to connect a core: call it when you like, e.g. after
         ``ServerCore(config)`` returned.  The versions loaded (or failed)
         before are seen from the core's event log, their loads timed too,
-        and every change from then on as it happens.
+        and every change from then on as it happens.  From then on the
+        models ``core`` has configured are labelled by their names.
         Requires: called once per core (a second call counts its past again).
         """
+        self._labels.follow(core)
         follower = _Follower(core.monitor, self._record_state)
         core.event_bus.subscribe(follower.on_event)  # before reading the past: nothing slips by
         follower.catch_up()
@@ -370,8 +383,14 @@ class _RequestCollector:
 class _StateCollector:
     """Computed at scrape time: version states, overdue calls, request logs, load gauges."""
 
-    def __init__(self, metrics: ServerMetrics, prom: Any) -> None:  # noqa: ANN401 - the module
+    def __init__(
+        self,
+        metrics: ServerMetrics,
+        labels: ModelLabels,
+        prom: Any,  # noqa: ANN401 - the module
+    ) -> None:
         self._metrics = metrics
+        self._labels = labels
         self._gauge = prom.metrics_core.GaugeMetricFamily
         self._counter = prom.metrics_core.CounterMetricFamily
 
@@ -412,10 +431,17 @@ class _StateCollector:
         yield from self._load_gauges()
 
     def _load_gauges(self) -> Iterator[Any]:
-        """Requests in flight and waiting in batch queues, per model: always, 0 when none."""
-        models = {servable.name for servable in self._metrics.states()}
+        """Requests in flight and waiting in batch queues, per model: always, 0 when none.
+
+        Every configured model and model with versions is listed; requests in
+        flight naming no configured model are summed under UNKNOWN_MODEL.
+        """
+        models = {servable.name for servable in self._metrics.states()} | self._labels.configured()
         plane = self._metrics.plane
-        in_flight = plane.requests_in_flight() if plane is not None else {}
+        in_flight: dict[str, int] = {}
+        for name, count in (plane.requests_in_flight() if plane is not None else {}).items():
+            label = name if name in models else UNKNOWN_MODEL
+            in_flight[label] = in_flight.get(label, 0) + count
         scheduler = self._metrics.scheduler
         queues = scheduler.statistics() if scheduler is not None else {}
         queued: dict[str, int] = {}

@@ -1,11 +1,19 @@
 """The Prometheus scrape endpoint, in front of the REST app.
 
+A scrape is rendered on a thread of its own, never on the event loop: the
+text of many series takes seconds to render, and requests (the readiness
+probe among them) must go on meanwhile.  One render runs at a time;
+scrapes arriving while it runs get its text.
+
 ``record_request`` (which feeds the metrics from either front end) is
 :mod:`servinglib.server`'s, also importable from here as before.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import threading
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, final
 
@@ -26,6 +34,8 @@ class MetricsEndpoint:
     """An ASGI app answering GET on the metrics paths with the scrape text, the rest to ``app``.
 
     The paths are matched below the ASGI ``root_path``, as the REST app's.
+    The text is rendered off the event loop, one render at a time (see the
+    module's docstring).
 
     Thread-safe, like the app it wraps.
     """
@@ -37,7 +47,7 @@ class MetricsEndpoint:
         paths: Iterable[str] = (DEFAULT_METRICS_PATH, "/metrics"),
     ) -> None:
         self._app = app
-        self._metrics = metrics
+        self._render = _SharedRender(metrics.render)
         self._paths = frozenset(paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -55,9 +65,40 @@ class MetricsEndpoint:
             body = b'{"error": "Method not allowed: metrics are read with GET"}'
             await _respond(send, 405, body, b"application/json")
             return
-        body = self._metrics.render()
+        body = await self._render()
         head = scope["method"] == "HEAD"
         await _respond(send, 200, body, CONTENT_TYPE.encode(), head=head)
+
+
+@final
+class _SharedRender:
+    """Runs ``render`` on a thread of its own, one run at a time; callers meanwhile share it.
+
+    Thread-safe: awaited from any event loop.
+    """
+
+    def __init__(self, render: Callable[[], bytes]) -> None:
+        self._render = render
+        self._lock = threading.Lock()
+        self._running: concurrent.futures.Future[bytes] | None = None  # guarded by: _lock
+
+    async def __call__(self) -> bytes:
+        """The text of the render running now, or of one started for this call."""
+        with self._lock:
+            running = self._running
+            if running is None or running.done():
+                running = self._running = concurrent.futures.Future()
+                threading.Thread(
+                    target=self._run, args=(running,), name="servinglib-metrics", daemon=True
+                ).start()
+        # Shielded: a scrape whose client left must not cancel the render others wait for.
+        return await asyncio.shield(asyncio.wrap_future(running))
+
+    def _run(self, result: concurrent.futures.Future[bytes]) -> None:
+        try:
+            result.set_result(self._render())
+        except BaseException as error:  # noqa: BLE001 - handed to every waiting scrape
+            result.set_exception(error)
 
 
 async def _respond(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -16,13 +17,14 @@ from servinglib.core.event_bus import EventBus
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_state import ManagerState, ServableState
 from servinglib.core.servable_state_monitor import ServableStateMonitor
-from servinglib.errors import StatusCode
+from servinglib.errors import NotFoundError, StatusCode
 from servinglib.server import record_request
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.metrics import (
     DEFAULT_METRICS_PATH,
+    UNKNOWN_MODEL,
     ServerMetrics,
     _Follower,
 )
@@ -57,9 +59,18 @@ def value(metrics: ServerMetrics, name: str, **labels: str) -> float:
     return samples(metrics).get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def test_requests_are_counted_by_status_and_timed_in_microseconds() -> None:
+@pytest.fixture
+def metrics(tmp_path: Path) -> Iterator[ServerMetrics]:
+    """A ServerMetrics attached to a core serving the Python model "m"."""
+    config = ModelServerConfig([ModelConfig.python("m", write_model(tmp_path, "m"))])
+    with ServerCore(config, TEST_SERVER_CORE_OPTIONS) as core:
+        metrics = ServerMetrics()
+        metrics.attach(core)
+        yield metrics
+
+
+def test_requests_are_counted_by_status_and_timed_in_microseconds(metrics: ServerMetrics) -> None:
     """observe_request feeds TF Serving's request_count and request_latency (µs)."""
-    metrics = ServerMetrics()
     metrics.observe_request("m", "predict", "REST", StatusCode.OK, 0.002)
     metrics.observe_request("m", "predict", "REST", StatusCode.OK, 0.004)
     metrics.observe_request("m", "predict", "GRPC", StatusCode.INVALID_ARGUMENT, 0.001)
@@ -82,9 +93,10 @@ def test_requests_are_counted_by_status_and_timed_in_microseconds() -> None:
     )
 
 
-def test_latency_buckets_are_cumulative_and_include_their_upper_bound() -> None:
+def test_latency_buckets_are_cumulative_and_include_their_upper_bound(
+    metrics: ServerMetrics,
+) -> None:
     """A latency equal to a bucket's bound counts in it ("le"); one past the last is only +Inf."""
-    metrics = ServerMetrics()
     for latency_s in (50e-6, 51e-6, 70.0):
         metrics.observe_request("m", "predict", "REST", StatusCode.OK, latency_s)
     labels = {"model_name": "m", "API": "predict", "entrypoint": "REST"}
@@ -100,9 +112,9 @@ def test_two_servers_in_one_process_keep_their_own_metrics() -> None:
     """Each ServerMetrics has its own registry, so metrics of two servers never mix."""
     first, second = ServerMetrics(), ServerMetrics()
     first.observe_request("m", "predict", "REST", StatusCode.OK, 0.001)
-    assert (
-        value(second, ":tensorflow:serving:request_count_total", model_name="m", status="OK") == 0
-    )
+    count = ":tensorflow:serving:request_count_total"
+    assert value(first, count, model_name=UNKNOWN_MODEL, status="OK") == 1
+    assert value(second, count, model_name=UNKNOWN_MODEL, status="OK") == 0
 
 
 def test_attached_core_reports_states_loads_and_batches(tmp_path: Path) -> None:
@@ -294,3 +306,67 @@ def test_load_gauges_are_exported_for_every_model_without_batching(tmp_path: Pat
     assert 'servinglib_model_requests_queued{model_name="m"} 0.0' in text
     assert "_created" not in text
     assert ":tensorflow:serving:request_count_total" not in text
+
+
+def request_series(metrics: ServerMetrics) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+    """The request_count and request_latency samples of a scrape (name and labels)."""
+    return {key for key in samples(metrics) if key[0].startswith(":tensorflow:serving:request_")}
+
+
+def test_names_of_no_configured_model_share_one_bounded_series(tmp_path: Path) -> None:
+    """10,000 names of no model make the series one unknown name makes, under __unknown__."""
+    config = ModelServerConfig([ModelConfig.python("m", write_model(tmp_path, "m"))])
+    metrics = ServerMetrics()
+    with ServerCore(config, TEST_SERVER_CORE_OPTIONS) as core:
+        metrics.attach(core)
+        metrics.observe_request("m", "predict", "REST", StatusCode.OK, 0.001)
+        metrics.observe_request("nope-0", "predict", "REST", StatusCode.NOT_FOUND, 0.001)
+        after_one = request_series(metrics)
+        for i in range(1, 10_000):
+            metrics.observe_request(f"nope-{i}", "predict", "REST", StatusCode.NOT_FOUND, 0.001)
+        assert request_series(metrics) == after_one
+        count = ":tensorflow:serving:request_count_total"
+        assert value(metrics, count, model_name=UNKNOWN_MODEL, status="NOT_FOUND") == 10_000
+        assert value(metrics, count, model_name="m", status="OK") == 1
+
+
+def test_a_removed_model_keeps_its_series_and_later_requests_count_as_unknown(
+    tmp_path: Path,
+) -> None:
+    """After a model leaves the config its counts stay; requests naming it then are unknown."""
+    config = ModelServerConfig([ModelConfig.python("m", write_model(tmp_path, "m"))])
+    metrics = ServerMetrics()
+    count = ":tensorflow:serving:request_count_total"
+    with ServerCore(config, TEST_SERVER_CORE_OPTIONS) as core:
+        metrics.attach(core)
+        metrics.observe_request("m", "predict", "GRPC", StatusCode.OK, 0.001)
+        core.reload_config(ModelServerConfig())
+        metrics.observe_request("m", "predict", "GRPC", StatusCode.NOT_FOUND, 0.001)
+    assert value(metrics, count, model_name="m", status="OK") == 1
+    assert value(metrics, count, model_name="m", status="NOT_FOUND") == 0
+    assert value(metrics, count, model_name=UNKNOWN_MODEL, status="NOT_FOUND") == 1
+
+
+def test_requests_in_flight_of_unknown_names_share_one_gauge(tmp_path: Path) -> None:
+    """Requests to 1,000 names of no model leave one in-flight series, and none per name."""
+    config = ModelServerConfig([ModelConfig.python("m", write_model(tmp_path, "m"))])
+    with ServerCore(config, TEST_SERVER_CORE_OPTIONS) as core:
+        metrics = ServerMetrics()
+        metrics.attach(core)
+        plane = DataPlane(core, max_workers=1)
+        metrics.attach_plane(plane)
+        try:
+            for i in range(1_000):
+                with pytest.raises(NotFoundError):
+                    asyncio.run(plane.infer(ModelSpec.latest(f"nope-{i}"), None, {}))
+            assert plane.requests_in_flight() == {}
+            text = metrics.render().decode()
+        finally:
+            plane.close()
+    in_flight = [
+        line for line in text.splitlines() if line.startswith("servinglib_model_requests_")
+    ]
+    assert in_flight == [
+        'servinglib_model_requests_in_flight{model_name="m"} 0.0',
+        'servinglib_model_requests_queued{model_name="m"} 0.0',
+    ]

@@ -64,6 +64,7 @@ def mounted(request: pytest.FixtureRequest, core: ServerCore) -> Iterator[httpx.
     """A client of the session's REST app (with metrics) mounted in a host app, over TCP."""
     factory, prefix = HOSTS[request.param]
     metrics = ServerMetrics()
+    metrics.attach(core)
     rest = create_app(core, on_request=record_request(metrics))
     server, _ = create_server(factory(MetricsEndpoint(rest, metrics)))
     server.start()
@@ -138,6 +139,7 @@ def test_host_routes_and_paths_outside_the_mount_stay_the_hosts(core: ServerCore
 def test_the_unmounted_app_is_unchanged(core: ServerCore) -> None:
     """Served directly, every route family answers at its usual path, and no prefix is taken."""
     metrics = ServerMetrics()
+    metrics.attach(core)
     rest = create_app(core, on_request=record_request(metrics))
     server: RestServer
     server, _ = create_server(MetricsEndpoint(rest, metrics))
