@@ -201,6 +201,9 @@ class ServerFlags:
     log_level: str = "INFO"
     log_requests: bool = False
     log_format: str = "text"
+    request_log_max_queued_bytes: int = 256 << 20
+    request_log_max_files: int = 100
+    request_log_max_total_bytes: int = 1 << 30
     ignored: tuple[str, ...] = ()
 
 
@@ -400,6 +403,19 @@ def _own_flags(group: argparse._ArgumentGroup) -> None:
     _flag(group, "log_level", str, "DEBUG, INFO, WARNING or ERROR")
     _flag(group, "log_requests", bool, "log one line per request")
     _flag(group, "log_format", str, "text, or json: one JSON object per line")
+    _flag(
+        group,
+        "request_log_max_queued_bytes",
+        _positive,
+        "logging_config: sampled requests waiting to be written, bytes; past it: dropped",
+    )
+    _flag(group, "request_log_max_files", _positive, "logging_config: files kept per prefix")
+    _flag(
+        group,
+        "request_log_max_total_bytes",
+        _positive,
+        "logging_config: bytes of the files kept per prefix; the oldest are deleted",
+    )
     group.add_argument("--version", action="store_true", help="print versions and exit")
 
 

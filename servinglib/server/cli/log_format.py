@@ -6,6 +6,11 @@ one object per line with ``time`` (UTC, ISO 8601), ``level``, ``logger``,
 ``request_id``, ``model`` and ``version``; a logged exception adds
 ``traceback``; other fields a line was logged with (the access log's
 ``api``, ``code``, ``latency_ms``, ...) are added under their names.
+
+Text lines hold their message on one line: control characters in it (a
+model name, a path or a request id a client sent may hold CR or LF) are
+written as escapes, so a client cannot start a forged line; a traceback
+follows on its own lines.  JSON escapes them by itself.
 """
 
 from __future__ import annotations
@@ -19,6 +24,15 @@ from servinglib.server.plane.request_context import request_id
 
 LOG_FORMATS: Final = ("text", "json")
 """The values of ``--log_format``."""
+
+# C0 controls but tab, DEL, C1 controls, and the Unicode line and paragraph separators.
+_ESCAPES: Final = {
+    **{code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if code != 0x09},
+    0x0A: "\\n",
+    0x0D: "\\r",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
 
 # What every LogRecord has: anything else was passed with extra={...}.
 _STANDARD: Final = frozenset(logging.makeLogRecord({}).__dict__) | {
@@ -58,6 +72,25 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(fields, default=str, ensure_ascii=False)
 
 
+def escape_controls(text: str) -> str:
+    """``text`` on one line: line breaks as ``\\n``, ``\\r``, other controls as ``\\xNN``."""
+    return text.translate(_ESCAPES)
+
+
+@final
+class TextFormatter(logging.Formatter):
+    """Formats a record as ``fmt`` says, with its message's control characters escaped.
+
+    A record's traceback (``exc_info``) and stack follow on their own lines.
+    Thread-safe (no state but the format).
+    """
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        """The line of ``record``, its message on one line (:func:`escape_controls`)."""
+        record.message = escape_controls(record.message)
+        return super().formatMessage(record)
+
+
 def configure_logging(level: str, log_format: str, worker: int | None = None) -> None:
     """Sets the root logger up as the server logs: ``level``, ``log_format`` (text or json).
 
@@ -72,7 +105,7 @@ def configure_logging(level: str, log_format: str, worker: int | None = None) ->
     else:
         whose = f"worker {worker} " if worker is not None else ""
         handler.setFormatter(
-            logging.Formatter(f"%(asctime)s %(levelname)s {whose}%(name)s: %(message)s")
+            TextFormatter(f"%(asctime)s %(levelname)s {whose}%(name)s: %(message)s")
         )
     logging.basicConfig(level=level.upper(), handlers=[handler])
 

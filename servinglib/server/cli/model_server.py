@@ -51,8 +51,10 @@ from servinglib.server.cli.worker_identity import WorkerIdentity
 from servinglib.server.config import ModelConfig, ModelServerConfig, read_model_server_config
 from servinglib.server.config_file_watcher import ModelConfigFileWatcher
 from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.log_sink import FileRetention
 from servinglib.server.plane.metrics import DEFAULT_METRICS_PATH, ServerMetrics
 from servinglib.server.plane.model_management import ModelManagement, ModelManagementOptions
+from servinglib.server.plane.request_logger import RequestLogOptions
 from servinglib.server.plane.request_record import (
     RequestObserver,
     RequestRecord,
@@ -195,6 +197,17 @@ def platform_configs(flags: ServerFlags, warmup: WarmupOptions) -> dict[str, Any
     return configs
 
 
+def request_log_options(flags: ServerFlags) -> RequestLogOptions:
+    """The request log's bounds the flags set (the queue's bytes, the files kept)."""
+    return RequestLogOptions(
+        max_queued_bytes=flags.request_log_max_queued_bytes,
+        file_retention=FileRetention(
+            max_files=flags.request_log_max_files,
+            max_total_bytes=flags.request_log_max_total_bytes,
+        ),
+    )
+
+
 def worker_intra_op_threads(flags: ServerFlags) -> int:
     """TensorFlow's intra-op threads of each of ``--num_workers`` workers: the cores shared out.
 
@@ -273,6 +286,7 @@ class ModelServer:
             self.core,
             max_calls_per_model=flags.max_pool_calls_per_model or None,
             on_stream=self._stream_observer(),
+            request_log=request_log_options(flags),
             tracing=self.tracing,
         )
         if self.metrics is not None:

@@ -47,7 +47,7 @@ from servinglib.server.plane.in_flight import InFlight
 from servinglib.server.plane.log_sink import LogSinkFactory
 from servinglib.server.plane.model_questions import ModelQuestions
 from servinglib.server.plane.request_context import log_model_failure
-from servinglib.server.plane.request_logger import RequestLogger
+from servinglib.server.plane.request_logger import RequestLogger, RequestLogOptions
 from servinglib.server.plane.signature_cache import SignatureCache
 from servinglib.server.plane.statistics import InferenceStatistics
 from servinglib.server.plane.stream_producer import stream_producer
@@ -100,7 +100,8 @@ class DataPlane:
 
     Request logging: models whose config has a ``logging_config`` have
     their sampled requests written by :attr:`request_logger`, to the file
-    sink or a sink of ``log_sinks`` (collector type → factory).
+    sink or a sink of ``log_sinks`` (collector type → factory), within the
+    bounds of ``request_log`` (the queue's requests and bytes, the files kept).
     Isolation: the worker pool (``max_workers`` threads, default 4 per CPU
     up to 32) is shared, but at most ``max_calls_per_model`` calls of one
     model run on it at once (default half the pool); the model's further
@@ -133,6 +134,7 @@ class DataPlane:
         max_calls_per_model: int | None = None,
         on_stream: StreamObserver | None = None,
         log_sinks: Mapping[str, LogSinkFactory] | None = None,
+        request_log: RequestLogOptions | None = None,
         tracing: Tracing | None = None,
     ) -> None:
         workers = max_workers or _default_workers()
@@ -147,7 +149,7 @@ class DataPlane:
         self._here = CallsHere(self._pool)
         self._streams = OpenStreams()
         self._in_flight = InFlight()
-        self._request_logger = RequestLogger(_logging_config_of(core), sinks=log_sinks)
+        self._request_logger = RequestLogger(_logging_config_of(core), request_log, sinks=log_sinks)
         self._statistics = InferenceStatistics()
         self._tracing = tracing
         self._questions = ModelQuestions(core, self._statistics, self._overdue)

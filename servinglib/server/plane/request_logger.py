@@ -3,11 +3,12 @@
 TF Serving's request logging (``logging_config`` in ``models.config``):
 each model's ``sampling_rate`` picks the requests logged, and its
 ``log_collector_config`` the sink.  The request path only draws the
-sample and appends the request's parts to a bounded queue (a deque: no
-lock, no thread woken); one writer thread takes what has queued every
-:data:`WRITE_INTERVAL_S`, builds each ``PredictionLog``, hands it to its
-sink and flushes each sink once per batch.  When the queue is full the
-record is dropped and counted, never waited for.
+sample and appends the request's parts to a queue bounded in records and
+in bytes (a deque and a counter under a short lock; no thread woken); one
+writer thread takes what has queued every :data:`WRITE_INTERVAL_S`, builds
+each ``PredictionLog``, hands it to its sink and flushes each sink once
+per batch.  When the queue is full the record is dropped and counted,
+never waited for.
 """
 
 from __future__ import annotations
@@ -16,16 +17,32 @@ import collections
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final, final
 
+import attrs
+import numpy as np
+
 from servinglib.server.logging_config import FILE_COLLECTOR, LoggingConfig
-from servinglib.server.plane.log_sink import FileLogSink, LogSink, LogSinkFactory
+from servinglib.server.plane.log_sink import (
+    FileLogSink,
+    FileRetention,
+    FileRotation,
+    LogSink,
+    LogSinkFactory,
+)
 
 _log = logging.getLogger(__name__)
 
 DEFAULT_MAX_QUEUED: Final = 10_000
 """Requests waiting to be written, at most, before further ones are dropped."""
+
+DEFAULT_MAX_QUEUED_BYTES: Final = 256 << 20
+"""The estimated size of the requests waiting to be written, at most (256 MiB)."""
+
+DROP_WARNING_INTERVAL_S: Final = 60.0
+"""Dropped records are reported in one warning line per this interval at most."""
 
 LOGGED = "OK"
 DROPPED = "RESOURCE_EXHAUSTED"
@@ -39,8 +56,32 @@ WRITE_INTERVAL_S: Final = 0.05
 """How often the writer takes the queued requests: a record reaches its sink this long after
 its request at most (and at once on :meth:`RequestLogger.drain` and ``close``)."""
 
-# (logging config, model name, record kind, record arguments)
-_Item = tuple[LoggingConfig, str, str, tuple[Any, ...]]
+# (logging config, model name, record kind, record arguments, estimated bytes)
+_Item = tuple[LoggingConfig, str, str, tuple[Any, ...], int]
+
+_RECORD_OVERHEAD_BYTES: Final = 512  # the queue's entry and the record's names and specs
+
+
+@final
+@attrs.frozen(kw_only=True)
+class RequestLogOptions:
+    """Bounds of request logging: the queue waiting for the writer, and the files kept.
+
+    ``max_queued``: requests waiting to be written, at most;
+    ``max_queued_bytes``: their estimated size at most (their tensors'
+    ``nbytes``, serialized examples and messages, the one being written
+    included), so that logging large requests holds at most this much
+    memory.  A request past either bound is dropped and counted.
+    ``file_rotation`` and ``file_retention``: of the built-in file sink.
+    Immutable, so thread-safe.
+    """
+
+    max_queued: int = attrs.field(default=DEFAULT_MAX_QUEUED, validator=attrs.validators.gt(0))
+    max_queued_bytes: int = attrs.field(
+        default=DEFAULT_MAX_QUEUED_BYTES, validator=attrs.validators.gt(0)
+    )
+    file_rotation: FileRotation = attrs.field(factory=FileRotation)
+    file_retention: FileRetention = attrs.field(factory=FileRetention)
 
 
 @final
@@ -49,31 +90,41 @@ class RequestLogger:
 
     ``model_config(name)``: the model's current LoggingConfig (None: not
     logged); read at each request, so a config reload applies at once.
-    ``sinks``: collector type → factory of the sink for a LoggingConfig;
-    the ``"file"`` type (also ``""``) is built in (:class:`FileLogSink`) unless
-    replaced here.  One sink is made per (type, filename_prefix) and kept
-    until :meth:`close`.  The writer thread starts with the first sampled
-    request.
+    ``options``: the queue's bounds and the file sink's rotation and
+    retention.  ``sinks``: collector type → factory of the sink for a
+    LoggingConfig; the ``"file"`` type (also ``""``) is built in
+    (:class:`FileLogSink`) unless replaced here.  One sink is made per
+    (type, filename_prefix) and kept until :meth:`close`.  The writer thread
+    starts with the first sampled request.  Dropped requests are counted per
+    model and reported in a warning line at most every
+    :data:`DROP_WARNING_INTERVAL_S`.
     Thread-safe: :meth:`log` may be called from any thread or event loop.
     """
 
     def __init__(
         self,
         model_config: Callable[[str], LoggingConfig | None],
+        options: RequestLogOptions | None = None,
         *,
         sinks: Mapping[str, LogSinkFactory] | None = None,
-        max_queued: int = DEFAULT_MAX_QUEUED,
         sample: Callable[[], float] = random.random,
     ) -> None:
+        options = options or RequestLogOptions()
         self._model_config = model_config
-        self._factories: dict[str, LogSinkFactory] = {FILE_COLLECTOR: FileLogSink.factory()}
+        self._factories: dict[str, LogSinkFactory] = {
+            FILE_COLLECTOR: FileLogSink.factory(options.file_rotation, options.file_retention)
+        }
         self._factories.update(sinks or {})
         self._factories.setdefault("", self._factories[FILE_COLLECTOR])
         # Appended by requests, taken by the writer: deque's append and popleft are atomic.
         self._queued: collections.deque[_Item] = collections.deque()
-        self._max_queued = max_queued
+        self._max_queued = options.max_queued
+        self._max_queued_bytes = options.max_queued_bytes
         self._sample = sample
         self._lock = threading.Lock()
+        self._queued_bytes = 0  # queued or being written; guarded by: _lock
+        self._dropped_unreported = 0  # guarded by: _lock
+        self._reported_s = -DROP_WARNING_INTERVAL_S  # last warning, monotonic; guarded by: _lock
         self._idle = threading.Condition(self._lock)  # notified when the writer ends a batch
         self._hurry = threading.Event()  # the writer takes the queue now (drain, close)
         self._counts: dict[tuple[str, str], int] = {}  # (model, outcome); guarded by: _lock
@@ -94,15 +145,41 @@ class RequestLogger:
 
         ``args`` are the arguments of ``<kind>_record`` in
         :mod:`~servinglib.server.plane.prediction_records`; the arrays and
-        messages must no longer change.  Never blocks: on a full queue the request is dropped and
-        counted (``RESOURCE_EXHAUSTED``).
+        messages must no longer change.  Never blocks: on a full queue (in records or in bytes)
+        the request is dropped and counted (``RESOURCE_EXHAUSTED``).
         """
         if self._thread is None:
             self._start()
-        if self._closed or len(self._queued) >= self._max_queued:
-            self._count(model_name, DROPPED)
-            return
-        self._queued.append((config, model_name, kind, args))
+        size = _RECORD_OVERHEAD_BYTES + _estimated_bytes(args)
+        with self._lock:
+            if (
+                not self._closed
+                and len(self._queued) < self._max_queued
+                and self._queued_bytes + size <= self._max_queued_bytes
+            ):
+                self._queued_bytes += size
+                self._queued.append((config, model_name, kind, args, size))
+                return
+            self._count_locked(model_name, DROPPED)
+            self._dropped_unreported += 1
+            now = time.monotonic()
+            if now - self._reported_s < DROP_WARNING_INTERVAL_S:
+                return
+            dropped, self._dropped_unreported, self._reported_s = self._dropped_unreported, 0, now
+            queued, queued_bytes = len(self._queued), self._queued_bytes
+        _log.warning(
+            "Request log: %d sampled request(s) dropped since the last warning (the last of "
+            "model %s, ~%d bytes): %d requests, ~%d bytes wait to be written, bounds %d requests, "
+            "%d bytes; counted in "
+            ':tensorflow:serving:request_log_count{status_code="RESOURCE_EXHAUSTED"}',
+            dropped,
+            model_name,
+            size,
+            queued,
+            queued_bytes,
+            self._max_queued,
+            self._max_queued_bytes,
+        )
 
     def counts(self) -> dict[tuple[str, str], int]:
         """Sampled requests by (model, outcome): LOGGED, DROPPED, FAILED or NO_SINK."""
@@ -127,7 +204,10 @@ class RequestLogger:
             self._hurry.set()
             thread.join()
         while self._queued:  # queued by a request racing close(), after the last batch
-            self._count(self._queued.popleft()[1], DROPPED)
+            _, model_name, _, _, size = self._queued.popleft()
+            with self._lock:
+                self._queued_bytes -= size
+                self._count_locked(model_name, DROPPED)
 
     def _start(self) -> None:
         with self._lock:
@@ -138,10 +218,9 @@ class RequestLogger:
             )
             self._thread.start()
 
-    def _count(self, model_name: str, outcome: str) -> None:
-        with self._lock:
-            key = (model_name, outcome)
-            self._counts[key] = self._counts.get(key, 0) + 1
+    def _count_locked(self, model_name: str, outcome: str) -> None:
+        key = (model_name, outcome)
+        self._counts[key] = self._counts.get(key, 0) + 1
 
     def _write_all(self) -> None:
         from servinglib.server.plane import prediction_records
@@ -152,10 +231,16 @@ class RequestLogger:
             with self._lock:
                 closed = self._closed
                 self._writing = bool(self._queued)
-            # Taken after reading _closed: a request queued before close() is written.
-            batch = [self._queued.popleft() for _ in range(len(self._queued))]
-            for config, model_name, kind, args in batch:
-                self._count(model_name, self._write(prediction_records, config, kind, args))
+            # Taken after reading _closed: a request queued before close() is written.  One at a
+            # time, its bytes freed once written: the queue's bound covers the record in hand.
+            batch = len(self._queued)
+            for _ in range(batch):
+                config, model_name, kind, args, size = self._queued.popleft()
+                outcome = self._write(prediction_records, config, kind, args)
+                del args
+                with self._lock:
+                    self._queued_bytes -= size
+                    self._count_locked(model_name, outcome)
             if batch:
                 self._flush_sinks()
             with self._lock:
@@ -220,3 +305,46 @@ class RequestLogger:
                     sink.close()
                 except Exception:  # noqa: BLE001 - one sink's failure stops no other
                     _log.exception("Request log: a sink failed to close")
+
+
+def _estimated_bytes(args: tuple[Any, ...]) -> int:
+    """What holding a record's ``args`` costs, about: their arrays, bytes and messages.
+
+    Runs on the request path: exact types are tried first (an ABC check costs
+    a microsecond), and nested values are walked without recursion.
+    """
+    total = 0
+    pending = list(args)
+    while pending:
+        value = pending.pop()
+        kind = type(value)
+        if kind is np.ndarray:
+            total += value.nbytes
+        elif kind is bytes or kind is str:
+            total += len(value)
+        elif kind is dict:
+            pending.extend(value.values())
+        elif kind is list or kind is tuple:
+            pending.extend(value)
+        elif value is None or kind is int or kind is float:
+            total += 8
+        else:
+            total += _other_bytes(value, pending)
+    return total
+
+
+def _other_bytes(value: object, pending: list[Any]) -> int:
+    """The bytes of a value of a rarer type; a container's items are added to ``pending``."""
+    if isinstance(value, (bytes, bytearray, memoryview, str)):
+        return len(value)
+    if isinstance(value, Mapping):
+        pending.extend(value.values())
+        return 0
+    if isinstance(value, (list, tuple)):
+        pending.extend(value)
+        return 0
+    byte_size = getattr(value, "ByteSize", None)
+    if callable(byte_size):  # a protobuf message
+        return int(byte_size())
+    nbytes = getattr(value, "nbytes", None)  # an array of another kind, a numpy scalar
+    return nbytes if isinstance(nbytes, int) else 8

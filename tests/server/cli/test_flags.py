@@ -145,6 +145,34 @@ def test_zero_means_no_limit_where_the_default_is_none() -> None:
     assert flags.max_requests_in_flight_per_model == 4
 
 
+def test_request_log_bounds_have_defaults_and_reach_the_request_log() -> None:
+    """The request log's byte and file bounds default to 256 MiB, 100 files, 1 GiB, and are set."""
+    from servinglib.server.cli.model_server import request_log_options
+    from servinglib.server.plane.log_sink import FileRetention
+    from servinglib.server.plane.request_logger import RequestLogOptions
+
+    defaults = request_log_options(parse_flags(["--model_base_path=/m"], environ={}))
+    assert defaults == RequestLogOptions()
+    assert (defaults.max_queued_bytes, defaults.file_retention) == (
+        256 << 20,
+        FileRetention(max_files=100, max_total_bytes=1 << 30),
+    )
+    flags = parse_flags(
+        [
+            "--model_base_path=/m",
+            "--request_log_max_queued_bytes=1000",
+            "--request_log_max_files=3",
+            "--request_log_max_total_bytes=5000",
+        ],
+        environ={},
+    )
+    assert request_log_options(flags) == RequestLogOptions(
+        max_queued_bytes=1000, file_retention=FileRetention(max_files=3, max_total_bytes=5000)
+    )
+    with pytest.raises(FlagError, match="request_log_max_files"):
+        parse_flags(["--model_base_path=/m", "--request_log_max_files=0"], environ={})
+
+
 def test_help_lists_tf_flags_and_ours_but_not_the_knobs() -> None:
     """--help shows TF Serving's flags and servinglib's own; ignored knobs stay hidden."""
     text = make_parser().format_help()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import signal
+import sys
 import textwrap
 from typing import Any
 
@@ -11,6 +13,7 @@ import grpc
 import pytest
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
+from servinglib.server.cli.log_format import TextFormatter
 from tests.server.cli.test_model_server import Server
 
 MODEL_PY = """
@@ -114,3 +117,25 @@ def test_batching_on_is_logged_with_its_parameters(logged: list[dict[str, Any]])
     assert lines[0]["version"] == 1
     assert "max_batch_size=" in lines[0]["message"]
     assert "batch_timeout_s=" in lines[0]["message"]
+
+
+def test_text_lines_escape_control_characters_and_keep_tracebacks() -> None:
+    """A text line's message shows CR, LF, NUL, DEL and U+2028 escaped; a traceback follows it."""
+    formatter = TextFormatter("%(levelname)s %(name)s: %(message)s")
+    record = logging.makeLogRecord(
+        {
+            "name": "x",
+            "levelname": "ERROR",
+            "msg": "model %s\tfailed",
+            "args": ("a\r\nb\x00\x7f\u2028",),
+        }
+    )
+    assert formatter.format(record) == "ERROR x: model a\\r\\nb\\x00\\x7f\\u2028\tfailed"
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record.exc_info = sys.exc_info()
+    lines = formatter.format(record).splitlines()
+    assert lines[0] == "ERROR x: model a\\r\\nb\\x00\\x7f\\u2028\tfailed"
+    assert lines[1] == "Traceback (most recent call last):"
+    assert lines[-1] == "ValueError: boom"

@@ -28,8 +28,14 @@ from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.logging_config import LoggingConfig
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.log_sink import FileLogSink, FileRotation, LogSink
-from servinglib.server.plane.request_logger import DROPPED, LOGGED, NO_SINK, RequestLogger
+from servinglib.server.plane.log_sink import FileLogSink, FileRetention, FileRotation, LogSink
+from servinglib.server.plane.request_logger import (
+    DROPPED,
+    LOGGED,
+    NO_SINK,
+    RequestLogger,
+    RequestLogOptions,
+)
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until
 from servinglib.testing._servers import LocalGrpcServer
@@ -173,7 +179,9 @@ def test_a_full_queue_drops_and_counts_without_blocking() -> None:
     """With the sink stuck, requests beyond the queue's bound are dropped, counted, not waited."""
     sink = GatedSink()
     config = LoggingConfig(sampling_rate=1.0, collector_type="slow")
-    logger = RequestLogger(lambda _: config, sinks={"slow": lambda _: sink}, max_queued=2)
+    logger = RequestLogger(
+        lambda _: config, RequestLogOptions(max_queued=2), sinks={"slow": lambda _: sink}
+    )
     args = ("m", 1, "serving_default", {"x": np.ones(1, np.float32)}, {}, None)
     logger.log(config, "m", "predict", *args)
     wait_until(lambda: len(sink.records) == 1, timeout_s=10)  # the writer holds the first
@@ -184,6 +192,44 @@ def test_a_full_queue_drops_and_counts_without_blocking() -> None:
     logger.close()
     assert logger.counts() == {("m", DROPPED): 7, ("m", LOGGED): 3}
     assert len(sink.records) == 3
+
+
+def test_the_queue_is_bounded_in_bytes_and_drops_are_counted_and_warned_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With the sink stuck, records past the byte bound are dropped, counted, and warned once."""
+    sink = GatedSink()
+    config = LoggingConfig(sampling_rate=1.0, collector_type="slow")
+    options = RequestLogOptions(max_queued_bytes=10 << 20)  # two 4 MiB requests, not three
+    logger = RequestLogger(lambda _: config, options, sinks={"slow": lambda _: sink})
+    big = {"x": np.ones(1 << 20, np.float32)}
+    args = ("m", 1, "serving_default", big, {}, None)
+    logger.log(config, "m", "predict", *args)
+    wait_until(lambda: len(sink.records) == 1, timeout_s=10)  # the one being written counts too
+    with caplog.at_level(logging.WARNING, "servinglib.server.plane.request_logger"):
+        for _ in range(9):
+            logger.log(config, "m", "predict", *args)
+    assert logger.counts() == {("m", DROPPED): 8}
+    (warning,) = caplog.records
+    assert warning.getMessage().startswith("Request log: 1 sampled request(s) dropped")
+    assert "bounds 10000 requests, 10485760 bytes" in warning.getMessage()
+    sink.go.set()
+    logger.drain()
+    logger.log(config, "m", "predict", *args)  # written records free their bytes
+    logger.close()
+    assert logger.counts() == {("m", DROPPED): 8, ("m", LOGGED): 3}
+
+
+def test_a_record_larger_than_the_byte_bound_is_dropped() -> None:
+    """A single request whose tensors alone pass the byte bound is never queued."""
+    sink = GatedSink()
+    sink.go.set()
+    config = LoggingConfig(sampling_rate=1.0, collector_type="slow")
+    options = RequestLogOptions(max_queued_bytes=1 << 20)
+    logger = RequestLogger(lambda _: config, options, sinks={"slow": lambda _: sink})
+    logger.log(config, "m", "predict", "m", 1, "s", {"x": np.ones(1 << 19, np.float32)}, {}, None)
+    logger.close()
+    assert logger.counts() == {("m", DROPPED): 1}
 
 
 def test_an_unknown_collector_type_counts_its_records_as_not_found() -> None:
@@ -208,6 +254,40 @@ def test_files_rotate_by_size_and_by_age(tmp_path: Path) -> None:
     sink.close()
     assert [len(list(read_records(path))) for path in sink.paths] == [2, 2, 1, 1]
     assert list(read_records(sink.paths[-1])) == [b"late"]
+
+
+def test_the_oldest_files_past_max_files_are_deleted(tmp_path: Path) -> None:
+    """With at most three files kept, the sink deletes the oldest as it starts new ones."""
+    sink = FileLogSink(
+        str(tmp_path / "r"),
+        FileRotation(max_bytes=100),
+        FileRetention(max_files=3),
+    )
+    for index in range(10):
+        sink.write(bytes([index]) * 40)  # two records per file: five files in all
+    sink.close()
+    kept = sorted(glob.glob(str(tmp_path / "r.*.tfrecord")))
+    assert kept == sink.paths
+    assert [list(read_records(path)) for path in kept] == [
+        [bytes([index]) * 40, bytes([index + 1]) * 40] for index in (4, 6, 8)
+    ]
+
+
+def test_the_oldest_files_past_max_total_bytes_are_deleted(tmp_path: Path) -> None:
+    """The files kept, the one being written included, hold at most max_total_bytes."""
+    sink = FileLogSink(
+        str(tmp_path / "r"),
+        FileRotation(max_bytes=100),
+        FileRetention(max_total_bytes=250),  # two full files of 112 bytes, not three
+    )
+    for index in range(9):
+        sink.write(bytes([index]) * 40)
+        on_disk = glob.glob(str(tmp_path / "r.*.tfrecord"))
+        assert sum(Path(path).stat().st_size for path in on_disk) <= 250
+    sink.close()
+    kept = sorted(glob.glob(str(tmp_path / "r.*.tfrecord")))
+    assert [len(list(read_records(path))) for path in kept] == [2, 1]
+    assert list(read_records(kept[-1])) == [bytes([8]) * 40]
 
 
 @pytest.fixture
@@ -268,6 +348,42 @@ def test_grpc_predict_classify_regress_and_multi_inference_are_logged(
     assert logs[3].multi_inference_log.response.results[0].regression_result.regressions[
         0
     ].value == pytest.approx(5.0)
+
+
+def test_grpc_requests_past_the_byte_bound_are_dropped_not_queued(tmp_path: Path) -> None:
+    """Over a real gRPC server with the sink stuck, 6 MiB records past 14 MiB are dropped."""
+    write_model(tmp_path)
+    sink = GatedSink()
+    logging_config = LoggingConfig(sampling_rate=1.0, collector_type="slow")
+    config = ModelServerConfig(
+        [ModelConfig("m", str(tmp_path / "m"), "python", logging_config=logging_config)]
+    )
+    with ServerCore(config, TEST_SERVER_CORE_OPTIONS) as core:
+        plane = DataPlane(
+            core,
+            max_workers=2,
+            log_sinks={"slow": lambda _: sink},
+            request_log=RequestLogOptions(max_queued_bytes=14 << 20),
+        )
+        server = LocalGrpcServer(plane)  # type: ignore[arg-type]
+        try:
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(
+                grpc.insecure_channel(server.target)
+            )
+            request = predict_pb2.PredictRequest()
+            request.model_spec.name = "m"
+            request.inputs["x"].dtype = 1
+            elements = (3 << 20) // 4
+            request.inputs["x"].tensor_shape.dim.add().size = elements
+            request.inputs["x"].tensor_content = np.ones(elements, np.float32).tobytes()
+            for _ in range(6):  # 3 MiB in and 3 MiB out each: two fit in 14 MiB
+                stub.Predict(request, timeout=30)
+            assert plane.request_logger.counts() == {("m", DROPPED): 4}
+        finally:
+            sink.go.set()
+            server.close()
+            plane.close()
+    assert plane.request_logger.counts() == {("m", DROPPED): 4, ("m", LOGGED): 2}
 
 
 def _floats(values: list[float]) -> object:
