@@ -369,6 +369,7 @@ class ModelServer:
             grpc_server.set_not_serving()
         if self.flags.drain_delay_seconds > 0:
             await asyncio.sleep(self.flags.drain_delay_seconds)
+        self.plane.drain()  # what is left to run may use the whole pool
         cut_off = await self._stop_servers(rest, rest_task, grpc_server)
         if watcher is not None:
             watcher.close()

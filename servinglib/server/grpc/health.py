@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, Final, final
 
 import grpc
@@ -26,6 +26,8 @@ _Status = health_pb2.HealthCheckResponse.ServingStatus
 class HealthServicer:
     """The gRPC health protocol: SERVING while the core is ready and the server not draining.
 
+    ``ready``: what "ready" means (default: ``core.ready``; the server passes
+    its DataPlane's readiness, which also asks whether calls find workers).
     Known services are the empty name (the whole server) and the names the
     server registers; all report the same status.  Check of an unknown
     service is NOT_FOUND; Watch of one reports SERVICE_UNKNOWN and stays
@@ -41,9 +43,15 @@ class HealthServicer:
     """
 
     def __init__(
-        self, core: ServerCore, services: Iterable[str], *, poll_interval_s: float = 1.0
+        self,
+        core: ServerCore,
+        services: Iterable[str],
+        *,
+        poll_interval_s: float = 1.0,
+        ready: Callable[[], bool] | None = None,
     ) -> None:
         self._core = core
+        self._ready = core.ready if ready is None else ready
         self._services = frozenset(services) | {""}
         self._poll_interval_s = poll_interval_s
         self._draining = False
@@ -87,7 +95,7 @@ class HealthServicer:
         """The status of ``service``: SERVING, NOT_SERVING or SERVICE_UNKNOWN."""
         if service not in self._services:
             return _Status.SERVICE_UNKNOWN
-        if self._draining or not self._core.ready():
+        if self._draining or not self._ready():
             return _Status.NOT_SERVING
         return _Status.SERVING
 

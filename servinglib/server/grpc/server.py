@@ -167,7 +167,10 @@ def create_server(
         ).rpcs(),
     }
     health_servicer = health.HealthServicer(
-        plane.core, services, poll_interval_s=options.health_poll_interval_s
+        plane.core,
+        services,
+        poll_interval_s=options.health_poll_interval_s,
+        ready=plane.questions.server_ready,
     )
     blocking = options.server == "sync"
     server = _server(options)

@@ -69,6 +69,14 @@ class CallPool:
     its deadline a call's future fails with DeadlineExceededError; a call
     not started yet is then never run (its ``on_done`` runs at once), and
     a running one is *overdue*: logged once, counted by :meth:`overdue`.
+
+    An overdue call is written off: its thread no longer counts as one of
+    the ``max_workers``, and the pool starts another in its place, up to
+    twice ``max_workers`` threads in all.  So two models that hang, each
+    holding its share, leave the others a whole pool; the pool is
+    :meth:`starved` only once every one of those threads is held by an
+    overdue call.  When the server drains (:meth:`drain`) the shares end
+    for models without overdue calls: the calls left may use every worker.
     Thread safety: ``submit`` from any event loop's thread; the rest from
     any thread; ``close`` once.
     """
@@ -87,6 +95,8 @@ class CallPool:
         self._live: set[_Job] = set()  # guarded by: _lock; admitted or waiting, not finished
         self._drained = threading.Condition(self._lock)  # notified when _live empties
         self._overdue: dict[tuple[str, int], int] = {}  # guarded by: _lock; by model, version
+        self._written_off = 0  # guarded by: _lock; overdue calls running on the pool's threads
+        self._draining = False  # guarded by: _lock
 
     @property
     def max_workers(self) -> int:
@@ -130,7 +140,7 @@ class CallPool:
                 raise RuntimeError("the DataPlane is closed")
             self._live.add(job)
             admitted = self._admitted.get(model, 0)
-            if admitted < self._max_calls_per_model:
+            if admitted < self._share_locked(model):
                 self._admitted[model] = admitted + 1
             else:
                 self._waiting.setdefault(model, collections.deque()).append(job)
@@ -143,6 +153,33 @@ class CallPool:
         if deadline is not None:
             job.timer = loop.call_later(max(0.0, deadline - time.monotonic()), self._expire, job)
         return future
+
+    def starved(self) -> bool:
+        """True while every thread the pool may have runs a call past its deadline: no call
+        can run until one returns (readiness reports the server unready then)."""
+        with self._lock:
+            return self._written_off >= 2 * self._max_workers
+
+    def drain(self) -> None:
+        """Ends the per-model shares (the server stopped taking requests and lets the ones in
+        flight finish): their calls waiting for a place take any free worker, except those of
+        a model with a call past its deadline.  Idempotent.
+        """
+        with self._lock:
+            self._draining = True
+            models = [model for model, waiting in self._waiting.items() if waiting]
+        for model in models:
+            while True:
+                with self._lock:
+                    full = self._admitted.get(model, 0) >= self._share_locked(model)
+                    if full or not self._waiting[model]:
+                        break
+                    self._admitted[model] = self._admitted.get(model, 0) + 1
+                    dropped, admit = self._pass_place_locked(model)  # the next one waiting
+                for candidate in dropped:
+                    candidate.on_done()
+                if admit is not None:
+                    self._enqueue(admit)
 
     def overdue(self) -> dict[tuple[str, int], int]:
         """Calls running past their deadline, by model name and version (none: left out)."""
@@ -183,6 +220,15 @@ class CallPool:
         for thread in threads:
             thread.join()
 
+    def _share_locked(self, model: str) -> int:
+        """How many calls of ``model`` may be admitted: its share, or, draining, the whole pool
+        unless one of its calls already runs past its deadline (a hung model keeps its share)."""
+        if self._draining and not any(
+            n for (name, _version), n in self._overdue.items() if name == model
+        ):
+            return self._max_workers
+        return self._max_calls_per_model
+
     def _enqueue(self, job: _Job) -> None:
         if not self._idle.acquire(blocking=False):
             self._start_worker()
@@ -190,7 +236,7 @@ class CallPool:
 
     def _start_worker(self) -> None:
         with self._lock:
-            if len(self._threads) >= self._max_workers:
+            if len(self._threads) >= self._max_workers + min(self._written_off, self._max_workers):
                 return  # every worker is busy: the job waits in the queue
             thread = threading.Thread(
                 target=self._work, name=f"{self._prefix}_{len(self._threads)}", daemon=True
@@ -234,7 +280,7 @@ class CallPool:
             if self._closed:
                 raise RuntimeError("the DataPlane is closed")
             admitted = self._admitted.get(model, 0)
-            if admitted < self._max_calls_per_model:
+            if admitted < self._share_locked(model):
                 self._admitted[model] = admitted + 1
                 return
             ticket = _Ticket(self._lock)
@@ -267,6 +313,7 @@ class CallPool:
             self._live.discard(job)
             if job.overdue:
                 self._overdue[model, job.site.version] -= 1
+                self._written_off -= 1
             dropped, admit = self._pass_place_locked(model)
             if not self._live:
                 self._drained.notify_all()
@@ -325,6 +372,9 @@ class CallPool:
             job.overdue = True
             key = (job.site.model_name, job.site.version)
             self._overdue[key] = count = self._overdue.get(key, 0) + 1
+            self._written_off += 1
+        if not self._jobs.empty():
+            self._start_worker()  # in the overdue call's place
         _log.warning(
             "%s: a call is still running past its deadline and holds a worker until it "
             "returns (%d such calls of this version)",

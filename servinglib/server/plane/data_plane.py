@@ -152,7 +152,7 @@ class DataPlane:
         self._request_logger = RequestLogger(_logging_config_of(core), request_log, sinks=log_sinks)
         self._statistics = InferenceStatistics()
         self._tracing = tracing
-        self._questions = ModelQuestions(core, self._statistics, self._overdue)
+        self._questions = ModelQuestions(core, self._statistics, self._overdue, self._pool.starved)
 
     @property
     def core(self) -> ServerCore:
@@ -486,6 +486,12 @@ class DataPlane:
             handle.release()
             raise
         return await future
+
+    def drain(self) -> None:
+        """The server takes no more requests: the calls still to run may use the whole worker
+        pool (a model is no longer held to its share, unless a call of it runs past its
+        deadline), so a drain of one model's calls finishes in the pool's time."""
+        self._pool.drain()
 
     def close(self) -> None:
         """Stops the worker pool (after its running calls), the core's events, the request log."""

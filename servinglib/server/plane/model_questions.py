@@ -54,21 +54,31 @@ class ModelQuestions:
 
     ``statistics``: the requests the plane counted (Triton's statistics);
     ``overdue``: its calls running past their deadline, which
-    :meth:`model_status` reports as the version's error.  Thread-safe.
+    :meth:`model_status` reports as the version's error.  ``starved``: True
+    while no model call can find a worker (every one held by a call past its
+    deadline); the server is not ready then.  Thread-safe.
     """
 
-    def __init__(self, core: ServerCore, statistics: InferenceStatistics, overdue: Overdue) -> None:
+    def __init__(
+        self,
+        core: ServerCore,
+        statistics: InferenceStatistics,
+        overdue: Overdue,
+        starved: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._core = core
         self._statistics = statistics
         self._overdue = overdue
+        self._starved = starved
 
     def server_live(self) -> bool:
         """True: the process answers (liveness says nothing about models)."""
         return True
 
     def server_ready(self) -> bool:
-        """Whether every configured model has an available version (:meth:`ServerCore.ready`)."""
-        return self._core.ready()
+        """Whether every configured model has an available version (:meth:`ServerCore.ready`)
+        and a model call can find a worker (not all held by calls past their deadline)."""
+        return self._core.ready() and not self._starved()
 
     def list_models(self) -> list[str]:
         """The configured models' names, sorted."""

@@ -186,6 +186,48 @@ def test_a_hanging_model_leaves_the_others_answered(two_models: tuple[Process, P
     assert out.count("still running past its deadline") == running
 
 
+def test_hung_models_leave_workers_to_the_others_until_every_thread_hangs(
+    tmp_path: Path,
+) -> None:
+    """Two models whose calls hang past their deadline each hold half the worker pool; a third
+    still answers and the server stays ready. Once four hang, every thread the pool may have
+    is held: readiness turns 503 (and back to 200 when their calls return)."""
+    workers = min(32, 4 * (os.cpu_count() or 1))  # the DataPlane's default pool
+    share = workers // 2
+    hung = [gated_model(tmp_path, f"hung{i}") for i in range(4)]
+    gated_model(tmp_path, "other", answers=True)
+    config = tmp_path / "models.config"
+    config.write_text(config_text(tmp_path, "hung0", "hung1", "hung2", "hung3", "other"))
+    server = Process(f"--model_config_file={config}", "--rest_api_timeout_in_ms=1000")
+    try:
+        server.wait_ready()
+        with concurrent.futures.ThreadPoolExecutor(4 * share) as pool:
+
+            def hang(models: list[Path]) -> None:
+                futures = [
+                    pool.submit(server.predict, version.parent.name, 1.0)
+                    for version in models
+                    for _ in range(share)
+                ]
+                assert {f.result(timeout=60).status_code for f in futures} == {504}
+                for version in models:
+                    wait_until(lambda v=version: len(list((v / "calls").iterdir())) == share)
+
+            hang(hung[:2])
+            assert server.predict("other", 2.0).json() == {"predictions": [4.0]}
+            assert server.http.get("/v2/health/ready").status_code == 200
+            hang(hung[2:])
+            wait_until(lambda: server.http.get("/v2/health/ready").status_code == 503)
+            for version in hung:
+                (version / "GO").write_text("")
+            wait_until(lambda: server.http.get("/v2/health/ready").status_code == 200)
+            assert server.predict("other", 3.0).json() == {"predictions": [6.0]}
+    finally:
+        for version in hung:
+            (version / "GO").write_text("")
+        server.close()
+
+
 def test_a_cancelled_grpc_call_waiting_for_its_model_never_runs(
     two_models: tuple[Process, Path],
 ) -> None:
@@ -268,7 +310,8 @@ def test_shutdown_with_a_stuck_call_ends_on_time_and_cuts_requests_off(tmp_path:
         assert all("shutting down" in a.json()["error"] for a in answers)
         assert codes == [grpc.StatusCode.UNAVAILABLE] * 3
         out = server.output()
-        assert out.count("model stuck version 1 signature serving_default still running") == 2
+        # Draining, the calls that waited for the model's share took free workers (all six).
+        assert out.count("model stuck version 1 signature serving_default still running") == 6
         assert "Traceback" not in out
     finally:
         (stuck / "GO").write_text("")

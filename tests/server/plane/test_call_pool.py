@@ -202,3 +202,72 @@ def test_a_call_waiting_here_leaves_the_queue_when_its_client_goes(
     pool.enter_here(HANG.model_name, None)
     pool.leave_here(HANG.model_name)
     pool.leave_here(HANG.model_name)
+
+
+SECOND = CallSite("second", 1, "serving_default")
+THIRD = CallSite("third", 1, "serving_default")
+
+
+async def hang_past_deadline(
+    pool: CallPool, site: CallSite, calls: int, gate: threading.Event, started: list[int]
+) -> None:
+    """``calls`` calls of ``site`` that block on ``gate`` and fail at a deadline just ahead."""
+    futures = [
+        pool.submit(site, time.monotonic() + 0.05, lambda: None, blocked, gate, started)
+        for _ in range(calls)
+    ]
+    for future in futures:
+        with pytest.raises(DeadlineExceededError):
+            await future
+
+
+def test_two_hung_models_leave_workers_to_the_others(pool: CallPool, gate: threading.Event) -> None:
+    """Two models whose calls hang past their deadline hold all four workers; a third model's
+    call still runs: calls past their deadline are written off and replaced by new threads."""
+    started: list[int] = []
+
+    async def run() -> None:
+        await hang_past_deadline(pool, HANG, 2, gate, started)
+        await hang_past_deadline(pool, SECOND, 2, gate, started)
+        assert sum(pool.overdue().values()) == 4
+        answer = pool.submit(THIRD, time.monotonic() + 30, lambda: None, lambda: {"done": 1})
+        assert await answer == {"done": 1}
+        assert not pool.starved()
+
+    asyncio.run(run())
+
+
+def test_a_pool_whose_every_thread_hangs_is_starved(pool: CallPool, gate: threading.Event) -> None:
+    """Replacement threads stop at twice the pool: with all eight held by calls past their
+    deadline the pool says it is starved (readiness turns 503), and not once one returns."""
+    started: list[int] = []
+    sites = [CallSite(f"m{i}", 1, "serving_default") for i in range(4)]
+
+    async def run() -> None:
+        for site in sites:
+            await hang_past_deadline(pool, site, 2, gate, started)
+        assert sum(pool.overdue().values()) == 8
+        assert pool.starved()
+        assert len(started) == 8
+
+    asyncio.run(run())
+    gate.set()
+    wait_until(lambda: not pool.starved() and not pool.overdue(), timeout_s=10)
+
+
+def test_a_draining_pool_lets_one_model_use_every_worker(
+    pool: CallPool, gate: threading.Event
+) -> None:
+    """Once draining, a model's calls waiting for its share run on the whole pool (a drain of
+    one model's calls finishes in the time of the pool, not of half of it)."""
+    started: list[int] = []
+
+    async def run() -> None:
+        calls = [pool.submit(HANG, None, lambda: None, blocked, gate, started) for _ in range(4)]
+        await asyncio.to_thread(wait_until, lambda: len(started) == 2, 10)
+        pool.drain()
+        await asyncio.to_thread(wait_until, lambda: len(started) == 4, 10)
+        gate.set()
+        assert all(r == {"done": True} for r in await asyncio.gather(*calls))
+
+    asyncio.run(run())
