@@ -406,6 +406,13 @@ class FileSystemStoragePathSource(Source[StoragePath]):
             return _Scan(None, error, (logging.WARNING, error.message))
         local = mirror.local_base
         scan = _scan(servable, config, self._settling, last, now, by_hand=by_hand, local=local)
+        if mirror.refused and scan.versions is not None:
+            # Refused versions end in error beside what serves (the manager records each).
+            refused = tuple(
+                ServableData[StoragePath](ServableId(servable.servable_name, v), error=error)
+                for v, error in sorted(mirror.refused.items())
+            )
+            return attrs.evolve(scan, versions=scan.versions + refused, waiting=False)
         if mirror.pending and not scan.versions:  # listed, not complete yet: keep waiting
             return _Scan(None, waiting=True)
         return scan
@@ -538,7 +545,7 @@ def _scan(
     if not found and check is not None and check(base) is None:
         found = {BARE_MODEL_VERSION: base}  # a model in the base path itself
     settling.forget_others(base, set(found.values()))
-    emitted = {item.data for item in last}
+    emitted = {item.data for item in last if item.ok}
     ready, recheck_at = _ready_versions(
         servable,
         base,

@@ -8,8 +8,13 @@ hidden temporary directory of the cache, checked against the listing's
 sizes, and renamed into place whole; the file-system source then serves
 the cache directory as if it were the base path.  A restart reuses every
 copy whose recorded listing still matches, and a copy whose version the
-policy no longer picks is removed.  What it downloads, and each listing or
-download that fails, it reports as a :class:`StoreEvent`.
+policy no longer picks is removed.  A version holding a key that cannot be
+a file of its copy (see :mod:`remote_keys`: ``..``, ``//``, NUL, ...) is
+refused whole before any of its objects is downloaded: the policy picks
+among the other versions, and a refused version it would have picked is
+in :attr:`RemoteMirror.refused`, with an error naming the key.  What it
+downloads, each listing or download that fails and each version it
+refuses, it reports as a :class:`StoreEvent`.
 """
 
 from __future__ import annotations
@@ -29,7 +34,13 @@ from typing import Any, Literal, final
 
 import attrs
 
-from servinglib.errors import ServingError, UnavailableError
+from servinglib.errors import InvalidArgumentError, ServingError, UnavailableError
+from servinglib.sources.remote_keys import (
+    is_directory_marker,
+    local_target,
+    shown_key,
+    unsafe_key_reason,
+)
 from servinglib.sources.remote_store import open_store
 from servinglib.sources.version_policy import ServableVersionPolicy
 
@@ -50,7 +61,8 @@ class StoreEvent:
     ``kind``: ``"downloaded"`` (``version`` copied into the cache:
     ``size_bytes`` in ``seconds``), ``"listing_failed"`` or
     ``"download_failed"`` (``error`` says why; what was copied before keeps
-    serving).  Immutable, so thread-safe.
+    serving; also a version refused for an unsafe key, reported once per
+    listing).  Immutable, so thread-safe.
     """
 
     servable_name: str
@@ -103,7 +115,10 @@ class RemoteMirror:
         self._on_event = on_event
         self._store: tuple[Any, str] | None = None
         self._previous: dict[int, Listing] = {}
+        self._refusals: dict[int, tuple[Listing, ServingError]] = {}  # the last sync's
         self.pending = False  # the last sync listed versions not complete yet
+        self.refused: dict[int, ServingError] = {}
+        """The refused versions the policy would have picked, after the last sync, with why."""
         os.makedirs(self.local_base, exist_ok=True)
         _remove_partials(self.local_base)
 
@@ -111,7 +126,8 @@ class RemoteMirror:
         """Lists the store, copies what became complete and is picked, removes what is not.
 
         Returns :attr:`local_base`; :attr:`pending` then says whether versions
-        were listed that are not complete yet.  Raises UnavailableError when the store
+        were listed that are not complete yet, and :attr:`refused` which
+        refused versions the policy would have picked.  Raises UnavailableError when the store
         cannot be listed, or lists no version while copies exist (a bucket
         being rewritten): the copies then stay as they are.
         """
@@ -121,21 +137,29 @@ class RemoteMirror:
                 f"Listing {self.url} found no versions; keeping the versions it serves"
             )
         previous, self._previous = self._previous, listings
+        refused_before, self._refusals = self._refusals, {}
         complete = {
             version
             for version, listing in listings.items()
             if listing
             and (
-                self._marker in listing
+                # A version refused last time is left out once when its keys change, even with a
+                # marker: the manager then drops its error before the good version arrives.
+                self._marker in listing and refused_before.get(version, (listing,))[0] == listing
                 if self._marker is not None
                 else listing in (previous.get(version), self._recorded(version))
             )
         }
+        for version in sorted(complete):
+            self._refuse_if_unsafe(version, listings[version], refused_before.get(version))
         # A version whose copy serves and whose objects are being rewritten keeps its place
         # (and its old copy) until the new objects are complete.
         copies = self._copies()
         self.pending = bool(listings.keys() - complete)
-        picked = set(policy.select(complete | (copies & listings.keys())))
+        offered = complete | (copies & listings.keys())
+        would_pick = set(policy.select(offered))
+        self.refused = {v: e for v, (_, e) in self._refusals.items() if v in would_pick}
+        picked = set(policy.select(offered - self._refusals.keys()))
         for version in picked & complete:
             if self._recorded(version) != listings[version]:
                 self._download(version, listings[version])
@@ -163,9 +187,32 @@ class RemoteMirror:
             version_name, sep, inner = relative.partition("/")
             if not sep or not inner or not _VERSION_NAME.fullmatch(version_name):
                 continue
+            size = int(info.get("size") or 0)
+            if is_directory_marker(inner, size):
+                continue
             etag = str(info.get("ETag") or info.get("etag") or info.get("md5Hash") or "")
-            listings.setdefault(int(version_name), {})[inner] = (int(info.get("size") or 0), etag)
+            listings.setdefault(int(version_name), {})[inner] = (size, etag)
         return dict(listings)
+
+    def _refuse_if_unsafe(
+        self, version: int, listing: Listing, before: tuple[Listing, ServingError] | None
+    ) -> None:
+        """Refuses ``version`` if a key of it cannot be a file of its copy (reported once)."""
+        if before is not None and before[0] == listing:
+            self._refusals[version] = before
+            return
+        for name in sorted(listing):
+            reason = unsafe_key_reason(name)
+            if reason is not None:
+                error = InvalidArgumentError(
+                    f"Refusing version {version} of {self.url}: its key {shown_key(name)} "
+                    f"{reason}, so it cannot be a file of the version's copy; nothing of the "
+                    "version is downloaded"
+                )
+                self._refusals[version] = (listing, error)
+                _log.error("%s", error.message)
+                self._report("download_failed", version, error=error)
+                return
 
     def _open(self) -> tuple[Any, str]:
         if self._store is None:
@@ -195,15 +242,15 @@ class RemoteMirror:
         started = time.monotonic()
         staging = tempfile.mkdtemp(prefix=f".{version}{_PARTIAL}", dir=self.local_base)
         try:
+            targets = {name: local_target(staging, name) for name in listing}
             jobs = []
-            for name in listing:
-                target = os.path.join(staging, *name.split("/"))
+            for name, target in targets.items():
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 jobs.append((f"{root}/{version}/{name}", target))
             with concurrent.futures.ThreadPoolExecutor(self._concurrency) as pool:
                 list(pool.map(lambda job: fs.get_file(*job), jobs))
             for name, (size, _etag) in listing.items():
-                got = os.path.getsize(os.path.join(staging, *name.split("/")))
+                got = os.path.getsize(targets[name])
                 if got != size:
                     raise UnavailableError(
                         f"Downloaded {self.url}/{version}/{name} holds {got} of its {size} bytes"

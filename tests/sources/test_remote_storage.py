@@ -361,3 +361,92 @@ def test_a_base_path_ending_in_a_slash_keeps_its_mirror(s3: S3Store, tmp_path: P
             now=now, period_s=1.0,
         )  # fmt: skip
     assert [(e.kind, e.version) for e in events] == [("downloaded", 1)]
+
+
+def _version_error(core: ServerCore, name: str, version: int) -> str | None:
+    """The error message of ``version`` of ``name`` once it ended, else None."""
+    for status in core.model_status(name).versions:
+        if status.version == version and status.state is ManagerState.END and status.error:
+            return status.error.message
+    return None
+
+
+def test_a_key_leaving_its_version_writes_nothing_and_fails_that_version(
+    s3: S3Store, tmp_path: Path
+) -> None:
+    """A key with ``..`` writes nothing outside the cache; its version fails naming it; 1 serves."""
+    s3.put_model("m", 1, 2.0)
+    s3.put_model("m", 2, 3.0)
+    s3.put_text("m/2/../../../escaped.py", "print('hostile')")
+    sentinel = tmp_path / "escaped.py"  # where the key lands from the version's staging dir
+    config = ModelServerConfig([ModelConfig.python("m", s3.url("m"))])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        wait_until(lambda: _version_error(core, "m", 2) is not None, timeout_s=TIMEOUT_S)
+        message = _version_error(core, "m", 2)
+        assert message is not None
+        assert "'../../../escaped.py'" in message
+        assert f"version 2 of {s3.url('m')}" in message
+        assert predict(core, "m") == (1, [2.0])
+    assert not sentinel.exists()
+    assert not list((tmp_path / "cache").glob("*/2"))
+
+
+def test_a_refused_version_loads_once_its_unsafe_key_is_gone(s3: S3Store, tmp_path: Path) -> None:
+    """Deleting the unsafe key heals the version: it downloads and replaces the one serving."""
+    s3.put_model("m", 1, 2.0)
+    s3.put_model("m", 2, 3.0)
+    s3.put_text("m/2/a//b", "x")
+    config = ModelServerConfig([ModelConfig.python("m", s3.url("m"))])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        wait_until(lambda: _version_error(core, "m", 2) is not None, timeout_s=TIMEOUT_S)
+        s3.fs.rm("models/m/2/a//b")
+        wait_until(lambda: predict(core, "m") == (2, [3.0]), timeout_s=TIMEOUT_S)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "../escaped",
+        "a/../../escaped",
+        "./model.py",
+        "a//b",
+        "/abs",
+        "sub/.",
+        "back\\..\\slash",
+        "nul\0byte",
+        "content-under-a-slash/",
+    ],
+)
+def test_every_unsafe_key_is_refused_before_anything_is_downloaded(
+    s3: S3Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    """A version holding an unsafe key downloads none of its objects and says which key."""
+    _without_aws_environment(monkeypatch)
+    s3.put_model("m", 1, 2.0)
+    s3.fs.pipe(f"models/m/1/{key}", b"hostile")
+    paths = RemoteBasePaths(str(tmp_path / "cache"), download_concurrency=2, done_marker=None)
+    events: list[StoreEvent] = []
+    paths.events.subscribe(events.append)
+    for now in (0.0, 1.0, 2.0):
+        mirror = paths.sync(
+            "m", "s3://models/m", ServableVersionPolicy.latest(), _storage_options(s3),
+            now=now, period_s=1.0,
+        )  # fmt: skip
+    assert [(e.kind, e.version) for e in events] == [("download_failed", 1)]  # reported once
+    assert events[0].error is not None
+    assert repr(key) in events[0].error.message
+    assert set(mirror.refused) == {1}
+    assert list(tmp_path.rglob("*")) == [tmp_path / "cache", Path(mirror.local_base)]
+
+
+def test_directory_markers_are_not_files(s3: S3Store, tmp_path: Path) -> None:
+    """Empty keys ending in ``/`` (a console's "Create folder") are skipped, not refused."""
+    s3.put_model("m", 1, 2.0)
+    s3.fs.pipe("models/m/1/", b"")
+    s3.fs.pipe("models/m/1/assets/", b"")
+    config = ModelServerConfig([ModelConfig.python("m", s3.url("m"))])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        assert predict(core, "m") == (1, [2.0])
+        assert all(v.error is None for v in core.model_status("m").versions)
+    (copy,) = (tmp_path / "cache").glob("*/1")
+    assert sorted(p.name for p in copy.iterdir()) == ["model.py"]
