@@ -213,6 +213,11 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         """
         return self._remote.events
 
+    def store_work(self) -> list[str]:
+        """What the stores of remote base paths are doing now: each listing and download running,
+        with its progress and how long it has taken (for a stop's log)."""
+        return self._remote.work.describe()
+
     def holds_no_version(self, name: str) -> bool:
         """True if ``name``'s base path was read and holds no version to serve, nor one waiting.
 
@@ -271,9 +276,17 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         self._sync_watches()
 
     def close(self) -> None:
-        """Stops polling and watching; idempotent.  Emits nothing more once it returns."""
-        with self._poll_lock:
-            self._stop.set()
+        """Stops polling and watching; idempotent.  Emits nothing more once it returns.
+
+        A listing or download of a remote base path in progress is cancelled
+        (and logged, naming it), so closing does not wait for it.
+        """
+        self._stop.set()
+        cancelled = self._remote.work.cancel()
+        if cancelled:
+            _log.info("Closing the file-system source: cancelled %s", "; ".join(cancelled))
+        with self._poll_lock:  # a poll in progress ends; none starts (they check _stop)
+            pass
         with self._lock:
             timers = [self._timer, self._settle_timer[1] if self._settle_timer else None]
             self._timer = self._settle_timer = None
@@ -361,6 +374,8 @@ class FileSystemStoragePathSource(Source[StoragePath]):
             with self._lock:
                 last = self._last.get(name, ()) if look_at_emitted else ()
             scan = self._scan(servable, last, by_hand=by_hand)
+            if self._stop.is_set():
+                return  # closing: the scan's store work may have been cut short
             with self._lock:
                 if scan.error is None:
                     self._errors.pop(name, None)

@@ -14,7 +14,9 @@ refused whole before any of its objects is downloaded: the policy picks
 among the other versions, and a refused version it would have picked is
 in :attr:`RemoteMirror.refused`, with an error naming the key.  What it
 downloads, each listing or download that fails and each version it
-refuses, it reports as a :class:`StoreEvent`.
+refuses, it reports as a :class:`StoreEvent`.  Its listings and downloads
+run through a :class:`StoreWork`, which names them while they run and
+cancels them when the source closes.
 """
 
 from __future__ import annotations
@@ -34,7 +36,12 @@ from typing import Any, Literal, final
 
 import attrs
 
-from servinglib.errors import InvalidArgumentError, ServingError, UnavailableError
+from servinglib.errors import (
+    CancelledError,
+    InvalidArgumentError,
+    ServingError,
+    UnavailableError,
+)
 from servinglib.sources.remote_keys import (
     is_directory_marker,
     local_target,
@@ -42,6 +49,7 @@ from servinglib.sources.remote_keys import (
     unsafe_key_reason,
 )
 from servinglib.sources.remote_store import open_store
+from servinglib.sources.store_work import StoreWork
 from servinglib.sources.version_policy import ServableVersionPolicy
 
 _log = logging.getLogger("servinglib.sources.file_system_storage_path_source")
@@ -90,7 +98,9 @@ class RemoteMirror:
     complete at once; ``storage_options``: for the fsspec file system (see
     :func:`open_store`); ``servable_name``: whose base path it is (its cache
     directory is its own); ``on_event``: called with each
-    :class:`StoreEvent`.  Not thread-safe: the source calls it under its poll.
+    :class:`StoreEvent`; ``work``: runs its store calls (cancelling it ends
+    a sync with CancelledError, leaving no partial copy; None: its own).
+    Not thread-safe: the source calls it under its poll.
     """
 
     def __init__(
@@ -103,6 +113,7 @@ class RemoteMirror:
         storage_options: Mapping[str, Any] | None = None,
         servable_name: str = "",
         on_event: Callable[[StoreEvent], None] | None = None,
+        work: StoreWork | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.servable_name = servable_name
@@ -113,6 +124,7 @@ class RemoteMirror:
         self._marker = done_marker
         self.storage_options = storage_options
         self._on_event = on_event
+        self._work = work if work is not None else StoreWork()
         self._store: tuple[Any, str] | None = None
         self._previous: dict[int, Listing] = {}
         self._refusals: dict[int, tuple[Listing, ServingError]] = {}  # the last sync's
@@ -125,11 +137,12 @@ class RemoteMirror:
     def sync(self, policy: ServableVersionPolicy) -> str:
         """Lists the store, copies what became complete and is picked, removes what is not.
 
-        Returns :attr:`local_base`; :attr:`pending` then says whether versions
-        were listed that are not complete yet, and :attr:`refused` which
-        refused versions the policy would have picked.  Raises UnavailableError when the store
-        cannot be listed, or lists no version while copies exist (a bucket
-        being rewritten): the copies then stay as they are.
+        Returns :attr:`local_base`; :attr:`pending` then says whether
+        versions were listed that are not complete yet, and :attr:`refused`
+        which refused versions the policy would have picked.  Raises
+        UnavailableError when the store cannot be listed, or lists no version
+        while copies exist (a bucket being rewritten): the copies then stay as
+        they are; CancelledError once its work is cancelled.
         """
         listings = self._list()
         if not listings and self._copies():
@@ -170,8 +183,9 @@ class RemoteMirror:
     def _list(self) -> dict[int, Listing]:
         try:
             fs, root = self._open()
-            # A store that stops answering must not stop the polls of every other model.
-            found = fs.find(root, detail=True, **_timeout(fs))
+            with self._work.doing(f"listing {self.url}"):
+                # A store that stops answering must not stop the polls of every other model.
+                found = self._work.call(fs, "find", root, detail=True, timeout_s=LISTING_TIMEOUT_S)
         except ServingError:
             raise
         except Exception as exc:  # noqa: BLE001 - any store error: keep serving, say why
@@ -247,8 +261,18 @@ class RemoteMirror:
             for name, target in targets.items():
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 jobs.append((f"{root}/{version}/{name}", target))
-            with concurrent.futures.ThreadPoolExecutor(self._concurrency) as pool:
-                list(pool.map(lambda job: fs.get_file(*job), jobs))
+            what = f"downloading version {version} of {self.url}"
+            with self._work.doing(what, len(jobs)) as one_done:
+
+                def fetch(job: tuple[str, str]) -> None:
+                    self._work.call(fs, "get_file", *job)
+                    one_done()
+
+                pool = concurrent.futures.ThreadPoolExecutor(self._concurrency)
+                try:
+                    list(pool.map(fetch, jobs))
+                finally:  # a failed or cancelled file: the others queued do not start
+                    pool.shutdown(cancel_futures=True)
             for name, (size, _etag) in listing.items():
                 got = os.path.getsize(targets[name])
                 if got != size:
@@ -256,6 +280,9 @@ class RemoteMirror:
                         f"Downloaded {self.url}/{version}/{name} holds {got} of its {size} bytes"
                     )
             self._install(version, staging, listing)
+        except CancelledError:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         except ServingError as failed:
             shutil.rmtree(staging, ignore_errors=True)
             self._report("download_failed", version, error=failed)
@@ -321,11 +348,6 @@ class RemoteMirror:
 
 LISTING_TIMEOUT_S = 60.0
 """The longest one listing of a base path may take; past it, the listing has failed."""
-
-
-def _timeout(fs: Any) -> dict[str, float]:  # noqa: ANN401 - an fsspec file system
-    """fsspec's ``timeout`` for the file systems that take one (the asynchronous ones)."""
-    return {"timeout": LISTING_TIMEOUT_S} if getattr(fs, "async_impl", False) else {}
 
 
 def _remove_partials(base: str) -> None:
