@@ -530,3 +530,35 @@ def test_sigterm_during_a_download_cancels_it_and_names_it(
     assert server.process.returncode == 0, out
     assert "cancelled downloading version 2 of s3://models/m (" in out
     assert "Shutdown did not finish" not in out
+
+
+def test_cancelling_the_store_work_ends_a_listing_at_once(
+    s3: S3Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing the store holds is named; cancelled, the sync ends with no failure reported."""
+    _without_aws_environment(monkeypatch)
+    s3.put_model("m", 1, 2.0)
+    paths = RemoteBasePaths(str(tmp_path / "cache"), download_concurrency=1, done_marker=None)
+    events: list[StoreEvent] = []
+    paths.events.subscribe(events.append)
+    ended: list[ServingError] = []
+    with HoldingProxy(s3.endpoint, b"list-type=2") as proxy:
+        options = {**_storage_options(s3), "endpoint_url": proxy.endpoint}
+
+        def sync() -> None:
+            try:
+                paths.sync("m", "s3://models/m", ServableVersionPolicy.latest(), options,
+                           now=0.0, period_s=1.0)  # fmt: skip
+            except ServingError as error:
+                ended.append(error)
+
+        syncing = threading.Thread(target=sync)
+        syncing.start()
+        assert proxy.held.wait(TIMEOUT_S)
+        (doing,) = paths.work.describe()
+        assert doing.startswith("listing s3://models/m (")
+        paths.work.cancel()
+        syncing.join(TIMEOUT_S)
+        assert not syncing.is_alive()
+    assert [type(e) for e in ended] == [CancelledError]
+    assert events == []
