@@ -13,6 +13,7 @@ Keys ending in ``/`` with no content are directory markers (what a console's
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 SHOWN_KEY_CHARS = 200
 """How much of a refused key an error message quotes."""
@@ -35,17 +36,28 @@ def unsafe_key_reason(key: str) -> str | None:
     return None
 
 
-def local_target(directory: str, key: str) -> str:
-    """The file ``key`` becomes under ``directory``; ValueError if it would land outside.
+def local_targets(directory: str, keys: Iterable[str]) -> dict[str, str]:
+    """Key → the file it becomes under the new, empty ``directory``; ValueError if one would
+    land outside it.
 
-    Requires: ``unsafe_key_reason(key)`` is None (this is the last check,
-    on the real directory, symbolic links resolved).
+    Requires: ``unsafe_key_reason(key)`` is None for each key (this is the
+    last check, on the real directory: each file's parent directory is
+    resolved, symbolic links followed, once per distinct parent; the file
+    names are plain and the directory new, so they are no links).
     """
-    target = os.path.join(directory, *key.split("/"))
     inside = os.path.join(os.path.realpath(directory), "")
-    if not os.path.realpath(target).startswith(inside):
-        raise ValueError(f"key {shown_key(key)} resolves outside {directory}")
-    return target
+    parents: dict[str, bool] = {}  # parent directory → whether it resolves inside
+    targets = {}
+    for key in keys:
+        *dirs, name = key.split("/")
+        parent = os.path.join(directory, *dirs)
+        ok = parents.get(parent)
+        if ok is None:
+            ok = parents[parent] = os.path.join(os.path.realpath(parent), "").startswith(inside)
+        if not ok:
+            raise ValueError(f"key {shown_key(key)} resolves outside {directory}")
+        targets[key] = os.path.join(parent, name)
+    return targets
 
 
 def shown_key(key: str) -> str:

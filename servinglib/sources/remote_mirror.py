@@ -44,7 +44,7 @@ from servinglib.errors import (
 )
 from servinglib.sources.remote_keys import (
     is_directory_marker,
-    local_target,
+    local_targets,
     shown_key,
     unsafe_key_reason,
 )
@@ -256,7 +256,7 @@ class RemoteMirror:
         started = time.monotonic()
         staging = tempfile.mkdtemp(prefix=f".{version}{_PARTIAL}", dir=self.local_base)
         try:
-            targets = {name: local_target(staging, name) for name in listing}
+            targets = local_targets(staging, listing)
             jobs = []
             for name, target in targets.items():
                 os.makedirs(os.path.dirname(target), exist_ok=True)
