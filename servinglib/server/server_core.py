@@ -219,6 +219,11 @@ class ServerCore:
         """What the object stores of remote base paths did: downloads, failed listings."""
         return self._source.store_events
 
+    def store_work(self) -> list[str]:
+        """What the stores of remote base paths are doing now (listings and downloads running,
+        with progress); :meth:`close` cancels them."""
+        return self._source.store_work()
+
     @property
     def manager(self) -> AspiredVersionsManager:
         """The manager (for inspection and tests)."""

@@ -213,6 +213,11 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         """
         return self._remote.events
 
+    def store_work(self) -> list[str]:
+        """What the stores of remote base paths are doing now: each listing and download running,
+        with its progress and how long it has taken (for a stop's log)."""
+        return self._remote.work.describe()
+
     def holds_no_version(self, name: str) -> bool:
         """True if ``name``'s base path was read and holds no version to serve, nor one waiting.
 
@@ -271,9 +276,17 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         self._sync_watches()
 
     def close(self) -> None:
-        """Stops polling and watching; idempotent.  Emits nothing more once it returns."""
-        with self._poll_lock:
-            self._stop.set()
+        """Stops polling and watching; idempotent.  Emits nothing more once it returns.
+
+        A listing or download of a remote base path in progress is cancelled
+        (and logged, naming it), so closing does not wait for it.
+        """
+        self._stop.set()
+        cancelled = self._remote.work.cancel()
+        if cancelled:
+            _log.info("Closing the file-system source: cancelled %s", "; ".join(cancelled))
+        with self._poll_lock:  # a poll in progress ends; none starts (they check _stop)
+            pass
         with self._lock:
             timers = [self._timer, self._settle_timer[1] if self._settle_timer else None]
             self._timer = self._settle_timer = None
@@ -361,6 +374,8 @@ class FileSystemStoragePathSource(Source[StoragePath]):
             with self._lock:
                 last = self._last.get(name, ()) if look_at_emitted else ()
             scan = self._scan(servable, last, by_hand=by_hand)
+            if self._stop.is_set():
+                return  # closing: the scan's store work may have been cut short
             with self._lock:
                 if scan.error is None:
                     self._errors.pop(name, None)
@@ -406,6 +421,13 @@ class FileSystemStoragePathSource(Source[StoragePath]):
             return _Scan(None, error, (logging.WARNING, error.message))
         local = mirror.local_base
         scan = _scan(servable, config, self._settling, last, now, by_hand=by_hand, local=local)
+        if mirror.refused and scan.versions is not None:
+            # Refused versions end in error beside what serves (the manager records each).
+            refused = tuple(
+                ServableData[StoragePath](ServableId(servable.servable_name, v), error=error)
+                for v, error in sorted(mirror.refused.items())
+            )
+            return attrs.evolve(scan, versions=scan.versions + refused, waiting=False)
         if mirror.pending and not scan.versions:  # listed, not complete yet: keep waiting
             return _Scan(None, waiting=True)
         return scan
@@ -538,7 +560,7 @@ def _scan(
     if not found and check is not None and check(base) is None:
         found = {BARE_MODEL_VERSION: base}  # a model in the base path itself
     settling.forget_others(base, set(found.values()))
-    emitted = {item.data for item in last}
+    emitted = {item.data for item in last if item.ok}
     ready, recheck_at = _ready_versions(
         servable,
         base,

@@ -7,7 +7,9 @@ after a failed sync it waits before listing that store again (doubling from
 the poll period up to :data:`MAX_BACKOFF_S`, so a store that is down or
 throttling is not asked every second); and it publishes what each store
 did as :class:`StoreEvent`\\ s (versions downloaded, listings and downloads
-that failed), which the server's metrics count.
+that failed), which the server's metrics count.  Their listings and
+downloads share one :class:`StoreWork`, which the source cancels when it
+closes.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, final
 from servinglib.core.event_bus import EventBus
 from servinglib.errors import ServingError
 from servinglib.sources.remote_mirror import RemoteMirror, StoreEvent, default_cache_dir
+from servinglib.sources.store_work import StoreWork
 from servinglib.sources.version_policy import ServableVersionPolicy
 
 MAX_BACKOFF_S = 60.0
@@ -32,7 +35,7 @@ class RemoteBasePaths:
     ``cache_dir``: the cache root (None: :func:`default_cache_dir`);
     ``download_concurrency`` and ``done_marker``: each mirror's (see
     :class:`RemoteMirror`).  Not thread-safe: the source calls it under its
-    poll lock.
+    poll lock; but :attr:`work` is, and any thread may read or cancel it.
     """
 
     def __init__(
@@ -45,6 +48,8 @@ class RemoteBasePaths:
         # servable name → failed syncs in a row, no listing before (clock time), the last error
         self._failures: dict[str, tuple[int, float, ServingError]] = {}
         self.events = EventBus[StoreEvent]()
+        self.work = StoreWork()
+        """The listings and downloads running now; cancelled, they end and no more start."""
         """What each store did (see StoreEvent), published on the polling thread."""
 
     def local_base(self, name: str) -> str | None:
@@ -105,6 +110,7 @@ class RemoteBasePaths:
                 storage_options=storage_options,
                 servable_name=name,
                 on_event=self.events.publish,
+                work=self.work,
             )
             self._mirrors[name] = mirror
         return mirror

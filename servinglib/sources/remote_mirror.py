@@ -8,8 +8,15 @@ hidden temporary directory of the cache, checked against the listing's
 sizes, and renamed into place whole; the file-system source then serves
 the cache directory as if it were the base path.  A restart reuses every
 copy whose recorded listing still matches, and a copy whose version the
-policy no longer picks is removed.  What it downloads, and each listing or
-download that fails, it reports as a :class:`StoreEvent`.
+policy no longer picks is removed.  A version holding a key that cannot be
+a file of its copy (see :mod:`remote_keys`: ``..``, ``//``, NUL, ...) is
+refused whole before any of its objects is downloaded: the policy picks
+among the other versions, and a refused version it would have picked is
+in :attr:`RemoteMirror.refused`, with an error naming the key.  What it
+downloads, each listing or download that fails and each version it
+refuses, it reports as a :class:`StoreEvent`.  Its listings and downloads
+run through a :class:`StoreWork`, which names them while they run and
+cancels them when the source closes.
 """
 
 from __future__ import annotations
@@ -29,8 +36,20 @@ from typing import Any, Literal, final
 
 import attrs
 
-from servinglib.errors import ServingError, UnavailableError
+from servinglib.errors import (
+    CancelledError,
+    InvalidArgumentError,
+    ServingError,
+    UnavailableError,
+)
+from servinglib.sources.remote_keys import (
+    is_directory_marker,
+    local_targets,
+    shown_key,
+    unsafe_key_reason,
+)
 from servinglib.sources.remote_store import open_store
+from servinglib.sources.store_work import StoreWork
 from servinglib.sources.version_policy import ServableVersionPolicy
 
 _log = logging.getLogger("servinglib.sources.file_system_storage_path_source")
@@ -50,7 +69,8 @@ class StoreEvent:
     ``kind``: ``"downloaded"`` (``version`` copied into the cache:
     ``size_bytes`` in ``seconds``), ``"listing_failed"`` or
     ``"download_failed"`` (``error`` says why; what was copied before keeps
-    serving).  Immutable, so thread-safe.
+    serving; also a version refused for an unsafe key, reported once per
+    listing).  Immutable, so thread-safe.
     """
 
     servable_name: str
@@ -78,7 +98,9 @@ class RemoteMirror:
     complete at once; ``storage_options``: for the fsspec file system (see
     :func:`open_store`); ``servable_name``: whose base path it is (its cache
     directory is its own); ``on_event``: called with each
-    :class:`StoreEvent`.  Not thread-safe: the source calls it under its poll.
+    :class:`StoreEvent`; ``work``: runs its store calls (cancelling it ends
+    a sync with CancelledError, leaving no partial copy; None: its own).
+    Not thread-safe: the source calls it under its poll.
     """
 
     def __init__(
@@ -91,6 +113,7 @@ class RemoteMirror:
         storage_options: Mapping[str, Any] | None = None,
         servable_name: str = "",
         on_event: Callable[[StoreEvent], None] | None = None,
+        work: StoreWork | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.servable_name = servable_name
@@ -101,19 +124,25 @@ class RemoteMirror:
         self._marker = done_marker
         self.storage_options = storage_options
         self._on_event = on_event
+        self._work = work if work is not None else StoreWork()
         self._store: tuple[Any, str] | None = None
         self._previous: dict[int, Listing] = {}
+        self._refusals: dict[int, tuple[Listing, ServingError]] = {}  # the last sync's
         self.pending = False  # the last sync listed versions not complete yet
+        self.refused: dict[int, ServingError] = {}
+        """The refused versions the policy would have picked, after the last sync, with why."""
         os.makedirs(self.local_base, exist_ok=True)
         _remove_partials(self.local_base)
 
     def sync(self, policy: ServableVersionPolicy) -> str:
         """Lists the store, copies what became complete and is picked, removes what is not.
 
-        Returns :attr:`local_base`; :attr:`pending` then says whether versions
-        were listed that are not complete yet.  Raises UnavailableError when the store
-        cannot be listed, or lists no version while copies exist (a bucket
-        being rewritten): the copies then stay as they are.
+        Returns :attr:`local_base`; :attr:`pending` then says whether
+        versions were listed that are not complete yet, and :attr:`refused`
+        which refused versions the policy would have picked.  Raises
+        UnavailableError when the store cannot be listed, or lists no version
+        while copies exist (a bucket being rewritten): the copies then stay as
+        they are; CancelledError once its work is cancelled.
         """
         listings = self._list()
         if not listings and self._copies():
@@ -121,21 +150,29 @@ class RemoteMirror:
                 f"Listing {self.url} found no versions; keeping the versions it serves"
             )
         previous, self._previous = self._previous, listings
+        refused_before, self._refusals = self._refusals, {}
         complete = {
             version
             for version, listing in listings.items()
             if listing
             and (
-                self._marker in listing
+                # A version refused last time is left out once when its keys change, even with a
+                # marker: the manager then drops its error before the good version arrives.
+                self._marker in listing and refused_before.get(version, (listing,))[0] == listing
                 if self._marker is not None
                 else listing in (previous.get(version), self._recorded(version))
             )
         }
+        for version in sorted(complete):
+            self._refuse_if_unsafe(version, listings[version], refused_before.get(version))
         # A version whose copy serves and whose objects are being rewritten keeps its place
         # (and its old copy) until the new objects are complete.
         copies = self._copies()
         self.pending = bool(listings.keys() - complete)
-        picked = set(policy.select(complete | (copies & listings.keys())))
+        offered = complete | (copies & listings.keys())
+        would_pick = set(policy.select(offered))
+        self.refused = {v: e for v, (_, e) in self._refusals.items() if v in would_pick}
+        picked = set(policy.select(offered - self._refusals.keys()))
         for version in picked & complete:
             if self._recorded(version) != listings[version]:
                 self._download(version, listings[version])
@@ -146,8 +183,9 @@ class RemoteMirror:
     def _list(self) -> dict[int, Listing]:
         try:
             fs, root = self._open()
-            # A store that stops answering must not stop the polls of every other model.
-            found = fs.find(root, detail=True, **_timeout(fs))
+            with self._work.doing(f"listing {self.url}"):
+                # A store that stops answering must not stop the polls of every other model.
+                found = self._work.call(fs, "find", root, detail=True, timeout_s=LISTING_TIMEOUT_S)
         except ServingError:
             raise
         except Exception as exc:  # noqa: BLE001 - any store error: keep serving, say why
@@ -163,9 +201,32 @@ class RemoteMirror:
             version_name, sep, inner = relative.partition("/")
             if not sep or not inner or not _VERSION_NAME.fullmatch(version_name):
                 continue
+            size = int(info.get("size") or 0)
+            if is_directory_marker(inner, size):
+                continue
             etag = str(info.get("ETag") or info.get("etag") or info.get("md5Hash") or "")
-            listings.setdefault(int(version_name), {})[inner] = (int(info.get("size") or 0), etag)
+            listings.setdefault(int(version_name), {})[inner] = (size, etag)
         return dict(listings)
+
+    def _refuse_if_unsafe(
+        self, version: int, listing: Listing, before: tuple[Listing, ServingError] | None
+    ) -> None:
+        """Refuses ``version`` if a key of it cannot be a file of its copy (reported once)."""
+        if before is not None and before[0] == listing:
+            self._refusals[version] = before
+            return
+        for name in sorted(listing):
+            reason = unsafe_key_reason(name)
+            if reason is not None:
+                error = InvalidArgumentError(
+                    f"Refusing version {version} of {self.url}: its key {shown_key(name)} "
+                    f"{reason}, so it cannot be a file of the version's copy; nothing of the "
+                    "version is downloaded"
+                )
+                self._refusals[version] = (listing, error)
+                _log.error("%s", error.message)
+                self._report("download_failed", version, error=error)
+                return
 
     def _open(self) -> tuple[Any, str]:
         if self._store is None:
@@ -195,20 +256,33 @@ class RemoteMirror:
         started = time.monotonic()
         staging = tempfile.mkdtemp(prefix=f".{version}{_PARTIAL}", dir=self.local_base)
         try:
+            targets = local_targets(staging, listing)
             jobs = []
-            for name in listing:
-                target = os.path.join(staging, *name.split("/"))
+            for name, target in targets.items():
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 jobs.append((f"{root}/{version}/{name}", target))
-            with concurrent.futures.ThreadPoolExecutor(self._concurrency) as pool:
-                list(pool.map(lambda job: fs.get_file(*job), jobs))
+            what = f"downloading version {version} of {self.url}"
+            with self._work.doing(what, len(jobs)) as one_done:
+
+                def fetch(job: tuple[str, str]) -> None:
+                    self._work.call(fs, "get_file", *job)
+                    one_done()
+
+                pool = concurrent.futures.ThreadPoolExecutor(self._concurrency)
+                try:
+                    list(pool.map(fetch, jobs))
+                finally:  # a failed or cancelled file: the others queued do not start
+                    pool.shutdown(cancel_futures=True)
             for name, (size, _etag) in listing.items():
-                got = os.path.getsize(os.path.join(staging, *name.split("/")))
+                got = os.path.getsize(targets[name])
                 if got != size:
                     raise UnavailableError(
                         f"Downloaded {self.url}/{version}/{name} holds {got} of its {size} bytes"
                     )
             self._install(version, staging, listing)
+        except CancelledError:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         except ServingError as failed:
             shutil.rmtree(staging, ignore_errors=True)
             self._report("download_failed", version, error=failed)
@@ -274,11 +348,6 @@ class RemoteMirror:
 
 LISTING_TIMEOUT_S = 60.0
 """The longest one listing of a base path may take; past it, the listing has failed."""
-
-
-def _timeout(fs: Any) -> dict[str, float]:  # noqa: ANN401 - an fsspec file system
-    """fsspec's ``timeout`` for the file systems that take one (the asynchronous ones)."""
-    return {"timeout": LISTING_TIMEOUT_S} if getattr(fs, "async_impl", False) else {}
 
 
 def _remove_partials(base: str) -> None:

@@ -8,14 +8,17 @@ sets the standard environment its SDK reads, and nothing servinglib-specific.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import httpx
@@ -177,6 +180,68 @@ class AzureStore(Store):
 
 
 STORES = {"s3": S3Store, "gcs": GcsStore, "azure": AzureStore}
+
+
+class HoldingProxy:
+    """A TCP proxy on 127.0.0.1 before a store server that holds the request naming ``hold``.
+
+    Every connection is passed through byte for byte, until a request whose
+    bytes contain ``hold`` (say ``b"/models/m/2/f050 "``): that request is
+    never forwarded, so its client waits for an answer (a store that stopped
+    answering mid-download), and :attr:`held` is set.  close() ends it all.
+    """
+
+    def __init__(self, upstream: str, hold: bytes) -> None:
+        self._upstream = upstream.removeprefix("http://").rsplit(":", 1)
+        self._hold = hold
+        self.held = threading.Event()
+        self._closed = threading.Event()
+        self._sockets: list[socket.socket] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, name="holding-proxy", daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:  # closed
+                return
+            host, port = self._upstream
+            server = socket.create_connection((host, int(port)))
+            self._sockets += [client, server]
+            for source, target, watch in ((client, server, True), (server, client, False)):
+                threading.Thread(
+                    target=self._pump, args=(source, target, watch), daemon=True
+                ).start()
+
+    def _pump(self, source: socket.socket, target: socket.socket, watch: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(1 << 16):
+                if watch and self._hold in data:
+                    self.held.set()
+                    self._closed.wait()
+                    return
+                target.sendall(data)
+        with contextlib.suppress(OSError):
+            target.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._listener.close()
+        for sock in self._sockets:
+            sock.close()
+
+    def __enter__(self) -> HoldingProxy:
+        return self
+
+    def __exit__(
+        self,
+        _type: type[BaseException] | None,
+        _value: BaseException | None,
+        _tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 def _free_port() -> int:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import signal
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +28,7 @@ from servinglib import (
     ServerCoreOptions,
 )
 from servinglib.core import ManagerState
-from servinglib.errors import InvalidArgumentError, UnavailableError
+from servinglib.errors import CancelledError, InvalidArgumentError, ServingError, UnavailableError
 from servinglib.servable import call_signature
 from servinglib.server.plane.metrics import ServerMetrics
 from servinglib.sources import ServableVersionPolicy, remote_store
@@ -35,7 +37,7 @@ from servinglib.sources.remote_mirror import StoreEvent
 from servinglib.sources.remote_store import _tf_serving_s3_options, check_installed
 from servinglib.testing import wait_until
 from tests.server.cli.test_model_server import Server
-from tests.sources.object_stores import SCALER_PY, STORES, S3Store, Store
+from tests.sources.object_stores import SCALER_PY, STORES, HoldingProxy, S3Store, Store
 
 POLL_S = 0.2
 TIMEOUT_S = 30.0
@@ -361,3 +363,202 @@ def test_a_base_path_ending_in_a_slash_keeps_its_mirror(s3: S3Store, tmp_path: P
             now=now, period_s=1.0,
         )  # fmt: skip
     assert [(e.kind, e.version) for e in events] == [("downloaded", 1)]
+
+
+def _version_error(core: ServerCore, name: str, version: int) -> str | None:
+    """The error message of ``version`` of ``name`` once it ended, else None."""
+    for status in core.model_status(name).versions:
+        if status.version == version and status.state is ManagerState.END and status.error:
+            return status.error.message
+    return None
+
+
+def test_a_key_leaving_its_version_writes_nothing_and_fails_that_version(
+    s3: S3Store, tmp_path: Path
+) -> None:
+    """A key with ``..`` writes nothing outside the cache; its version fails naming it; 1 serves."""
+    s3.put_model("m", 1, 2.0)
+    s3.put_model("m", 2, 3.0)
+    s3.put_text("m/2/../../../escaped.py", "print('hostile')")
+    sentinel = tmp_path / "escaped.py"  # where the key lands from the version's staging dir
+    config = ModelServerConfig([ModelConfig.python("m", s3.url("m"))])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        wait_until(lambda: _version_error(core, "m", 2) is not None, timeout_s=TIMEOUT_S)
+        message = _version_error(core, "m", 2)
+        assert message is not None
+        assert "'../../../escaped.py'" in message
+        assert f"version 2 of {s3.url('m')}" in message
+        assert predict(core, "m") == (1, [2.0])
+    assert not sentinel.exists()
+    assert not list((tmp_path / "cache").glob("*/2"))
+
+
+def test_a_refused_version_loads_once_its_unsafe_key_is_gone(s3: S3Store, tmp_path: Path) -> None:
+    """Deleting the unsafe key heals the version: it downloads and replaces the one serving."""
+    s3.put_model("m", 1, 2.0)
+    s3.put_model("m", 2, 3.0)
+    s3.put_text("m/2/a//b", "x")
+    config = ModelServerConfig([ModelConfig.python("m", s3.url("m"))])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        wait_until(lambda: _version_error(core, "m", 2) is not None, timeout_s=TIMEOUT_S)
+        s3.fs.rm("models/m/2/a//b")
+        wait_until(lambda: predict(core, "m") == (2, [3.0]), timeout_s=TIMEOUT_S)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "../escaped",
+        "a/../../escaped",
+        "./model.py",
+        "a//b",
+        "/abs",
+        "sub/.",
+        "back\\..\\slash",
+        "nul\0byte",
+        "content-under-a-slash/",
+    ],
+)
+def test_every_unsafe_key_is_refused_before_anything_is_downloaded(
+    s3: S3Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    """A version holding an unsafe key downloads none of its objects and says which key."""
+    _without_aws_environment(monkeypatch)
+    s3.put_model("m", 1, 2.0)
+    s3.fs.pipe(f"models/m/1/{key}", b"hostile")
+    paths = RemoteBasePaths(str(tmp_path / "cache"), download_concurrency=2, done_marker=None)
+    events: list[StoreEvent] = []
+    paths.events.subscribe(events.append)
+    for now in (0.0, 1.0, 2.0):
+        mirror = paths.sync(
+            "m", "s3://models/m", ServableVersionPolicy.latest(), _storage_options(s3),
+            now=now, period_s=1.0,
+        )  # fmt: skip
+    assert [(e.kind, e.version) for e in events] == [("download_failed", 1)]  # reported once
+    assert events[0].error is not None
+    assert repr(key) in events[0].error.message
+    assert set(mirror.refused) == {1}
+    assert list(tmp_path.rglob("*")) == [tmp_path / "cache", Path(mirror.local_base)]
+
+
+def test_directory_markers_are_not_files(s3: S3Store, tmp_path: Path) -> None:
+    """Empty keys ending in ``/`` (a console's "Create folder") are skipped, not refused."""
+    s3.put_model("m", 1, 2.0)
+    s3.fs.pipe("models/m/1/", b"")
+    s3.fs.pipe("models/m/1/assets/", b"")
+    config = ModelServerConfig([ModelConfig.python("m", s3.url("m"))])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        assert predict(core, "m") == (1, [2.0])
+        assert all(v.error is None for v in core.model_status("m").versions)
+    (copy,) = (tmp_path / "cache").glob("*/1")
+    assert sorted(p.name for p in copy.iterdir()) == ["model.py"]
+
+
+MANY_FILES = 200
+"""Objects of the big version in the cancelling tests (the store holds the 51st)."""
+
+
+def _upload_many(s3: S3Store, version: int) -> bytes:
+    """Uploads MANY_FILES objects into ``m/<version>``; returns the request naming the 51st."""
+    s3.fs.pipe({f"models/m/{version}/f{i:03d}": b"x" * 100 for i in range(MANY_FILES)})
+    return f"/models/m/{version}/f050 ".encode()
+
+
+def test_cancelling_the_store_work_ends_a_download_at_once(
+    s3: S3Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A download the store holds is named with its progress; cancelled, it ends leaving no copy."""
+    _without_aws_environment(monkeypatch)
+    hold = _upload_many(s3, 1)
+    paths = RemoteBasePaths(str(tmp_path / "cache"), download_concurrency=1, done_marker=None)
+    events: list[StoreEvent] = []
+    paths.events.subscribe(events.append)
+    ended: list[ServingError] = []
+    with HoldingProxy(s3.endpoint, hold) as proxy:
+        options = {**_storage_options(s3), "endpoint_url": proxy.endpoint}
+
+        def sync_until_downloaded() -> None:
+            try:
+                for now in (0.0, 1.0):  # listed twice the same: complete, downloaded
+                    paths.sync("m", "s3://models/m", ServableVersionPolicy.latest(), options,
+                               now=now, period_s=1.0)  # fmt: skip
+            except ServingError as error:
+                ended.append(error)
+
+        syncing = threading.Thread(target=sync_until_downloaded)
+        syncing.start()
+        assert proxy.held.wait(TIMEOUT_S)
+        (doing,) = paths.work.describe()
+        assert doing.startswith(f"downloading version 1 of s3://models/m (50 of {MANY_FILES} files")
+        (cancelled,) = paths.work.cancel()
+        assert cancelled.startswith("downloading version 1 of s3://models/m")
+        syncing.join(TIMEOUT_S)
+        assert not syncing.is_alive()
+    assert [type(e) for e in ended] == [CancelledError]
+    assert events == []  # a cancel is no storage error
+    assert not list((tmp_path / "cache").glob("*/*"))  # no copy, no partial download
+    with pytest.raises(CancelledError):  # and no more work starts
+        paths.sync("m", "s3://models/m", ServableVersionPolicy.latest(), options, now=2.0,
+                   period_s=1.0)  # fmt: skip
+
+
+def test_sigterm_during_a_download_cancels_it_and_names_it(
+    s3: S3Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM while a store holds a download: the server exits at once, naming what it cut."""
+    s3.put_model("m", 1, 2.0)
+    with HoldingProxy(s3.endpoint, b"/models/m/2/f050 ") as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        server = Server(
+            "--model_name=m",
+            "--model_base_path=s3://models/m",
+            "--model_platform=python",
+            "--allow_python_code_execution",
+            f"--model_cache_dir={tmp_path / 'cache'}",
+            "--file_system_poll_wait_seconds=0.2",
+            "--shutdown_grace_seconds=1",
+        )
+        try:
+            server.wait_ready()
+            _upload_many(s3, 2)
+            assert proxy.held.wait(TIMEOUT_S)
+            server.process.send_signal(signal.SIGTERM)
+            server.process.wait(TIMEOUT_S)  # the hard exit would come after 12 s
+        finally:
+            server.close()
+    out = server.output()
+    assert server.process.returncode == 0, out
+    assert "cancelled downloading version 2 of s3://models/m (" in out
+    assert "Shutdown did not finish" not in out
+
+
+def test_cancelling_the_store_work_ends_a_listing_at_once(
+    s3: S3Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing the store holds is named; cancelled, the sync ends with no failure reported."""
+    _without_aws_environment(monkeypatch)
+    s3.put_model("m", 1, 2.0)
+    paths = RemoteBasePaths(str(tmp_path / "cache"), download_concurrency=1, done_marker=None)
+    events: list[StoreEvent] = []
+    paths.events.subscribe(events.append)
+    ended: list[ServingError] = []
+    with HoldingProxy(s3.endpoint, b"list-type=2") as proxy:
+        options = {**_storage_options(s3), "endpoint_url": proxy.endpoint}
+
+        def sync() -> None:
+            try:
+                paths.sync("m", "s3://models/m", ServableVersionPolicy.latest(), options,
+                           now=0.0, period_s=1.0)  # fmt: skip
+            except ServingError as error:
+                ended.append(error)
+
+        syncing = threading.Thread(target=sync)
+        syncing.start()
+        assert proxy.held.wait(TIMEOUT_S)
+        (doing,) = paths.work.describe()
+        assert doing.startswith("listing s3://models/m (")
+        paths.work.cancel()
+        syncing.join(TIMEOUT_S)
+        assert not syncing.is_alive()
+    assert [type(e) for e in ended] == [CancelledError]
+    assert events == []

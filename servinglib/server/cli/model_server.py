@@ -379,8 +379,10 @@ class ModelServer:
         return 0
 
     def _in_progress(self) -> str:
-        """What a shutdown may be waiting for: model calls, loads and unloads (for the log)."""
+        """What a shutdown may be waiting for: model calls, loads and unloads, and the model
+        stores' listings and downloads (for the log)."""
         parts = [f"{c.site} running for {c.running_s:.1f} s" for c in self.plane.running_calls()]
+        parts += self.core.store_work()
         for name, versions in sorted(self.core.monitor.get_live_servable_states().items()):
             for version, entry in sorted(versions.items()):
                 state = entry.state.manager_state
