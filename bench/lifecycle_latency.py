@@ -218,8 +218,13 @@ def wrk(port: int, tmp: Path, concurrency: int, seconds: int) -> dict[str, float
     return figures
 
 
-def h2load(port: int, tmp: Path, concurrency: int, seconds: int) -> dict[str, float]:
-    """h2load posting V2 ModelInfer (raw contents) to plus_one; figures from its request log."""
+def h2load(
+    port: int, tmp: Path, concurrency: int, seconds: int, *, multiplexed: bool = False
+) -> dict[str, float]:
+    """h2load posting V2 ModelInfer (raw contents) to plus_one; figures from its request log.
+
+    ``multiplexed``: the ``concurrency`` requests as streams of one connection.
+    """
     from servinglib.protos import grpc_service_pb2
 
     request = grpc_service_pb2.ModelInferRequest(model_name="plus_one")
@@ -231,8 +236,8 @@ def h2load(port: int, tmp: Path, concurrency: int, seconds: int) -> dict[str, fl
     log.unlink(missing_ok=True)
     command = [
         "h2load",
-        f"--clients={concurrency}",
-        "--max-concurrent-streams=1",
+        f"--clients={1 if multiplexed else concurrency}",
+        f"--max-concurrent-streams={concurrency if multiplexed else 1}",
         "--threads=1",
         f"--duration={seconds}",
         f"--data={body}",
@@ -354,7 +359,7 @@ def measure(rig: Rig, args: argparse.Namespace) -> tuple[Figures, Figures]:
     before = tcp_retransmits()
     rest = wrk(rig.rest_port, rig.tmp, args.concurrency, args.seconds)
     between = tcp_retransmits()
-    grpc = h2load(rig.port, rig.tmp, args.concurrency, args.seconds)
+    grpc = h2load(rig.port, rig.tmp, args.concurrency, args.seconds, multiplexed=args.multiplexed)
     rest["retrans"], grpc["retrans"] = between - before, tcp_retransmits() - between
     rig.windows.append((started, time.monotonic()))
     return rest, grpc
@@ -541,6 +546,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=int, default=10, help="seconds per protocol and phase")
     parser.add_argument("--concurrency", type=int, default=8, help="connections (8)")
+    parser.add_argument(
+        "--multiplexed",
+        action="store_true",
+        help="gRPC: every request a stream of one connection (h2load -c1 -mN)",
+    )
     parser.add_argument("--savedmodel-mb", type=int, default=300, help="SavedModel size (300)")
     parser.add_argument("--hold-s", type=float, default=1.0, help="pause between changes (1)")
     parser.add_argument("--loads", type=int, default=3, help="--gil loads and unloads (3)")

@@ -237,7 +237,13 @@ def measure_wire(
                     rest_port, rest_workload, args.concurrency, args=args, tmp=tmp
                 )
                 grpc_cell = grpc_bench.measure(
-                    variant, port, grpc_workload, args.concurrency, args=args, tmp=tmp
+                    variant,
+                    port,
+                    grpc_workload,
+                    args.concurrency,
+                    args=args,
+                    tmp=tmp,
+                    multiplexed=args.multiplexed,
                 )
                 if rest_cell.non2xx or rest_cell.socket_errors or grpc_cell.failed:
                     raise RuntimeError(f"{variant}: errors under load")
@@ -371,6 +377,11 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8, help="connections over the wire")
     parser.add_argument("--passes", type=int, default=3, help="interleaved passes (best kept)")
     parser.add_argument("--skip-wire", action="store_true", help="in-process figures only")
+    parser.add_argument(
+        "--multiplexed",
+        action="store_true",
+        help="gRPC: every request a stream of one connection (h2load -c1 -mN)",
+    )
     parser.add_argument("--receiver", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -208,10 +208,22 @@ def grpc_cell(
     log = tmp / "h2load.log"
     if args.warmup_seconds > 0:
         grpc_bench.h2load(
-            port, path, body, concurrency=concurrency, seconds=args.warmup_seconds, log=None
+            port,
+            path,
+            body,
+            concurrency=concurrency,
+            seconds=args.warmup_seconds,
+            log=None,
+            multiplexed=args.multiplexed,
         )
     succeeded, failed, elapsed = grpc_bench.h2load(
-        port, path, body, concurrency=concurrency, seconds=args.seconds, log=log
+        port,
+        path,
+        body,
+        concurrency=concurrency,
+        seconds=args.seconds,
+        log=log,
+        multiplexed=args.multiplexed,
     )
     latencies = sorted(
         int(fields[2]) / 1000
@@ -329,6 +341,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="measured run per cell")
     parser.add_argument("--warmup-seconds", type=float, default=2.0, help="warm-up per cell")
+    parser.add_argument(
+        "--multiplexed",
+        action="store_true",
+        help="gRPC: every request a stream of one connection (h2load -c1 -mN)"
+        + "; one connection reaches one worker",
+    )
     args = parser.parse_args()
     print_environment("bench/workers.py: --num_workers N=1 against N=2, server on every CPU")
     print(f"{INDENT}server CPUs {all_cpus()}; the load generators run where this script runs")
