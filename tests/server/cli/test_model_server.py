@@ -152,6 +152,31 @@ def test_serves_rest_grpc_and_metrics(server: Server) -> None:
     assert ':tensorflow:serving:request_count{model_name="triple",status="OK"}' in scrape
 
 
+def test_threads_sharing_the_cli_servers_channel_are_all_answered(server: Server) -> None:
+    """Default flags, 16 threads x 50 Predicts on one shared channel (tritonclient's and a
+    shared stub's way): every call answered, none refused (REFUSED_STREAM was 89 %)."""
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "triple"
+    request.inputs["x"].dtype = 1  # DT_FLOAT
+    request.inputs["x"].tensor_shape.dim.add(size=1)
+    request.inputs["x"].float_val.append(2.0)
+    predict = prediction_service_pb2_grpc.PredictionServiceStub(server.channel).Predict
+
+    def client(_: int) -> list[str]:
+        failures = []
+        for _ in range(50):
+            try:
+                assert list(predict(request, timeout=30).outputs["y"].float_val) == [6.0]
+            except grpc.RpcError as error:
+                failures.append(f"{error.code().name}: {error.details()}")
+        return failures
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        assert [f for failures in pool.map(client, range(16)) for f in failures] == []
+
+
 def test_an_edited_config_file_is_applied_while_serving(server: Server, models: Path) -> None:
     """Adding a model to the config file serves it, without a restart."""
     root = models.parent
