@@ -355,8 +355,8 @@ def _own_flags(group: argparse._ArgumentGroup) -> None:
         group,
         "allow_remote_model_management",
         bool,
-        "let gRPC clients load, unload and reload models (RepositoryModelLoad/Unload, "
-        "HandleReloadConfigRequest); off: PERMISSION_DENIED",
+        "let REST and gRPC clients load, unload and reload models (Triton's repository API "
+        "over both, HandleReloadConfigRequest); off: 403 / PERMISSION_DENIED",
     )
     _flag(
         group,
