@@ -27,7 +27,6 @@ def test_no_tracked_symlink_leaves_the_tree() -> None:
     leaving = [
         f"{link.relative_to(ROOT)} -> {os.readlink(link)}"
         for link in tracked_symlinks()
-        if os.path.isabs(os.readlink(link))
-        or not Path(os.path.realpath(link)).is_relative_to(ROOT)
+        if os.path.isabs(os.readlink(link)) or not Path(os.path.realpath(link)).is_relative_to(ROOT)
     ]
     assert leaving == []

@@ -46,7 +46,7 @@ from servinglib.server.plane.calls_here import CallsHere, on_server_thread
 from servinglib.server.plane.in_flight import InFlight
 from servinglib.server.plane.log_sink import LogSinkFactory
 from servinglib.server.plane.model_questions import ModelQuestions
-from servinglib.server.plane.request_context import log_model_failure
+from servinglib.server.plane.request_context import log_model_failure, request_id
 from servinglib.server.plane.request_logger import RequestLogger, RequestLogOptions
 from servinglib.server.plane.signature_cache import SignatureCache
 from servinglib.server.plane.statistics import InferenceStatistics
@@ -516,10 +516,12 @@ def _logging_config_of(core: ServerCore) -> Callable[[str], LoggingConfig | None
 def _log_gave_up(
     site: CallSite, error: BaseException, deadline: float | None, started: float
 ) -> None:
-    """One line per request that ended without the model's answer."""
+    """One line per request that ended without the model's answer, with the request's id."""
     budget = "none" if deadline is None else f"{deadline - started:.3f} s"
     what = "DEADLINE_EXCEEDED" if isinstance(error, DeadlineExceededError) else "cancelled"
-    _log.warning("%s: %s (deadline %s after the call)", site, what, budget)
+    _log.warning(
+        "Request %s: %s: %s (deadline %s after the call)", request_id() or "-", site, what, budget
+    )
 
 
 def _servable_of(handle: ServableHandle[Any], model_spec: ModelSpec) -> Servable:

@@ -22,6 +22,7 @@ from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.calls_here import run_to_completion
 from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.request_context import begin_request, end_request
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
@@ -249,15 +250,19 @@ def test_a_call_on_a_server_thread_that_ends_past_its_deadline_fails_and_is_logg
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """On a server thread the call cannot be cut off; ending past its deadline, it fails as
-    DEADLINE_EXCEEDED (the client has gone) and logs the line every timed-out call logs."""
+    DEADLINE_EXCEEDED (the client has gone) and logs the line every timed-out call logs, with
+    the request's id."""
     with ServerCore(write_model(tmp_path), TEST_SERVER_CORE_OPTIONS) as core:
         plane = DataPlane(core, max_workers=1)
         try:
             timer = threading.Timer(0.3, release_gated_calls, (tmp_path,))
             timer.start()
+            request = begin_request(lambda: "t2-deadline-1")
             with pytest.raises(DeadlineExceededError, match="past its deadline"):
                 run_to_completion(plane.infer(SPEC, "gated", X, deadline=time.monotonic() + 0.1))
+            end_request(request)
             timer.join()
+            assert "Request t2-deadline-1: model m" in caplog.text
             assert "gated: DEADLINE_EXCEEDED (deadline 0.1" in caplog.text
             assert _served(plane)  # its place in the model's share is free again
         finally:
