@@ -47,6 +47,8 @@ def infer_model_platform(
                 f"{base_path} holds the files of platforms {' and '.join(bare)}: "
                 "say which with --model_platform"
             )
+        if not os.path.isdir(base_path):
+            return _default(f"{base_path} does not exist (yet)")
         return _default(f"{base_path} holds no version directory yet")
     for version in versions:
         directory = os.path.join(base_path, version)

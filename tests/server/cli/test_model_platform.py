@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from servinglib.errors import InvalidArgumentError
+from servinglib.errors import InvalidArgumentError, NotFoundError
 from servinglib.examples import HALF_PLUS_TWO, PYTHON_HALF_PLUS_TWO
 from servinglib.loaders.registry import Platform, PlatformRegistry
 from servinglib.server.cli import parse_flags
@@ -104,3 +104,22 @@ def test_a_version_named_with_leading_zeros_is_looked_into(tmp_path: Path) -> No
     (tmp_path / "3").mkdir()
     choice = infer_model_platform(str(tmp_path))
     assert (choice.platform, choice.reason) == ("python", "inferred from version 007's files")
+
+
+def test_a_missing_base_path_is_said_as_missing(tmp_path: Path) -> None:
+    """A base path that does not exist is not 'a directory without versions'."""
+    choice = infer_model_platform(str(tmp_path / "absent"))
+    assert "does not exist (yet)" in choice.reason
+
+
+def test_a_missing_model_base_path_fails_before_any_runtime(tmp_path: Path) -> None:
+    """--model_base_path naming nothing fails at once, naming it (no 3 s TensorFlow import
+    first); with --start_degraded it is kept, as it may appear later."""
+    absent = tmp_path / "absent"
+    with pytest.raises(NotFoundError, match=f"--model_base_path {absent} does not exist"):
+        flag_model(parse_flags([f"--model_base_path={absent}"], environ={}))
+    (tmp_path / "file").write_text("")
+    with pytest.raises(NotFoundError, match="is not a directory"):
+        flag_model(parse_flags([f"--model_base_path={tmp_path / 'file'}"], environ={}))
+    kept = flag_model(parse_flags([f"--model_base_path={absent}", "--start_degraded"], environ={}))
+    assert kept.base_path == str(absent)
