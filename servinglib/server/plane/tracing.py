@@ -14,7 +14,9 @@ nothing of this runs: the front ends and the plane test one attribute.
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any, final
@@ -24,6 +26,10 @@ from servinglib.servable import CallStages
 
 INSTALL_HINT = "pip install 'servinglib[tracing]'"
 _DEFAULT_SERVICE_NAME = "servinglib"
+_log = logging.getLogger("servinglib.server.plane.tracing")
+
+SHUTDOWN_TIMEOUT_S = 2.0
+"""How long a stop waits for the span exporter before dropping what it still holds."""
 _PROTOCOLS = ("http/protobuf", "grpc")
 
 
@@ -166,10 +172,31 @@ class Tracing:
                 own.set_status(self._status(self._error, f"{type(error).__name__}: {error}"))
             own.end()
 
-    def shutdown(self) -> None:
-        """Exports the spans still buffered and stops the provider, if this object made it."""
-        if self._owns_provider:
+    def shutdown(self, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> bool:
+        """Exports the spans still buffered and stops the provider, if this object made it.
+
+        Waits at most ``timeout_s`` (an exporter retries an absent collector
+        for its own timeout, 10 s by default, longer than a pod's grace
+        allows): past it, logs a warning, leaves the export to a daemon
+        thread and returns False; True once done.
+        """
+        if not self._owns_provider:
+            return True
+        done = threading.Event()
+
+        def stop() -> None:
             self._provider.shutdown()
+            done.set()
+
+        threading.Thread(target=stop, name="servinglib-tracing-shutdown", daemon=True).start()
+        if done.wait(timeout_s):
+            return True
+        _log.warning(
+            "Tracing: the span exporter did not finish within %.1f s (is a collector "
+            "listening at OTEL_EXPORTER_OTLP_ENDPOINT?); the spans still buffered are dropped",
+            timeout_s,
+        )
+        return False
 
 
 @final

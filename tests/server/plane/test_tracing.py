@@ -10,9 +10,11 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import http.server
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from servinglib.batching import BatchingParameters
+from servinglib.errors import StatusCode as ServingStatus
 from servinglib.server.config import ModelServerConfig
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.tracing import Tracing
@@ -321,3 +324,22 @@ def test_an_unsupported_otlp_protocol_is_refused(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json")
     with pytest.raises(Exception, match="http/protobuf, grpc"):
         Tracing.from_environment()
+
+
+def test_a_stop_waits_for_an_absent_collector_no_longer_than_its_bound(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A collector that accepts and never answers holds the exporter for its 10 s timeout; the
+    shutdown gives up after its own bound, says so, and drops the spans it held."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        monkeypatch.setenv(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"http://127.0.0.1:{port}/v1/traces"
+        )
+        tracing = Tracing.from_environment()
+        span = tracing.start_request("POST infer", (), {}, time.time_ns())
+        span.end(ServingStatus.OK)
+        assert tracing.shutdown(timeout_s=0.2) is False
+    assert "did not finish within 0.2 s" in caplog.text
