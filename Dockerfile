@@ -6,7 +6,7 @@
 #   docker build --build-arg VARIANT=python -t servinglib:0.1.0-python .  # Python models only
 #
 # Both stages install nothing but deploy/docker/install-servinglib, the same pinned install
-# (constraints.txt) as the README's `pip install 'servinglib[all]'`; tests/deploy run that script.
+# (constraints.txt) as the README's `pip install '.[all]'`; tests/deploy run that script.
 # Guide: docs/guides/kubernetes.md.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm

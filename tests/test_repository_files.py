@@ -30,3 +30,18 @@ def test_no_tracked_symlink_leaves_the_tree() -> None:
         if os.path.isabs(os.readlink(link)) or not Path(os.path.realpath(link)).is_relative_to(ROOT)
     ]
     assert leaving == []
+
+
+def test_no_install_command_names_a_package_index_servinglib_is_not_on() -> None:
+    """Docs and messages say `pip install '.[extra]'` in a checkout: servinglib is on no package
+    index, so a pip install of `servinglib[extra]` fails for a new user."""
+    listing = subprocess.run(
+        ["git", "ls-files", "*.md", "*.py", "Dockerfile", "deploy/*"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    wrong = "pip install " + "'servinglib["  # split: this file is listed too
+    naming = [name for name in listing if wrong in (ROOT / name).read_text(errors="replace")]
+    assert naming == []

@@ -13,6 +13,7 @@ from typing import Any, TypeAlias, final
 
 import attrs
 
+from servinglib import _install
 from servinglib.core.loader import Loader
 from servinglib.errors import (
     AlreadyExistsError,
@@ -72,7 +73,7 @@ _BUILTIN = (
         "tensorflow",
         "servinglib.loaders.tensorflow:make_adapter",
         requires=("tensorflow",),
-        install_hint="pip install 'servinglib[tensorflow]'",
+        install_hint=_install.install_hint("tensorflow"),
         config_message="servinglib.protos.platform_options_pb2:TensorFlowPlatformOptions",
         config_from_message="servinglib.loaders.tensorflow.config:config_from_message",
         recognizes=("saved_model.pb", "saved_model.pbtxt"),

@@ -18,6 +18,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from servinglib._install import install_hint
+
 # The repository root: .proto files are compiled with `-I ROOT` under their paths below it, so
 # that the generated modules import each other as `servinglib.protos.<name>_pb2`.
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,9 +41,7 @@ def generate(out_dir: Path) -> list[Path]:
     try:
         version = importlib.metadata.version("grpcio-tools")
     except importlib.metadata.PackageNotFoundError:
-        raise RuntimeError(
-            "grpcio-tools is not installed (pip install 'servinglib[test]')"
-        ) from None
+        raise RuntimeError(f"grpcio-tools is not installed ({install_hint('test')})") from None
     if not version.startswith(REQUIRED_GRPCIO_TOOLS):
         raise RuntimeError(
             f"grpcio-tools {version} is installed; servinglib's protos are generated with "

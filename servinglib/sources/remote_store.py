@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from servinglib._install import install_hint
 from servinglib.errors import InvalidArgumentError
 
 _EXTRAS: Mapping[str, tuple[str, str]] = {
@@ -55,7 +56,7 @@ def check_installed(path: str) -> None:
         __import__(module)
     except ImportError:
         raise InvalidArgumentError(
-            f"Serving {scheme}:// base paths needs {module}: pip install 'servinglib[{extra}]'"
+            f"Serving {scheme}:// base paths needs {module}: {install_hint(extra)}"
         ) from None
 
 

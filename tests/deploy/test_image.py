@@ -89,7 +89,7 @@ def test_the_variants_install_the_readmes_extras() -> None:
     script = INSTALL_SCRIPT.read_text()
     assert "tensorflow) extras=all ;;" in script
     assert "python) extras=rest,metrics ;;" in script
-    assert "pip install 'servinglib[all]'" in (ROOT / "README.md").read_text()
+    assert "pip install '.[all]'" in (ROOT / "README.md").read_text()
     assert '--constraint "$source/constraints.txt"' in script
     assert "ARG VARIANT=tensorflow" in (ROOT / "Dockerfile").read_text()
 

@@ -8,6 +8,7 @@ import os
 import threading
 from typing import Any
 
+from servinglib._install import install_hint
 from servinglib.errors import FailedPreconditionError
 
 _log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ def tensorflow() -> Any:  # noqa: ANN401 - TensorFlow ships no types
     except ImportError as exc:
         raise FailedPreconditionError(
             f"Loading SavedModels needs TensorFlow, which cannot be imported ({exc}): "
-            "pip install 'servinglib[tensorflow]'"
+            + install_hint("tensorflow")
         ) from exc
     return tf
 

@@ -8,7 +8,7 @@ export (model load times, version states, batch queue depth) is named
 ``servinglib_*`` in seconds.  A model name no attached core has
 configured is labelled :data:`UNKNOWN_MODEL` (see ModelLabels), so clients
 cannot add series.  Needs ``prometheus-client``
-(``pip install 'servinglib[metrics]'``).
+(the ``metrics`` extra).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, final
 
+from servinglib._install import install_hint
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_state import ManagerState, ServableState
 from servinglib.core.servable_state_monitor import ServableStateAndTime
@@ -58,8 +59,7 @@ def _prometheus() -> Any:  # noqa: ANN401 - the module, imported lazily
         import prometheus_client
     except ImportError as error:
         raise FailedPreconditionError(
-            "Metrics need prometheus-client, which is not installed: "
-            "pip install 'servinglib[metrics]'"
+            "Metrics need prometheus-client, which is not installed: " + install_hint("metrics")
         ) from error
     return prometheus_client
 

@@ -1,6 +1,6 @@
 """Tracing: OpenTelemetry spans for requests, their queueing, batching and model calls.
 
-Optional (``pip install 'servinglib[tracing]'``: opentelemetry-sdk and the
+Optional (the ``tracing`` extra: opentelemetry-sdk and the
 OTLP exporters), imported only when tracing is turned on.  Each request
 that names a model gets a SERVER span, child of the W3C ``traceparent``
 the client sent (REST header or gRPC metadata; any propagator
@@ -21,10 +21,11 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any, final
 
+from servinglib._install import install_hint
 from servinglib.errors import FailedPreconditionError, InvalidArgumentError, StatusCode
 from servinglib.servable import CallStages
 
-INSTALL_HINT = "pip install 'servinglib[tracing]'"
+INSTALL_HINT = install_hint("tracing")
 _DEFAULT_SERVICE_NAME = "servinglib"
 _log = logging.getLogger("servinglib.server.plane.tracing")
 

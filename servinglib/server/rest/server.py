@@ -8,6 +8,7 @@ import socket
 import threading
 from typing import TYPE_CHECKING, Any, final
 
+from servinglib._install import install_hint
 from servinglib.server.rest.http_limits import HttpLimits
 
 DEFAULT_HTTP_LIMITS = HttpLimits()
@@ -20,9 +21,7 @@ def _import_uvicorn() -> Any:  # noqa: ANN401 - the uvicorn module
     try:
         import uvicorn
     except ImportError as error:
-        raise ImportError(
-            "The REST server needs uvicorn: pip install 'servinglib[rest]'"
-        ) from error
+        raise ImportError(f"The REST server needs uvicorn: {install_hint('rest')}") from error
     return uvicorn
 
 

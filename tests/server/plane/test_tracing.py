@@ -204,7 +204,7 @@ def test_a_missing_extra_is_one_line_naming_the_install() -> None:
     ).stdout
     assert output.strip() == (
         "FailedPreconditionError Tracing needs opentelemetry-sdk, which is not installed: "
-        "pip install 'servinglib[tracing]'"
+        "pip install '.[tracing]' in a servinglib checkout"
     )
 
 
