@@ -4,6 +4,7 @@
 #
 #   docker build -t servinglib:0.1.0 .                                   # with TensorFlow
 #   docker build --build-arg VARIANT=python -t servinglib:0.1.0-python .  # Python models only
+#   docker build --build-arg CLOUD=0 -t servinglib:0.1.0-local .          # no bucket clients
 #
 # Both stages install nothing but deploy/docker/install-servinglib, the same pinned install
 # (constraints.txt) as the README's `pip install '.[all]'`; tests/deploy run that script.
@@ -13,6 +14,9 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 ARG VARIANT=tensorflow
+# 1: with the clients of s3://, gs:// and az:// base paths (the `cloud` extra); 0: without.
+# (An ARG is in the environment of RUN, which install-servinglib reads.)
+ARG CLOUD=1
 WORKDIR /src
 COPY pyproject.toml constraints.txt README.md ./
 COPY servinglib/ servinglib/

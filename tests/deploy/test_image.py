@@ -94,6 +94,16 @@ def test_the_variants_install_the_readmes_extras() -> None:
     assert "ARG VARIANT=tensorflow" in (ROOT / "Dockerfile").read_text()
 
 
+def test_the_image_serves_buckets_unless_told_not_to() -> None:
+    """Both variants add the cloud extra (s3fs, gcsfs, adlfs) unless CLOUD=0: the Kubernetes
+    guide's s3:// base_path works in the shipped image."""
+    script = INSTALL_SCRIPT.read_text()
+    assert 'if [ "${CLOUD:-1}" != 0 ]; then\n    extras="$extras,cloud"' in script
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    build_stage = dockerfile.split("\nFROM ")[1]
+    assert "ARG CLOUD=1" in build_stage  # in the environment of the stage's RUN
+
+
 @pytest.fixture(scope="module")
 def image_venv() -> Iterator[Path]:
     """The python variant installed by the image's own script into a fresh environment."""
@@ -112,14 +122,13 @@ def image_venv() -> Iterator[Path]:
 
 
 def test_the_python_variant_has_no_tensorflow(image_venv: Path) -> None:
-    """The python variant's environment serves REST and metrics, and holds no TensorFlow."""
+    """The python variant's environment serves REST, metrics and buckets (s3fs, gcsfs, adlfs),
+    and holds no TensorFlow."""
     python = image_venv / "bin" / "python"
-    probe = (
-        "import importlib.util as u; "
-        "print([bool(u.find_spec(m)) for m in ('tensorflow', 'uvicorn', 'prometheus_client')])"
-    )
+    modules = ("tensorflow", "uvicorn", "prometheus_client", "s3fs", "gcsfs", "adlfs")
+    probe = f"import importlib.util as u; print([bool(u.find_spec(m)) for m in {modules}])"
     found = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True)
-    assert found.stdout.strip() == "[False, True, True]"
+    assert found.stdout.strip() == "[False, True, True, True, True, True]"
     assert (image_venv / "bin" / "servinglib-server").is_file()
 
 

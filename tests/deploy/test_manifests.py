@@ -70,6 +70,18 @@ def test_the_container_arguments_are_valid_server_flags() -> None:
     assert flags.model_config_file == "/etc/servinglib/models.config"
 
 
+def test_models_from_a_bucket_are_cached_on_a_volume_of_their_own() -> None:
+    """--model_cache_dir is the mount of an emptyDir of its own, gigabytes, not the 256 MiB /tmp."""
+    deployment = one(KUBERNETES, "Deployment")
+    container = _container(deployment)
+    cache = parse_flags(container["args"]).model_cache_dir
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert cache == "/var/cache/servinglib"
+    volume = volumes[mounts[cache]]
+    assert volume["emptyDir"]["sizeLimit"].endswith("Gi")
+
+
 def test_termination_grace_outlasts_the_drain() -> None:
     """terminationGracePeriodSeconds > drain delay + shutdown grace + cut-off + unload time."""
     deployment = one(KUBERNETES, "Deployment")
