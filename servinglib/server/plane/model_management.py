@@ -68,7 +68,11 @@ class ModelManagement:
 
     A base path a client names must lie under an allowed root once
     resolved, unless it is one the server's own config serves (the config
-    at start, or now).  A refused path is PERMISSION_DENIED with one message
+    at start, or now).  The core is handed the resolved path (symbolic
+    links followed once, at the check), so a link repointed afterwards
+    cannot move a model outside the roots; a path the server's config at
+    start names is kept as written (the operator's links are followed at
+    every poll, as the config says).  A refused path is PERMISSION_DENIED with one message
     whether it exists or not, decided before anything but the path's
     resolution touches the file system.  Relative base paths are resolved
     against the core's ``model_config_list_root_dir`` as ServerCore does.
@@ -81,6 +85,7 @@ class ModelManagement:
         self._core = core
         self._options = options if options is not None else ModelManagementOptions()
         started = [self._resolved(model) for model in core.config.models]
+        self._operator_paths = frozenset(m.base_path for m in started)
         self._configured = frozenset(_real(m.base_path) for m in started)
         self._configured_python = frozenset(
             _real(m.base_path) for m in started if m.model_platform == PYTHON_PLATFORM
@@ -175,7 +180,10 @@ class ModelManagement:
                 f"from a path the server's config does not serve them from; start the server "
                 f"with {PYTHON_FLAG} to allow it"
             )
-        return resolved
+        if _is_uri(real) or resolved.base_path in self._operator_paths:
+            return resolved  # the operator's own path: its links are followed, as the config says
+        # The path checked is the path served: a link repointed later is never followed.
+        return attrs.evolve(resolved, base_path=real)
 
     def _under_roots(self, real: str) -> bool:
         if _is_uri(real):  # the roots are local directories

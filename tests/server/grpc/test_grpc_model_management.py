@@ -15,6 +15,7 @@ from grpc_servers import Served, serving, write_python_model
 from tensorflow_serving.apis import model_management_pb2, model_service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
+from servinglib.core.servable_state import ManagerState
 from servinglib.examples import HALF_PLUS_TWO
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.plane.model_management import ModelManagementOptions
@@ -193,3 +194,37 @@ def test_a_missing_path_under_the_roots_is_not_found(core: ServerCore, layout: P
         code, message = triton_error(served, "m", layout / "models" / "m", "tensorflow")
     assert code == "StatusCode.NOT_FOUND"
     assert "Could not find base path" in message
+
+
+def _versions(core: ServerCore, name: str, state: ManagerState | None = None) -> set[int]:
+    """The versions of ``name`` the core knows (in any state, or in ``state``)."""
+    versions = core.model_status(name).versions
+    return {v.version for v in versions if state is None or v.state is state}
+
+
+def test_a_symlink_repointed_after_the_check_is_not_followed(
+    core: ServerCore, layout: Path
+) -> None:
+    """A loaded link serves where it pointed when checked, not outside where it points now."""
+    write_python_model(layout / "outside", "escape")
+    (layout / "outside" / "escape" / "1").rename(layout / "outside" / "escape" / "2")
+    link = layout / "models" / "link"
+    link.symlink_to(layout / "models" / "a")  # the config's own python path: no python flag needed
+    for version in (1, 2):  # a control the operator's code loads: its link is followed at each poll
+        write_python_model(layout / f"control{version}", "c")
+        (layout / f"control{version}" / "c" / "1").rename(
+            layout / f"control{version}" / "c" / str(version)
+        )
+    control = layout / "control_link"
+    control.symlink_to(layout / "control1" / "c")
+    with serving(core, ENABLED) as served:
+        triton_load(served, "l", link, "python")
+        core.load_model(ModelConfig.python("c", control))
+        assert core.config.model("l") == ModelConfig.python("l", layout / "models" / "a")
+        link.unlink()
+        link.symlink_to(layout / "outside" / "escape")
+        control.unlink()
+        control.symlink_to(layout / "control2" / "c")
+        # The poll that loads the control's version 2 saw the repointed link too, and before it.
+        wait_until(lambda: 2 in _versions(core, "c", ManagerState.AVAILABLE), timeout_s=60)
+    assert _versions(core, "l") == {1}
