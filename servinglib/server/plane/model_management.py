@@ -140,9 +140,14 @@ class ModelManagement:
             )
 
     def load_model(self, model: ModelConfig) -> None:
-        """Adds (or replaces) ``model`` after the checks; as ServerCore.load_model."""
+        """Adds (or replaces) ``model`` after the checks; as ServerCore.load_model.
+
+        A model this call adds that fails to become available is removed
+        again before the error is raised (Triton's explicit model control):
+        readiness stays what it was.
+        """
         self.check_enabled(f"Loading model {model.name}")
-        self._core.load_model(self._checked(model))
+        self._core.load_model(self._checked(model), remove_on_failure=True)
 
     def unload_model(self, name: str) -> None:
         """Removes model ``name`` if remote management is on; as ServerCore.unload_model."""

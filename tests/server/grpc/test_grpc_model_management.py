@@ -228,3 +228,18 @@ def test_a_symlink_repointed_after_the_check_is_not_followed(
         # The poll that loads the control's version 2 saw the repointed link too, and before it.
         wait_until(lambda: 2 in _versions(core, "c", ManagerState.AVAILABLE), timeout_s=60)
     assert _versions(core, "l") == {1}
+
+
+def test_a_failed_load_is_rolled_back(core: ServerCore, layout: Path) -> None:
+    """A RepositoryModelLoad whose model fails answers why and leaves it unconfigured: ready."""
+    broken = layout / "models" / "broken" / "1"
+    broken.mkdir(parents=True)
+    (broken / "model.py").write_text("def (:\n")
+    with serving(core, ModelManagementOptions(enabled=True, allow_python_models=True)) as served:
+        code, message = triton_error(served, "broken", broken.parent, "python")
+        client = triton_client(served)
+        assert client.is_server_ready()
+        client.close()
+    assert (code, "broken" in message) == ("StatusCode.INVALID_ARGUMENT", True)
+    assert core.list_models() == ["a"]
+    assert core.failed_models() == {}

@@ -128,3 +128,19 @@ def test_only_a_plain_name_is_looked_up_under_the_roots(tmp_path: Path) -> None:
         assert management.model_in_roots("a") == str(tmp_path / "models" / "a")
         for name in ("..", ".", "b/c", "", "missing"):
             assert management.model_in_roots(name) is None
+
+
+def test_a_failed_load_leaves_readiness_as_it_was(
+    managed: tuple[triton.InferenceServerClient, Path, str],
+) -> None:
+    """A load whose model fails answers its error; the model is unconfigured, the server ready."""
+    _, root, address = managed
+    (root / "broken" / "1").mkdir(parents=True)
+    (root / "broken" / "1" / "model.py").write_text("def (:\n")
+    config = json.dumps({"base_path": str(root / "broken"), "platform": "python"})
+    url = f"http://{address}/v2/repository/models/broken/load"
+    answer = requests.post(url, json={"parameters": {"config": config}}, timeout=60)
+    assert answer.status_code == 400
+    assert "broken" in answer.json()["error"]
+    assert requests.get(f"http://{address}/v2/health/ready", timeout=30).status_code == 200
+    assert requests.get(f"http://{address}/v2/models/broken/ready", timeout=30).status_code == 404
