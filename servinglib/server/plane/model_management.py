@@ -17,6 +17,7 @@ import attrs
 
 from servinglib.errors import InvalidArgumentError, PermissionDeniedError
 from servinglib.server.config import ModelConfig, ModelServerConfig
+from servinglib.server.logging_config import FILE_COLLECTOR
 from servinglib.server.server_core import ServerCore
 
 ENABLE_FLAG: Final = "--allow_remote_model_management"
@@ -74,7 +75,11 @@ class ModelManagement:
     start names is kept as written (the operator's links are followed at
     every poll, as the config says).  A refused path is PERMISSION_DENIED with one message
     whether it exists or not, decided before anything but the path's
-    resolution touches the file system.  Relative base paths are resolved
+    resolution touches the file system.  A model's
+    ``logging_config.log_collector_config.filename_prefix`` (with its
+    collector type) must be one the server's config logs to (at start, or
+    now), else PERMISSION_DENIED: a client cannot have the server write
+    files anywhere it may write.  Relative base paths are resolved
     against the core's ``model_config_list_root_dir`` as ServerCore does.
     The calls block until ServerCore's do (run them off the event loop).
     Thread-safe: its state is fixed at construction; ServerCore serializes
@@ -86,6 +91,7 @@ class ModelManagement:
         self._options = options if options is not None else ModelManagementOptions()
         started = [self._resolved(model) for model in core.config.models]
         self._operator_paths = frozenset(m.base_path for m in started)
+        self._configured_logs = _log_targets(started)
         self._configured = frozenset(_real(m.base_path) for m in started)
         self._configured_python = frozenset(
             _real(m.base_path) for m in started if m.model_platform == PYTHON_PLATFORM
@@ -185,10 +191,24 @@ class ModelManagement:
                 f"from a path the server's config does not serve them from; start the server "
                 f"with {PYTHON_FLAG} to allow it"
             )
+        self._check_log_target(resolved)
         if _is_uri(real) or resolved.base_path in self._operator_paths:
             return resolved  # the operator's own path: its links are followed, as the config says
         # The path checked is the path served: a link repointed later is never followed.
         return attrs.evolve(resolved, base_path=real)
+
+    def _check_log_target(self, model: ModelConfig) -> None:
+        """Refuses a log collector target the server's config (at start, or now) has not."""
+        target = _log_target(model)
+        if target is None or not target[1]:
+            return
+        if target in self._configured_logs or target in _log_targets(self._core.config.models):
+            return
+        raise PermissionDeniedError(
+            f"Model {model.name}: logging_config.log_collector_config.filename_prefix "
+            f"{target[1]!r} is not one the server's config logs to; remote calls may only keep "
+            "a prefix the config has (set new ones in the model config file)"
+        )
 
     def _under_roots(self, real: str) -> bool:
         if _is_uri(real):  # the roots are local directories
@@ -205,6 +225,18 @@ class ModelManagement:
                 "absolute path"
             )
         return model.resolve_base_path(root)
+
+
+def _log_target(model: ModelConfig) -> tuple[str, str] | None:
+    """The (collector type, filename_prefix) ``model``'s requests are logged to, or None."""
+    logging = model.logging_config
+    if logging is None:
+        return None
+    return (FILE_COLLECTOR if logging.is_file else logging.collector_type, logging.filename_prefix)
+
+
+def _log_targets(models: Iterable[ModelConfig]) -> frozenset[tuple[str, str]]:
+    return frozenset(target for m in models if (target := _log_target(m)) is not None)
 
 
 def _is_uri(path: str) -> bool:

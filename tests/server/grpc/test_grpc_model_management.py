@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import grpc
 import pytest
 import tritonclient.grpc as triton
@@ -18,6 +19,7 @@ from tritonclient.utils import InferenceServerException
 from servinglib.core.servable_state import ManagerState
 from servinglib.examples import HALF_PLUS_TWO
 from servinglib.server.config import ModelConfig, ModelServerConfig
+from servinglib.server.logging_config import LoggingConfig
 from servinglib.server.plane.model_management import ModelManagementOptions
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until
@@ -243,3 +245,29 @@ def test_a_failed_load_is_rolled_back(core: ServerCore, layout: Path) -> None:
     assert (code, "broken" in message) == ("StatusCode.INVALID_ARGUMENT", True)
     assert core.list_models() == ["a"]
     assert core.failed_models() == {}
+
+
+def test_a_reload_may_only_keep_the_configs_log_prefixes(layout: Path) -> None:
+    """A reload's filename_prefix must be one the config writes to; another is refused, unmade."""
+    prefix = str(layout / "logs" / "a")
+    logged = attrs.evolve(
+        ModelConfig.python("a", layout / "models" / "a"),
+        logging_config=LoggingConfig(sampling_rate=0.5, filename_prefix=prefix),
+    )
+    elsewhere = layout / "elsewhere" / "deep"
+    with (
+        ServerCore(ModelServerConfig([logged]), TEST_SERVER_CORE_OPTIONS) as core,
+        serving(core, ENABLED) as served,
+    ):
+        for target in (str(elsewhere / "x"), "relative/x", f"{layout}/logs/../elsewhere/x"):
+            moved = LoggingConfig(sampling_rate=1.0, filename_prefix=target)
+            error = reload_error(served, attrs.evolve(logged, logging_config=moved))
+            assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert "logging_config.log_collector_config.filename_prefix" in (error.details() or "")
+        kept = LoggingConfig(sampling_rate=1.0, filename_prefix=prefix)
+        tf = ModelConfig.tensorflow("tf", layout / "models" / "tf")
+        reload(
+            served, attrs.evolve(logged, logging_config=kept), attrs.evolve(tf, logging_config=kept)
+        )
+        assert core.config.model("tf").logging_config == kept  # type: ignore[union-attr]
+    assert not (layout / "elsewhere").exists()
