@@ -15,7 +15,7 @@ from typing import Final, final
 
 import attrs
 
-from servinglib.errors import InvalidArgumentError, PermissionDeniedError
+from servinglib.errors import InvalidArgumentError, PermissionDeniedError, shortened
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.logging_config import FILE_COLLECTOR
 from servinglib.server.server_core import ServerCore
@@ -152,12 +152,12 @@ class ModelManagement:
         again before the error is raised (Triton's explicit model control):
         readiness stays what it was.
         """
-        self.check_enabled(f"Loading model {model.name}")
+        self.check_enabled(f"Loading model {shortened(model.name)}")
         self._core.load_model(self._checked(model), remove_on_failure=True)
 
     def unload_model(self, name: str) -> None:
         """Removes model ``name`` if remote management is on; as ServerCore.unload_model."""
-        self.check_enabled(f"Unloading model {name}")
+        self.check_enabled(f"Unloading model {shortened(name)}")
         self._core.unload_model(name)
 
     def reload_config(self, config: ModelServerConfig) -> None:
@@ -177,7 +177,8 @@ class ModelManagement:
         served = {_real(m.base_path): m.model_platform for m in current}
         if real not in served and real not in self._configured and not self._under_roots(real):
             raise PermissionDeniedError(
-                f"Model {model.name}: base path {model.base_path!r} is outside the directories "
+                f"Model {shortened(model.name)}: base path {shortened(model.base_path)!r} is "
+                "outside the directories "
                 f"remote calls may load models from ({ROOTS_FLAG})"
             )
         if (
@@ -187,9 +188,9 @@ class ModelManagement:
             and served.get(real) != PYTHON_PLATFORM
         ):
             raise PermissionDeniedError(
-                f"Model {model.name}: remote calls may not load python models (they run code) "
-                f"from a path the server's config does not serve them from; start the server "
-                f"with {PYTHON_FLAG} to allow it"
+                f"Model {shortened(model.name)}: remote calls may not load python models (they "
+                "run code) from a path the server's config does not serve them from; start the "
+                f"server with {PYTHON_FLAG} to allow it"
             )
         self._check_log_target(resolved)
         if _is_uri(real) or resolved.base_path in self._operator_paths:
@@ -205,9 +206,9 @@ class ModelManagement:
         if target in self._configured_logs or target in _log_targets(self._core.config.models):
             return
         raise PermissionDeniedError(
-            f"Model {model.name}: logging_config.log_collector_config.filename_prefix "
-            f"{target[1]!r} is not one the server's config logs to; remote calls may only keep "
-            "a prefix the config has (set new ones in the model config file)"
+            f"Model {shortened(model.name)}: logging_config.log_collector_config.filename_prefix "
+            f"{shortened(target[1])!r} is not one the server's config logs to; remote calls may "
+            "only keep a prefix the config has (set new ones in the model config file)"
         )
 
     def _under_roots(self, real: str) -> bool:

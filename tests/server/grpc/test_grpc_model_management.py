@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -66,6 +67,17 @@ def triton_error(
     """The status and message of a RepositoryModelLoad expected to fail."""
     with pytest.raises(InferenceServerException) as caught:
         triton_load(served, name, base_path, platform)
+    return str(caught.value.status()), str(caught.value.message())
+
+
+def triton_load_error(served: Served, name: str, config: str | None) -> tuple[str, str]:
+    """The status and message of a RepositoryModelLoad of ``name`` with ``config``, failing."""
+    client = triton_client(served)
+    try:
+        with pytest.raises(InferenceServerException) as caught:
+            client.load_model(name, config=config, client_timeout=60)
+    finally:
+        client.close()
     return str(caught.value.status()), str(caught.value.message())
 
 
@@ -271,3 +283,52 @@ def test_a_reload_may_only_keep_the_configs_log_prefixes(layout: Path) -> None:
         )
         assert core.config.model("tf").logging_config == kept  # type: ignore[union-attr]
     assert not (layout / "elsewhere").exists()
+
+
+MESSAGE_BOUND = 2048
+"""The most UTF-8 bytes an error message may hold (MAX_MESSAGE_BYTES)."""
+
+
+def test_hostile_loads_are_invalid_argument_with_short_messages(
+    core: ServerCore, layout: Path
+) -> None:
+    """A NUL byte, a 100 KB path or 100,000-deep JSON: INVALID_ARGUMENT, a message under 2 KB."""
+    models = layout / "models"
+    configs = [
+        json.dumps({"base_path": f"{models}/x\0y", "platform": "tensorflow"}),
+        json.dumps({"base_path": f"{models}/" + "p" * 100_000, "platform": "tensorflow"}),
+        json.dumps(
+            {"base_path": f"{models}/" + "/".join(["q" * 200] * 500), "platform": "tensorflow"}
+        ),
+        "[" * 100_000 + "]" * 100_000,
+    ]
+    with serving(core, ENABLED) as served:
+        answers = [triton_load_error(served, "x", config) for config in configs]
+        named = triton_load_error(served, "n" * 1_000_000, None)
+    assert {code for code, _ in answers} == {"StatusCode.INVALID_ARGUMENT"}
+    assert max(len(message.encode()) for _, message in answers) <= MESSAGE_BOUND
+    assert named[0] == "StatusCode.NOT_FOUND"
+    assert 200 < len(named[1].encode()) <= MESSAGE_BOUND
+    assert core.list_models() == ["a"]
+
+
+def test_hostile_reloads_are_invalid_argument_with_short_messages(
+    core: ServerCore, layout: Path
+) -> None:
+    """Reloads with a NUL byte, a 100 KB path, or nested 100,000 deep: INVALID_ARGUMENT, short."""
+    bodies = []
+    for path in (f"{layout}/models/a\0", f"{layout}/models/" + "p" * 100_000):
+        request = model_management_pb2.ReloadConfigRequest()
+        request.config.model_config_list.config.add(name="x", base_path=path)
+        bodies.append(request.SerializeToString())
+    bodies.append(b"\x7b" * 100_000 + b"\x7c" * 100_000)  # field 15: groups in groups
+    errors = []
+    with serving(core, ENABLED) as served, served.channel() as channel:
+        call = channel.unary_unary("/tensorflow.serving.ModelService/HandleReloadConfigRequest")
+        for body in bodies:
+            with pytest.raises(grpc.RpcError) as caught:
+                call(body, timeout=60)
+            errors.append(caught.value)
+    assert [e.code() for e in errors] == [grpc.StatusCode.INVALID_ARGUMENT] * 3
+    assert max(len((e.details() or "").encode()) for e in errors) <= MESSAGE_BOUND
+    assert core.list_models() == ["a"]
