@@ -10,7 +10,7 @@ one table (:attr:`StatusCode.http_status` for HTTP, the gRPC number for gRPC).
 from __future__ import annotations
 
 import enum
-from typing import ClassVar, final
+from typing import ClassVar, Final, final
 
 
 @final
@@ -227,3 +227,34 @@ _CLASS_BY_CODE: dict[StatusCode, type[ServingError]] = {
         UnauthenticatedError,
     )
 }
+
+MAX_QUOTED_CHARS: Final = 200
+"""The most characters of a client's text (a name, a path) a message quotes whole."""
+
+MAX_MESSAGE_BYTES: Final = 2048
+"""The most UTF-8 bytes of a message a front end answers with (gRPC's percent-encoded
+``grpc-message`` then stays under grpc's 8 KiB metadata limit, so the client sees the code)."""
+
+
+def shortened(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
+    """``text`` whole up to ``limit`` characters, else its first ``limit`` and how many more.
+
+    For text a client chose (a model name, a path) quoted in a message: a
+    megabyte of it costs the message ``limit`` characters.
+    """
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
+def bounded_message(message: str, limit_bytes: int = MAX_MESSAGE_BYTES) -> str:
+    """``message`` whole if its UTF-8 holds at most ``limit_bytes``, else cut to fit, saying so.
+
+    The last line of defence of each transport's error mapping: whatever a
+    message quotes, the answer stays small.
+    """
+    encoded = message.encode("utf-8", "surrogatepass")
+    if len(encoded) <= limit_bytes:
+        return message
+    kept = encoded[: limit_bytes - 64].decode("utf-8", "ignore")
+    return f"{kept}… (cut: {len(message) - len(kept)} more characters)"

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from servinglib import errors
-from servinglib.errors import ServingError, StatusCode, UnknownError
+from servinglib.errors import (
+    MAX_MESSAGE_BYTES,
+    ServingError,
+    StatusCode,
+    UnknownError,
+    bounded_message,
+    shortened,
+)
 
 GRPC_NUMBERS = {
     "OK": 0,
@@ -136,3 +143,18 @@ def test_wrap_without_context_is_type_and_message() -> None:
 
     assert wrapped.message == "KeyError: 'signature'"
     assert isinstance(wrapped.__cause__, KeyError)
+
+
+def test_shortened_keeps_short_text_and_cuts_long_text_saying_how_much() -> None:
+    """Text up to 200 characters is kept; longer keeps 200 and counts the rest."""
+    assert shortened("m" * 200) == "m" * 200
+    assert shortened("m" * 1_000_000) == "m" * 200 + "… (999800 more characters)"
+
+
+def test_bounded_message_fits_its_bytes_whatever_the_characters() -> None:
+    """A message past the bound is cut on a character boundary to fit, saying so."""
+    assert bounded_message("short") == "short"
+    for character in ("n", "é", "😀"):
+        message = bounded_message(f"Model {character * 1_000_000} not found")
+        assert len(message.encode()) <= MAX_MESSAGE_BYTES
+        assert message.endswith("more characters)")

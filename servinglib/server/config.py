@@ -14,13 +14,14 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 
 import attrs
 
 from servinglib.errors import (
     InvalidArgumentError,
     UnimplementedError,
+    shortened,
 )
 from servinglib.protos.text_files import decode_text, parse_text, read_bytes
 from servinglib.server._config_support import (
@@ -48,6 +49,10 @@ _LABEL = re.compile(r"[^/:]+")
 # A URI such as gs://bucket/model is never relative (TF Serving's UriIsRelativePath).
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _TF_SERVING_CONFIG = "tensorflow.serving.ModelServerConfig"
+MAX_BASE_PATH_BYTES: Final = 4096
+"""The longest base path, in UTF-8 bytes (Linux's PATH_MAX); longer is INVALID_ARGUMENT."""
+MAX_PATH_COMPONENT_BYTES: Final = 255
+"""The longest directory name of a local base path (NAME_MAX); longer is INVALID_ARGUMENT."""
 _TF_SERVING_MODEL_CONFIG = "tensorflow.serving.ModelConfig"
 
 _M = TypeVar("_M", bound="pb_message.Message")
@@ -81,7 +86,9 @@ class ModelConfig:
     "client_kwargs": {"endpoint_url": ...}}`` for S3); Python only: a
     config file has no such field, and :meth:`to_proto` leaves it out.
     Raises InvalidArgumentError for an empty name or one with ``/``, an empty
-    base path or platform, a label that is empty or holds ``/`` or ``:``, or a
+    base path or platform, a base path holding a NUL byte or longer than
+    MAX_BASE_PATH_BYTES (4096; a local one's directory names at most
+    MAX_PATH_COMPONENT_BYTES, 255), a label that is empty or holds ``/`` or ``:``, or a
     version outside int64 (negative included).  TF Serving's ``ModelConfig``.
     Immutable, so thread-safe.
     """
@@ -178,11 +185,12 @@ def _check_model(model: ModelConfig) -> None:
     if not name:
         raise InvalidArgumentError("A model name must not be empty")
     if "/" in name:
-        raise InvalidArgumentError(f"Model name {name!r} must not contain '/'")
+        raise InvalidArgumentError(f"Model name {shortened(name)!r} must not contain '/'")
     if not isinstance(model.base_path, str):
         raise TypeError(f"Model {name}: base_path must be a str, got {model.base_path!r}")
     if not model.base_path:
         raise InvalidArgumentError(f"Model {name} has an empty base_path")
+    _check_base_path(model)
     if not isinstance(model.model_platform, str):
         raise TypeError(f"Model {name}: model_platform must be a str, got {model.model_platform!r}")
     if not model.model_platform:
@@ -190,6 +198,28 @@ def _check_model(model: ModelConfig) -> None:
     _check_policy(name, model.version_policy)
     for label, version in model.version_labels.items():
         _check_label(name, label, version)
+
+
+def _check_base_path(model: ModelConfig) -> None:
+    """No NUL byte, and a length a file system takes (PATH_MAX; NAME_MAX per local component)."""
+    path = model.base_path
+    if "\0" in path:
+        raise InvalidArgumentError(
+            f"Model {shortened(model.name)}: base_path {shortened(path)!r} contains a NUL byte"
+        )
+    size = len(path.encode("utf-8", "surrogatepass"))
+    longest = (
+        0
+        if _URI.match(path)
+        else max(len(part.encode("utf-8", "surrogatepass")) for part in path.split("/"))
+    )
+    if size > MAX_BASE_PATH_BYTES or longest > MAX_PATH_COMPONENT_BYTES:
+        raise InvalidArgumentError(
+            f"Model {shortened(model.name)}: base_path {shortened(path)!r} is too long "
+            f"({size} bytes, the longest directory name {longest}): a base path holds at most "
+            f"{MAX_BASE_PATH_BYTES} bytes, each of its directory names at most "
+            f"{MAX_PATH_COMPONENT_BYTES}"
+        )
 
 
 def _check_policy(name: str, policy: ServableVersionPolicy) -> None:
@@ -244,7 +274,7 @@ class ModelServerConfig:
             if model.name in by_name:
                 # TF Serving's message (server_core.cc ValidateModelConfigList).
                 raise InvalidArgumentError(
-                    f"Illegal to list model {model.name} multiple times in config list"
+                    f"Illegal to list model {shortened(model.name)} multiple times in config list"
                 )
             by_name[model.name] = model
         object.__setattr__(self, "_by_name", by_name)

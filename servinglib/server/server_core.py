@@ -436,14 +436,41 @@ class ServerCore:
             )
         self._reload(lambda _current: config, initial=False)
 
-    def load_model(self, model: ModelConfig) -> None:
-        """Adds (or replaces) one model in the config and waits for it, as reload_config does."""
+    def load_model(self, model: ModelConfig, *, remove_on_failure: bool = False) -> None:
+        """Adds (or replaces) one model in the config and waits for it, as reload_config does.
+
+        ``remove_on_failure``: a model this call added that fails to become
+        available is removed again before the error is raised (Triton's
+        explicit model control), so readiness is what it was; a change made
+        to it meanwhile by another call is kept.
+        """
         if not isinstance(model, ModelConfig):
             raise wrong_type(
                 "load_model()'s model", "a ModelConfig (e.g. ModelConfig.python(name, path))", model
             )
+        added: list[bool] = []
 
-        self._reload(lambda current: current.with_model(model), initial=False)
+        def with_model(current: ModelServerConfig) -> ModelServerConfig:
+            added.append(current.model(model.name) is None)
+            return current.with_model(model)
+
+        try:
+            self._reload(with_model, initial=False)
+        except ServingError:
+            if remove_on_failure and added == [True]:
+                self._remove_if_unchanged(model)
+            raise
+
+    def _remove_if_unchanged(self, model: ModelConfig) -> None:
+        """Removes ``model`` (as load_model configured it) unless its config changed since."""
+        (applied,) = self._resolved([model])
+
+        def without(current: ModelServerConfig) -> ModelServerConfig:
+            if current.model(model.name) != applied:
+                return current
+            return current.without_model(model.name)
+
+        self._reload(without, initial=False)
 
     def unload_model(self, name: str) -> None:
         """Removes one model from the config (its versions unload); NotFoundError if absent."""

@@ -793,7 +793,7 @@ policies = st.one_of(
 models = st.builds(
     ModelConfig,
     name=names,
-    base_path=st.text(min_size=1, max_size=30),
+    base_path=st.text(min_size=1, max_size=30).filter(lambda s: "\0" not in s),
     model_platform=st.text(min_size=1, max_size=10),
     version_policy=policies,
     version_labels=st.dictionaries(labels, versions, max_size=3),
@@ -835,3 +835,20 @@ def test_importing_the_config_module_loads_no_protobuf() -> None:
 
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout) == []
+
+
+@pytest.mark.parametrize(
+    ("base_path", "fragment"),
+    [
+        ("/models/m\0", "contains a NUL byte"),
+        ("/models/" + "p" * 256, "too long"),
+        ("/models" + "/p" * 2100, "too long"),
+        ("s3://bucket/" + "k" * 5000, "too long"),
+    ],
+)
+def test_base_paths_no_file_system_takes_are_invalid(base_path: str, fragment: str) -> None:
+    """A NUL byte, or a path past PATH_MAX or a local name past NAME_MAX, is INVALID_ARGUMENT."""
+    with pytest.raises(InvalidArgumentError, match=fragment) as caught:
+        ModelConfig.tensorflow("m", base_path)
+    assert len(caught.value.message) < 600
+    assert ModelConfig.tensorflow("m", "s3://bucket/" + "k" * 300).base_path.endswith("k")

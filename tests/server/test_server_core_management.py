@@ -17,6 +17,7 @@ from servinglib.errors import NotFoundError, UnavailableError
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.server_core import ServerCore
+from servinglib.sources.version_policy import ServableVersionPolicy
 from servinglib.testing import wait_until
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
@@ -85,6 +86,34 @@ def test_a_directory_without_versions_fails_its_load_at_once(
     (tmp_path / "staging" / "empty" / "1").rename(empty / "1")
     wait_until(lambda: "empty" not in core.failed_models(), timeout_s=30)
     assert core.model_status("empty").versions[0].state is ManagerState.AVAILABLE
+
+
+def test_remove_on_failure_takes_a_failed_new_model_out(core: ServerCore, tmp_path: Path) -> None:
+    """With remove_on_failure a new model that fails is unconfigured again: ready as before."""
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NotFoundError, match="No versions of model empty found"):
+        core.load_model(
+            ModelConfig("empty", str(tmp_path / "empty"), "python"), remove_on_failure=True
+        )
+    assert core.list_models() == ["gone", "keep"]
+    assert core.failed_models() == {}
+    assert core.ready()
+
+
+def test_remove_on_failure_keeps_a_change_made_meanwhile(
+    core: ServerCore, tmp_path: Path, threads: concurrent.futures.ThreadPoolExecutor
+) -> None:
+    """A failed load whose model another call replaced during the wait leaves the replacement."""
+    hanging = model(tmp_path, "hanging", loads=False)
+    pending = threads.submit(core.load_model, hanging, remove_on_failure=True)
+    wait_until((tmp_path / "hanging" / "1" / "LOADING").exists, timeout_s=30)
+    replacement = attrs.evolve(hanging, version_policy=ServableVersionPolicy.all())
+    core.load_model(replacement)
+    core.drain()  # the first load's wait ends: UNAVAILABLE
+    with pytest.raises(UnavailableError):
+        pending.result(timeout=10)
+    assert core.config.model("hanging") == replacement
+    (tmp_path / "hanging" / "1" / "GO").write_text("")  # so that close() can unload it
 
 
 def test_a_hanging_load_lets_unloads_and_reloads_through(

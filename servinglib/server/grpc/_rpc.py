@@ -26,7 +26,7 @@ import grpc
 import grpc.aio
 from google.protobuf import message as pb_message
 
-from servinglib.errors import InvalidArgumentError, ServingError, StatusCode
+from servinglib.errors import InvalidArgumentError, ServingError, StatusCode, bounded_message
 from servinglib.server.plane.calls_here import run_to_completion, unwatch_client, watch_client
 from servinglib.server.plane.request_context import (
     begin_request,
@@ -170,16 +170,20 @@ def blocking_method_handler(
 def _failure(service: str, rpc: Rpc[Any], error: Exception) -> tuple[StatusCode, str]:
     """The status an RPC failing with ``error`` answers: a ServingError's own, else INTERNAL.
 
+    The message is cut to MAX_MESSAGE_BYTES (bounded_message): a status
+    message past grpc's metadata limit reaches the client as
+    RESOURCE_EXHAUSTED, whatever the code was.
+
     Failures of the server's or the model's side are logged once, with the
     request's id (unless the DataPlane logged them already, traceback and all).
     """
     if isinstance(error, ServingError):
         if error.code in _LOGGED_CODES and not was_logged(error):
             _log.error("Request %s: %s/%s failed: %s", request_id(), service, rpc.method, error)
-        return error.code, error.message
+        return error.code, bounded_message(error.message)
     if not was_logged(error):
         _log.exception("Request %s: %s/%s failed", request_id(), service, rpc.method)
-    return StatusCode.INTERNAL, f"{type(error).__name__}: {error}"
+    return StatusCode.INTERNAL, bounded_message(f"{type(error).__name__}: {error}")
 
 
 def _report(
@@ -245,7 +249,7 @@ def stream_handler(
             async for response in handler(request, context):
                 yield response.SerializeToString()
         except ServingError as error:
-            await context.abort(_GRPC_CODE[error.code], error.message)
+            await context.abort(_GRPC_CODE[error.code], bounded_message(error.message))
 
     return grpc.unary_stream_rpc_method_handler(call)
 
@@ -262,7 +266,7 @@ def blocking_stream_handler(
             for response in handler(request, context):
                 yield response.SerializeToString()
         except ServingError as error:
-            context.abort(_GRPC_CODE[error.code], error.message)
+            context.abort(_GRPC_CODE[error.code], bounded_message(error.message))
 
     return grpc.unary_stream_rpc_method_handler(call)
 

@@ -15,8 +15,9 @@ from typing import Final, final
 
 import attrs
 
-from servinglib.errors import InvalidArgumentError, PermissionDeniedError
+from servinglib.errors import InvalidArgumentError, PermissionDeniedError, shortened
 from servinglib.server.config import ModelConfig, ModelServerConfig
+from servinglib.server.logging_config import FILE_COLLECTOR
 from servinglib.server.server_core import ServerCore
 
 ENABLE_FLAG: Final = "--allow_remote_model_management"
@@ -68,9 +69,17 @@ class ModelManagement:
 
     A base path a client names must lie under an allowed root once
     resolved, unless it is one the server's own config serves (the config
-    at start, or now).  A refused path is PERMISSION_DENIED with one message
+    at start, or now).  The core is handed the resolved path (symbolic
+    links followed once, at the check), so a link repointed afterwards
+    cannot move a model outside the roots; a path the server's config at
+    start names is kept as written (the operator's links are followed at
+    every poll, as the config says).  A refused path is PERMISSION_DENIED with one message
     whether it exists or not, decided before anything but the path's
-    resolution touches the file system.  Relative base paths are resolved
+    resolution touches the file system.  A model's
+    ``logging_config.log_collector_config.filename_prefix`` (with its
+    collector type) must be one the server's config logs to (at start, or
+    now), else PERMISSION_DENIED: a client cannot have the server write
+    files anywhere it may write.  Relative base paths are resolved
     against the core's ``model_config_list_root_dir`` as ServerCore does.
     The calls block until ServerCore's do (run them off the event loop).
     Thread-safe: its state is fixed at construction; ServerCore serializes
@@ -81,6 +90,8 @@ class ModelManagement:
         self._core = core
         self._options = options if options is not None else ModelManagementOptions()
         started = [self._resolved(model) for model in core.config.models]
+        self._operator_paths = frozenset(m.base_path for m in started)
+        self._configured_logs = _log_targets(started)
         self._configured = frozenset(_real(m.base_path) for m in started)
         self._configured_python = frozenset(
             _real(m.base_path) for m in started if m.model_platform == PYTHON_PLATFORM
@@ -135,13 +146,18 @@ class ModelManagement:
             )
 
     def load_model(self, model: ModelConfig) -> None:
-        """Adds (or replaces) ``model`` after the checks; as ServerCore.load_model."""
-        self.check_enabled(f"Loading model {model.name}")
-        self._core.load_model(self._checked(model))
+        """Adds (or replaces) ``model`` after the checks; as ServerCore.load_model.
+
+        A model this call adds that fails to become available is removed
+        again before the error is raised (Triton's explicit model control):
+        readiness stays what it was.
+        """
+        self.check_enabled(f"Loading model {shortened(model.name)}")
+        self._core.load_model(self._checked(model), remove_on_failure=True)
 
     def unload_model(self, name: str) -> None:
         """Removes model ``name`` if remote management is on; as ServerCore.unload_model."""
-        self.check_enabled(f"Unloading model {name}")
+        self.check_enabled(f"Unloading model {shortened(name)}")
         self._core.unload_model(name)
 
     def reload_config(self, config: ModelServerConfig) -> None:
@@ -161,7 +177,8 @@ class ModelManagement:
         served = {_real(m.base_path): m.model_platform for m in current}
         if real not in served and real not in self._configured and not self._under_roots(real):
             raise PermissionDeniedError(
-                f"Model {model.name}: base path {model.base_path!r} is outside the directories "
+                f"Model {shortened(model.name)}: base path {shortened(model.base_path)!r} is "
+                "outside the directories "
                 f"remote calls may load models from ({ROOTS_FLAG})"
             )
         if (
@@ -171,11 +188,28 @@ class ModelManagement:
             and served.get(real) != PYTHON_PLATFORM
         ):
             raise PermissionDeniedError(
-                f"Model {model.name}: remote calls may not load python models (they run code) "
-                f"from a path the server's config does not serve them from; start the server "
-                f"with {PYTHON_FLAG} to allow it"
+                f"Model {shortened(model.name)}: remote calls may not load python models (they "
+                "run code) from a path the server's config does not serve them from; start the "
+                f"server with {PYTHON_FLAG} to allow it"
             )
-        return resolved
+        self._check_log_target(resolved)
+        if _is_uri(real) or resolved.base_path in self._operator_paths:
+            return resolved  # the operator's own path: its links are followed, as the config says
+        # The path checked is the path served: a link repointed later is never followed.
+        return attrs.evolve(resolved, base_path=real)
+
+    def _check_log_target(self, model: ModelConfig) -> None:
+        """Refuses a log collector target the server's config (at start, or now) has not."""
+        target = _log_target(model)
+        if target is None or not target[1]:
+            return
+        if target in self._configured_logs or target in _log_targets(self._core.config.models):
+            return
+        raise PermissionDeniedError(
+            f"Model {shortened(model.name)}: logging_config.log_collector_config.filename_prefix "
+            f"{shortened(target[1])!r} is not one the server's config logs to; remote calls may "
+            "only keep a prefix the config has (set new ones in the model config file)"
+        )
 
     def _under_roots(self, real: str) -> bool:
         if _is_uri(real):  # the roots are local directories
@@ -192,6 +226,18 @@ class ModelManagement:
                 "absolute path"
             )
         return model.resolve_base_path(root)
+
+
+def _log_target(model: ModelConfig) -> tuple[str, str] | None:
+    """The (collector type, filename_prefix) ``model``'s requests are logged to, or None."""
+    logging = model.logging_config
+    if logging is None:
+        return None
+    return (FILE_COLLECTOR if logging.is_file else logging.collector_type, logging.filename_prefix)
+
+
+def _log_targets(models: Iterable[ModelConfig]) -> frozenset[tuple[str, str]]:
+    return frozenset(target for m in models if (target := _log_target(m)) is not None)
 
 
 def _is_uri(path: str) -> bool:

@@ -9,7 +9,7 @@ from typing import Final, final
 import attrs
 
 from servinglib.core.servable_state import ManagerState
-from servinglib.errors import InvalidArgumentError, NotFoundError, UnimplementedError
+from servinglib.errors import InvalidArgumentError, NotFoundError, UnimplementedError, shortened
 from servinglib.server.config import ModelConfig
 from servinglib.server.plane.calls_here import off_loop
 from servinglib.server.plane.model_management import ModelManagement
@@ -105,13 +105,13 @@ class ModelRepository:
         ``parameters``: the request's string parameters (``config``; Triton's
         ``file:`` overrides are refused as UNIMPLEMENTED).
         """
-        self._management.check_enabled(f"Loading model {name}")
+        self._management.check_enabled(f"Loading model {shortened(name)}")
         model = self._config_for(_model_name(name), parameters)
         await off_loop(self._management.load_model, model)
 
     async def unload(self, name: str) -> None:
         """Removes the model from the config; its versions unload.  NOT_FOUND if not loaded."""
-        self._management.check_enabled(f"Unloading model {name}")
+        self._management.check_enabled(f"Unloading model {shortened(name)}")
         await off_loop(self._management.unload_model, _model_name(name))
 
     def _config_for(self, name: str, parameters: Mapping[str, str]) -> ModelConfig:
@@ -129,9 +129,9 @@ class ModelRepository:
         found = self._management.model_in_roots(name)
         if found is None:
             raise NotFoundError(
-                f"Model {name} is not in the repository nor a directory of that name under the "
-                'allowed roots; to add it, pass its base path and platform in the "config" '
-                'parameter: {"base_path": ..., "platform": ...}'
+                f"Model {shortened(name)} is not in the repository nor a directory of that name "
+                "under the allowed roots; to add it, pass its base path and platform in the "
+                '"config" parameter: {"base_path": ..., "platform": ...}'
             )
         return ModelConfig(name, found, infer_model_platform(found).platform)
 
@@ -147,7 +147,11 @@ def _parse_config(name: str, text: str) -> ModelConfig:
         fields = json.loads(text)
     except json.JSONDecodeError as error:
         raise InvalidArgumentError(
-            f"Model {name}: the config parameter is not JSON: {error}"
+            f"Model {shortened(name)}: the config parameter is not JSON: {error}"
+        ) from None
+    except RecursionError:  # the decoder's C stack bound, not a server fault
+        raise InvalidArgumentError(
+            f"Model {shortened(name)}: the config parameter is nested too deeply"
         ) from None
     if not isinstance(fields, dict) or not isinstance(fields.get("base_path"), str):
         raise InvalidArgumentError(

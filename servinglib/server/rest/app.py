@@ -18,6 +18,7 @@ from servinglib.errors import (
     ServingError,
     StatusCode,
     UnavailableError,
+    bounded_message,
 )
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.model_management import ModelManagement
@@ -340,7 +341,7 @@ class _BodyTooLarge(Exception):  # noqa: N818 - an HTTP outcome (413), not a ser
 
 
 def _error_body(message: str) -> bytes:
-    return json_codec.dumps({"error": message})
+    return json_codec.dumps({"error": bounded_message(message)})
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

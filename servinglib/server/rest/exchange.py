@@ -8,7 +8,7 @@ from typing import Any, final
 
 import attrs
 
-from servinglib.errors import InvalidArgumentError, ServingError, StatusCode
+from servinglib.errors import InvalidArgumentError, ServingError, StatusCode, bounded_message
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.rest import json_codec
 
@@ -102,8 +102,12 @@ class RestResponse:
 
     @classmethod
     def error(cls, error: ServingError) -> RestResponse:
-        """``{"error": message}`` with the HTTP status of the error's code."""
-        return cls(error.code.http_status, json_codec.dumps({"error": error.message}))
+        """``{"error": message}`` with the HTTP status of the error's code.
+
+        The message is cut to MAX_MESSAGE_BYTES (bounded_message), whatever it quotes.
+        """
+        body = {"error": bounded_message(error.message)}
+        return cls(error.code.http_status, json_codec.dumps(body))
 
 
 Handler = Callable[[RestRequest], Awaitable[RestResponse]]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import grpc
 import pytest
 import tritonclient.grpc as triton
@@ -15,8 +17,10 @@ from grpc_servers import Served, serving, write_python_model
 from tensorflow_serving.apis import model_management_pb2, model_service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
+from servinglib.core.servable_state import ManagerState
 from servinglib.examples import HALF_PLUS_TWO
 from servinglib.server.config import ModelConfig, ModelServerConfig
+from servinglib.server.logging_config import LoggingConfig
 from servinglib.server.plane.model_management import ModelManagementOptions
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until
@@ -63,6 +67,17 @@ def triton_error(
     """The status and message of a RepositoryModelLoad expected to fail."""
     with pytest.raises(InferenceServerException) as caught:
         triton_load(served, name, base_path, platform)
+    return str(caught.value.status()), str(caught.value.message())
+
+
+def triton_load_error(served: Served, name: str, config: str | None) -> tuple[str, str]:
+    """The status and message of a RepositoryModelLoad of ``name`` with ``config``, failing."""
+    client = triton_client(served)
+    try:
+        with pytest.raises(InferenceServerException) as caught:
+            client.load_model(name, config=config, client_timeout=60)
+    finally:
+        client.close()
     return str(caught.value.status()), str(caught.value.message())
 
 
@@ -193,3 +208,127 @@ def test_a_missing_path_under_the_roots_is_not_found(core: ServerCore, layout: P
         code, message = triton_error(served, "m", layout / "models" / "m", "tensorflow")
     assert code == "StatusCode.NOT_FOUND"
     assert "Could not find base path" in message
+
+
+def _versions(core: ServerCore, name: str, state: ManagerState | None = None) -> set[int]:
+    """The versions of ``name`` the core knows (in any state, or in ``state``)."""
+    versions = core.model_status(name).versions
+    return {v.version for v in versions if state is None or v.state is state}
+
+
+def test_a_symlink_repointed_after_the_check_is_not_followed(
+    core: ServerCore, layout: Path
+) -> None:
+    """A loaded link serves where it pointed when checked, not outside where it points now."""
+    write_python_model(layout / "outside", "escape")
+    (layout / "outside" / "escape" / "1").rename(layout / "outside" / "escape" / "2")
+    link = layout / "models" / "link"
+    link.symlink_to(layout / "models" / "a")  # the config's own python path: no python flag needed
+    for version in (1, 2):  # a control the operator's code loads: its link is followed at each poll
+        write_python_model(layout / f"control{version}", "c")
+        (layout / f"control{version}" / "c" / "1").rename(
+            layout / f"control{version}" / "c" / str(version)
+        )
+    control = layout / "control_link"
+    control.symlink_to(layout / "control1" / "c")
+    with serving(core, ENABLED) as served:
+        triton_load(served, "l", link, "python")
+        core.load_model(ModelConfig.python("c", control))
+        assert core.config.model("l") == ModelConfig.python("l", layout / "models" / "a")
+        link.unlink()
+        link.symlink_to(layout / "outside" / "escape")
+        control.unlink()
+        control.symlink_to(layout / "control2" / "c")
+        # The poll that loads the control's version 2 saw the repointed link too, and before it.
+        wait_until(lambda: 2 in _versions(core, "c", ManagerState.AVAILABLE), timeout_s=60)
+    assert _versions(core, "l") == {1}
+
+
+def test_a_failed_load_is_rolled_back(core: ServerCore, layout: Path) -> None:
+    """A RepositoryModelLoad whose model fails answers why and leaves it unconfigured: ready."""
+    broken = layout / "models" / "broken" / "1"
+    broken.mkdir(parents=True)
+    (broken / "model.py").write_text("def (:\n")
+    with serving(core, ModelManagementOptions(enabled=True, allow_python_models=True)) as served:
+        code, message = triton_error(served, "broken", broken.parent, "python")
+        client = triton_client(served)
+        assert client.is_server_ready()
+        client.close()
+    assert (code, "broken" in message) == ("StatusCode.INVALID_ARGUMENT", True)
+    assert core.list_models() == ["a"]
+    assert core.failed_models() == {}
+
+
+def test_a_reload_may_only_keep_the_configs_log_prefixes(layout: Path) -> None:
+    """A reload's filename_prefix must be one the config writes to; another is refused, unmade."""
+    prefix = str(layout / "logs" / "a")
+    logged = attrs.evolve(
+        ModelConfig.python("a", layout / "models" / "a"),
+        logging_config=LoggingConfig(sampling_rate=0.5, filename_prefix=prefix),
+    )
+    elsewhere = layout / "elsewhere" / "deep"
+    with (
+        ServerCore(ModelServerConfig([logged]), TEST_SERVER_CORE_OPTIONS) as core,
+        serving(core, ENABLED) as served,
+    ):
+        for target in (str(elsewhere / "x"), "relative/x", f"{layout}/logs/../elsewhere/x"):
+            moved = LoggingConfig(sampling_rate=1.0, filename_prefix=target)
+            error = reload_error(served, attrs.evolve(logged, logging_config=moved))
+            assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert "logging_config.log_collector_config.filename_prefix" in (error.details() or "")
+        kept = LoggingConfig(sampling_rate=1.0, filename_prefix=prefix)
+        tf = ModelConfig.tensorflow("tf", layout / "models" / "tf")
+        reload(
+            served, attrs.evolve(logged, logging_config=kept), attrs.evolve(tf, logging_config=kept)
+        )
+        assert core.config.model("tf").logging_config == kept  # type: ignore[union-attr]
+    assert not (layout / "elsewhere").exists()
+
+
+MESSAGE_BOUND = 2048
+"""The most UTF-8 bytes an error message may hold (MAX_MESSAGE_BYTES)."""
+
+
+def test_hostile_loads_are_invalid_argument_with_short_messages(
+    core: ServerCore, layout: Path
+) -> None:
+    """A NUL byte, a 100 KB path or 100,000-deep JSON: INVALID_ARGUMENT, a message under 2 KB."""
+    models = layout / "models"
+    configs = [
+        json.dumps({"base_path": f"{models}/x\0y", "platform": "tensorflow"}),
+        json.dumps({"base_path": f"{models}/" + "p" * 100_000, "platform": "tensorflow"}),
+        json.dumps(
+            {"base_path": f"{models}/" + "/".join(["q" * 200] * 500), "platform": "tensorflow"}
+        ),
+        "[" * 100_000 + "]" * 100_000,
+    ]
+    with serving(core, ENABLED) as served:
+        answers = [triton_load_error(served, "x", config) for config in configs]
+        named = triton_load_error(served, "n" * 1_000_000, None)
+    assert {code for code, _ in answers} == {"StatusCode.INVALID_ARGUMENT"}
+    assert max(len(message.encode()) for _, message in answers) <= MESSAGE_BOUND
+    assert named[0] == "StatusCode.NOT_FOUND"
+    assert 200 < len(named[1].encode()) <= MESSAGE_BOUND
+    assert core.list_models() == ["a"]
+
+
+def test_hostile_reloads_are_invalid_argument_with_short_messages(
+    core: ServerCore, layout: Path
+) -> None:
+    """Reloads with a NUL byte, a 100 KB path, or nested 100,000 deep: INVALID_ARGUMENT, short."""
+    bodies = []
+    for path in (f"{layout}/models/a\0", f"{layout}/models/" + "p" * 100_000):
+        request = model_management_pb2.ReloadConfigRequest()
+        request.config.model_config_list.config.add(name="x", base_path=path)
+        bodies.append(request.SerializeToString())
+    bodies.append(b"\x7b" * 100_000 + b"\x7c" * 100_000)  # field 15: groups in groups
+    errors = []
+    with serving(core, ENABLED) as served, served.channel() as channel:
+        call = channel.unary_unary("/tensorflow.serving.ModelService/HandleReloadConfigRequest")
+        for body in bodies:
+            with pytest.raises(grpc.RpcError) as caught:
+                call(body, timeout=60)
+            errors.append(caught.value)
+    assert [e.code() for e in errors] == [grpc.StatusCode.INVALID_ARGUMENT] * 3
+    assert max(len((e.details() or "").encode()) for e in errors) <= MESSAGE_BOUND
+    assert core.list_models() == ["a"]

@@ -10,8 +10,10 @@ import typing
 import grpc
 import numpy as np
 import pytest
+import tritonclient.grpc as triton
 from grpc_servers import Served
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+from tritonclient.utils import InferenceServerException
 
 import servinglib.server.grpc as public
 from servinglib.protos import predict_pb2 as our_predict_pb2
@@ -59,6 +61,30 @@ def _code_of(call: grpc.UnaryUnaryMultiCallable, body: bytes) -> grpc.StatusCode
     except grpc.RpcError as error:
         return error.code()
     return grpc.StatusCode.OK
+
+
+def test_a_megabyte_model_name_is_answered_with_a_short_message(served: Served) -> None:
+    """A 1 MB model name is NOT_FOUND with a message under 2 KB, not grpc's RESOURCE_EXHAUSTED."""
+    name = "n" * 1_000_000
+    client = triton.InferenceServerClient(served.address)
+    tensor = triton.InferInput("x", [1], "FP32")
+    tensor.set_data_from_numpy(np.ones(1, np.float32))
+    answers = []
+    for call in (
+        lambda: client.infer(name, [tensor], client_timeout=60),
+        lambda: client.get_model_metadata(name, client_timeout=60),
+    ):
+        with pytest.raises(InferenceServerException) as caught:
+            call()
+        answers.append((caught.value.status(), str(caught.value.message())))
+    client.close()
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = name
+    with served.channel() as channel, pytest.raises(grpc.RpcError) as error:
+        prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(request, timeout=60)
+    answers.append((str(error.value.code()), error.value.details() or ""))
+    assert {code for code, _ in answers} == {"StatusCode.NOT_FOUND"}
+    assert all(len(message.encode()) <= 2048 for _, message in answers)
 
 
 def test_our_protos_and_the_official_ones_share_a_process() -> None:

@@ -128,3 +128,46 @@ def test_only_a_plain_name_is_looked_up_under_the_roots(tmp_path: Path) -> None:
         assert management.model_in_roots("a") == str(tmp_path / "models" / "a")
         for name in ("..", ".", "b/c", "", "missing"):
             assert management.model_in_roots(name) is None
+
+
+def test_a_failed_load_leaves_readiness_as_it_was(
+    managed: tuple[triton.InferenceServerClient, Path, str],
+) -> None:
+    """A load whose model fails answers its error; the model is unconfigured, the server ready."""
+    _, root, address = managed
+    (root / "broken" / "1").mkdir(parents=True)
+    (root / "broken" / "1" / "model.py").write_text("def (:\n")
+    config = json.dumps({"base_path": str(root / "broken"), "platform": "python"})
+    url = f"http://{address}/v2/repository/models/broken/load"
+    answer = requests.post(url, json={"parameters": {"config": config}}, timeout=60)
+    assert answer.status_code == 400
+    assert "broken" in answer.json()["error"]
+    assert requests.get(f"http://{address}/v2/health/ready", timeout=30).status_code == 200
+    assert requests.get(f"http://{address}/v2/models/broken/ready", timeout=30).status_code == 404
+
+
+def test_long_names_and_paths_are_answered_short(
+    managed: tuple[triton.InferenceServerClient, Path, str],
+) -> None:
+    """A 60 KB model name or path, a NUL byte, deep JSON: client errors, bodies under 2 KB."""
+    _, root, address = managed
+    name = "n" * 60_000
+    v2_input = {"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1.0]}]}
+    answers = [
+        requests.post(f"http://{address}/v2/models/{name}/infer", json=v2_input, timeout=60),
+        requests.post(
+            f"http://{address}/v1/models/{name}:predict", json={"instances": [1.0]}, timeout=60
+        ),
+        requests.post(f"http://{address}/v2/repository/models/{name}/load", timeout=60),
+    ]
+    assert [answer.status_code for answer in answers] == [404, 404, 404]
+    for config in (
+        json.dumps({"base_path": f"{root}/x\0", "platform": "tensorflow"}),
+        json.dumps({"base_path": f"{root}/" + "p" * 100_000, "platform": "tensorflow"}),
+        "[" * 100_000 + "]" * 100_000,
+    ):
+        url = f"http://{address}/v2/repository/models/x/load"
+        answer = requests.post(url, json={"parameters": {"config": config}}, timeout=60)
+        assert answer.status_code == 400
+        answers.append(answer)
+    assert max(len(answer.content) for answer in answers) <= 2100
