@@ -201,6 +201,7 @@ class ServerFlags:
     log_level: str = "INFO"
     log_requests: bool = False
     log_format: str = "text"
+    show_paths_in_errors: bool = False
     request_log_max_queued_bytes: int = 256 << 20
     request_log_max_files: int = 100
     request_log_max_total_bytes: int = 1 << 30
@@ -403,6 +404,12 @@ def _own_flags(group: argparse._ArgumentGroup) -> None:
     _flag(group, "log_level", str, "DEBUG, INFO, WARNING or ERROR")
     _flag(group, "log_requests", bool, "log one line per request")
     _flag(group, "log_format", str, "text, or json: one JSON object per line")
+    _flag(
+        group,
+        "show_paths_in_errors",
+        bool,
+        "answer clients with the server's paths in error messages (else <model>, <model cache>)",
+    )
     _flag(
         group,
         "request_log_max_queued_bytes",

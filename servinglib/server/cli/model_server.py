@@ -288,6 +288,7 @@ class ModelServer:
             on_stream=self._stream_observer(),
             request_log=request_log_options(flags),
             tracing=self.tracing,
+            show_paths_in_errors=flags.show_paths_in_errors,
         )
         if self.metrics is not None:
             self.metrics.attach_plane(self.plane)

@@ -26,7 +26,13 @@ import grpc
 import grpc.aio
 from google.protobuf import message as pb_message
 
-from servinglib.errors import InvalidArgumentError, ServingError, StatusCode, bounded_message
+from servinglib.errors import (
+    InternalError,
+    InvalidArgumentError,
+    ServingError,
+    StatusCode,
+    bounded_message,
+)
 from servinglib.server.plane.calls_here import run_to_completion, unwatch_client, watch_client
 from servinglib.server.plane.request_context import (
     begin_request,
@@ -65,6 +71,14 @@ _GRPC_CODE: Final[dict[StatusCode, grpc.StatusCode]] = {
 }
 
 
+Public = Callable[[ServingError], ServingError]
+"""An error as the client may read it (the DataPlane's ``public_error``)."""
+
+
+def _as_is(error: ServingError) -> ServingError:
+    return error
+
+
 RpcRecord = RequestRecord
 """The record of a finished RPC: :class:`~servinglib.server.plane.request_record.RequestRecord`,
 the one record of both front ends (``service`` and ``method`` set, ``status`` 0)."""
@@ -87,7 +101,11 @@ class Rpc(Generic[Request]):
 
 
 def method_handler(
-    service: str, rpc: Rpc[Any], observer: RpcObserver | None, tracing: Tracing | None = None
+    service: str,
+    rpc: Rpc[Any],
+    observer: RpcObserver | None,
+    tracing: Tracing | None = None,
+    public: Public = _as_is,
 ) -> grpc.RpcMethodHandler[Any, Any]:
     """A unary-unary handler running ``rpc`` as the module docstring says.
 
@@ -115,7 +133,7 @@ def method_handler(
             code = StatusCode.CANCELLED
             raise
         except Exception as error:
-            code, message = _failure(service, rpc, error)
+            code, message = _failure(service, rpc, error, public)
             await context.abort(_GRPC_CODE[code], message)
             raise  # unreachable: abort raises
         finally:
@@ -128,7 +146,11 @@ def method_handler(
 
 
 def blocking_method_handler(
-    service: str, rpc: Rpc[Any], observer: RpcObserver | None, tracing: Tracing | None = None
+    service: str,
+    rpc: Rpc[Any],
+    observer: RpcObserver | None,
+    tracing: Tracing | None = None,
+    public: Public = _as_is,
 ) -> grpc.RpcMethodHandler[Any, Any]:
     """:func:`method_handler` for grpcio's synchronous server: the same handler coroutine,
     driven to completion on the server's worker thread (every DataPlane call it awaits
@@ -153,7 +175,7 @@ def blocking_method_handler(
             serialized: bytes = response.SerializeToString()
             return serialized
         except Exception as error:
-            code, message = _failure(service, rpc, error)
+            code, message = _failure(service, rpc, error, public)
             context.abort(_GRPC_CODE[code], message)
             raise  # unreachable: abort raises
         finally:
@@ -167,7 +189,9 @@ def blocking_method_handler(
     return grpc.unary_unary_rpc_method_handler(call)
 
 
-def _failure(service: str, rpc: Rpc[Any], error: Exception) -> tuple[StatusCode, str]:
+def _failure(
+    service: str, rpc: Rpc[Any], error: Exception, public: Public
+) -> tuple[StatusCode, str]:
     """The status an RPC failing with ``error`` answers: a ServingError's own, else INTERNAL.
 
     The message is cut to MAX_MESSAGE_BYTES (bounded_message): a status
@@ -180,10 +204,11 @@ def _failure(service: str, rpc: Rpc[Any], error: Exception) -> tuple[StatusCode,
     if isinstance(error, ServingError):
         if error.code in _LOGGED_CODES and not was_logged(error):
             _log.error("Request %s: %s/%s failed: %s", request_id(), service, rpc.method, error)
-        return error.code, bounded_message(error.message)
+        return error.code, bounded_message(public(error).message)
     if not was_logged(error):
         _log.exception("Request %s: %s/%s failed", request_id(), service, rpc.method)
-    return StatusCode.INTERNAL, bounded_message(f"{type(error).__name__}: {error}")
+    internal = InternalError(f"{type(error).__name__}: {error}")
+    return StatusCode.INTERNAL, bounded_message(public(internal).message)
 
 
 def _report(

@@ -176,7 +176,10 @@ def create_server(
     server = _server(options)
     unary = blocking_method_handler if blocking else method_handler
     methods: dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]] = {
-        name: {rpc.method: unary(name, rpc, observer, plane.tracing) for rpc in rpcs}
+        name: {
+            rpc.method: unary(name, rpc, observer, plane.tracing, plane.public_error)
+            for rpc in rpcs
+        }
         for name, rpcs in [*services.items(), (health.SERVICE, health_servicer.rpcs())]
     }
     inferer = stream_infer.StreamInferer(plane, options.decode_limits)

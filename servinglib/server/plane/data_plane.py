@@ -46,6 +46,7 @@ from servinglib.server.plane.calls_here import CallsHere, on_server_thread
 from servinglib.server.plane.in_flight import InFlight
 from servinglib.server.plane.log_sink import LogSinkFactory
 from servinglib.server.plane.model_questions import ModelQuestions
+from servinglib.server.plane.public_errors import PublicErrors
 from servinglib.server.plane.request_context import log_model_failure, request_id
 from servinglib.server.plane.request_logger import RequestLogger, RequestLogOptions
 from servinglib.server.plane.signature_cache import SignatureCache
@@ -115,6 +116,9 @@ class DataPlane:
     spans (:class:`Tracing`).  Questions about models (readiness, status,
     metadata, which version a label or "latest" means) are answered by
     :attr:`questions`, for every front end alike; they count as no request.
+    Errors reach clients through :meth:`public_error`: the server's own
+    directories (models' local base paths, the model cache) are written
+    ``<model name>`` / ``<model cache>`` unless ``show_paths_in_errors``.
     On a thread with no running event loop (a synchronous server's
     worker, which drives :meth:`infer`'s coroutine with
     :func:`~servinglib.server.plane.calls_here.run_to_completion`), the
@@ -136,6 +140,7 @@ class DataPlane:
         log_sinks: Mapping[str, LogSinkFactory] | None = None,
         request_log: RequestLogOptions | None = None,
         tracing: Tracing | None = None,
+        show_paths_in_errors: bool = False,
     ) -> None:
         workers = max_workers or _default_workers()
         self._core = core
@@ -152,7 +157,13 @@ class DataPlane:
         self._request_logger = RequestLogger(_logging_config_of(core), request_log, sinks=log_sinks)
         self._statistics = InferenceStatistics()
         self._tracing = tracing
-        self._questions = ModelQuestions(core, self._statistics, self._overdue, self._pool.starved)
+        self._questions = ModelQuestions(
+            core,
+            self._statistics,
+            self._overdue,
+            self._pool.starved,
+            PublicErrors(core, show_paths=show_paths_in_errors),
+        )
 
     @property
     def core(self) -> ServerCore:
@@ -486,6 +497,11 @@ class DataPlane:
             handle.release()
             raise
         return await future
+
+    def public_error(self, error: ServingError) -> ServingError:
+        """``error`` as a client reads it: the server's directories left out, unless the
+        plane was made with ``show_paths_in_errors`` (the log keeps the full text)."""
+        return self._questions.public_error(error)
 
     def drain(self) -> None:
         """The server takes no more requests: the calls still to run may use the whole worker

@@ -23,6 +23,7 @@ from servinglib.server.plane.metadata import (
     v2_decoupled,
     v2_model_metadata,
 )
+from servinglib.server.plane.public_errors import PublicErrors
 from servinglib.server.plane.repository import RepositoryEntry, repository_index
 from servinglib.server.plane.statistics import InferenceStatistics, VersionStatistics
 from servinglib.server.server_core import ServerCore
@@ -65,11 +66,17 @@ class ModelQuestions:
         statistics: InferenceStatistics,
         overdue: Overdue,
         starved: Callable[[], bool] = lambda: False,
+        public: PublicErrors | None = None,
     ) -> None:
         self._core = core
         self._statistics = statistics
         self._overdue = overdue
         self._starved = starved
+        self._public = PublicErrors(core) if public is None else public
+
+    def public_error(self, error: ServingError) -> ServingError:
+        """``error`` as a client may read it: the server's directories left out (PublicErrors)."""
+        return self._public.error(error)
 
     def server_live(self) -> bool:
         """True: the process answers (liveness says nothing about models)."""
@@ -89,7 +96,7 @@ class ModelQuestions:
         try:
             self._core.resolve_version(model_spec)
         except ServingError as error:
-            return ModelReadiness(model_spec.name, False, error)
+            return ModelReadiness(model_spec.name, False, self._public.error(error))
         return ModelReadiness(model_spec.name, True)
 
     def repository_index(self, *, ready_only: bool = False) -> list[RepositoryEntry]:
@@ -159,12 +166,12 @@ class ModelQuestions:
             name = model
         status = self._core.model_status(name, version)
         overdue = self._overdue()
-        if not any(model == name for model, _ in overdue):
-            return status
         versions = tuple(
             attrs.evolve(v, error=_overdue_error(count))
             if v.error is None and (count := overdue.get((name, v.version), 0))
             else v
+            if v.error is None
+            else attrs.evolve(v, error=self._public.error(v.error))
             for v in status.versions
         )
         return attrs.evolve(status, versions=versions)

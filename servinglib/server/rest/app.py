@@ -170,7 +170,7 @@ class RestApp:
             response = RestResponse(415, _error_body(str(error)))
         except ServingError as error:
             code = error.code
-            response = RestResponse.error(error)
+            response = RestResponse.error(self._plane.public_error(error))
             if response.status >= 500 and response.status not in (503, 504):
                 response = self._log_failure(scope, method, path, error, response)
         except asyncio.CancelledError:
@@ -182,7 +182,7 @@ class RestApp:
             )
         except Exception as error:  # noqa: BLE001 - a model's own exception is a 500, never a crash
             code = StatusCode.INTERNAL
-            wrapped = InternalError(f"{type(error).__name__}: {error}")
+            wrapped = self._plane.public_error(InternalError(f"{type(error).__name__}: {error}"))
             response = self._log_failure(scope, method, path, error, RestResponse.error(wrapped))
         await self._finish(
             send, receive, response, code=code, span=span, route=route, started=started
