@@ -10,6 +10,7 @@ from typing import Any
 
 from servinglib._install import install_hint
 from servinglib.errors import FailedPreconditionError
+from servinglib.loaders.tensorflow._native_log import routed_native_log
 
 _log = logging.getLogger(__name__)
 
@@ -32,7 +33,8 @@ def tensorflow() -> Any:  # noqa: ANN401 - TensorFlow ships no types
     for name, value in _ENV_DEFAULTS.items():
         os.environ.setdefault(name, value)
     try:
-        import tensorflow as tf
+        with routed_native_log():
+            import tensorflow as tf
     except ImportError as exc:
         raise FailedPreconditionError(
             f"Loading SavedModels needs TensorFlow, which cannot be imported ({exc}): "

@@ -13,6 +13,7 @@ import grpc
 import pytest
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
+from servinglib.examples import HALF_PLUS_TWO
 from servinglib.server.cli.log_format import TextFormatter
 from tests.server.cli.test_model_server import Server
 
@@ -139,3 +140,22 @@ def test_text_lines_escape_control_characters_and_keep_tracebacks() -> None:
     assert lines[0] == "ERROR x: model a\\r\\nb\\x00\\x7f\\u2028\tfailed"
     assert lines[1] == "Traceback (most recent call last):"
     assert lines[-1] == "ValueError: boom"
+
+
+def test_a_tensorflow_servers_json_log_is_json_from_its_first_line() -> None:
+    """Serving a SavedModel with --log_format=json: TensorFlow's import banner (native lines
+    on stderr) arrives as JSON records of the tensorflow logger, so every line parses."""
+    server = Server(
+        "--model_name=half_plus_two",
+        f"--model_base_path={HALF_PLUS_TWO}",
+        "--log_format=json",
+        "--log_level=DEBUG",
+    )
+    try:
+        server.wait_ready()
+    finally:
+        server.close()
+    lines = json_lines(server.output())
+    banner = [line for line in lines if "oneDNN" in line["message"]]
+    assert banner
+    assert {line["logger"] for line in banner} == {"tensorflow"}
