@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
+import select
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
@@ -13,6 +16,7 @@ import httpx
 import pytest
 
 from servinglib.server.rest import HttpLimits, RestApp, RestServer
+from servinglib.server.rest._limited_protocol import LimitedHttpToolsProtocol
 from servinglib.testing import wait_until
 
 # Generous for a loaded machine: each wait ends as soon as its condition holds.
@@ -194,3 +198,63 @@ def test_a_gzip_body_over_a_real_socket_is_answered(app: RestApp) -> None:
         )
     assert response.status_code == 200, response.text
     assert response.json()["outputs"][0]["data"] == [3.5, 4.0]
+
+
+LIVE = b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n"
+
+
+def _send_until_the_server_stops_reading(client: socket.socket) -> int:
+    """Pipelines LIVE requests, never reading, until nothing more is taken for 1 s; bytes sent."""
+    client.setblocking(False)
+    chunk = LIVE * 1000
+    sent = 0
+    while True:
+        try:
+            sent += client.send(chunk)
+        except BlockingIOError:
+            _, writable, _ = select.select([], [client], [], 1.0)
+            if not writable:
+                return sent
+
+
+def _connection(server: RestServer) -> LimitedHttpToolsProtocol:
+    """The server's one connection."""
+    (connection,) = server._server.server_state.connections
+    assert isinstance(connection, LimitedHttpToolsProtocol)
+    return connection
+
+
+def test_pipelined_requests_whose_answers_are_not_read_are_not_buffered(app: RestApp) -> None:
+    """A client pipelining requests without reading makes the server stop reading, not buffer."""
+    with serving(app) as server:
+        with connect(server) as client:
+            sent = _send_until_the_server_stops_reading(client)
+            connection = _connection(server)
+            assert sent > 1 << 20  # the kernel's buffers take that much
+            assert len(connection.pipeline) <= 4 + 4096 // len(LIVE)
+            assert connection.unparsed_bytes <= 256 << 10
+            assert live_request(server).status_code == 200  # others are answered meanwhile
+            closed = weakref.ref(connection)
+            del connection
+        wait_until(lambda: not server._server.server_state.connections, WAIT_S)
+
+        def released() -> bool:
+            gc.collect()
+            return closed() is None
+
+        wait_until(released, WAIT_S)
+
+
+def test_pipelined_requests_are_all_answered_as_the_client_reads(app: RestApp) -> None:
+    """20,000 pipelined requests sent at once get 20,000 answers, in order, as they are read."""
+    count = 20_000
+    with serving(app) as server, connect(server) as client:
+        sender = threading.Thread(target=client.sendall, args=(LIVE * count,))
+        sender.start()
+        received = bytearray()
+        while received.count(b"HTTP/1.1 200") < count:
+            chunk = client.recv(1 << 20)
+            assert chunk, "the server closed the connection"
+            received += chunk
+        sender.join(WAIT_S)
+    assert received.count(b"HTTP/1.1 ") == count
