@@ -31,6 +31,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
+# bench/grpc.py, beside this file, would shadow grpcio: drop this directory from sys.path.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
 MODEL_PY = """
 from servinglib.loaders import PythonModel, signature
 from servinglib.servable import TensorSpec

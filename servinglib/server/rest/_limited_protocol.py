@@ -48,8 +48,13 @@ _REASONS: Final = {
 
 
 def limited_protocol(limits: HttpLimits) -> Any:  # noqa: ANN401 - a protocol factory for uvicorn
-    """The protocol factory to pass as uvicorn's ``http``, with ``limits`` and their cap."""
-    return functools.partial(LimitedHttpToolsProtocol, limits=limits, cap=limits.connection_cap())
+    """The protocol factory to pass as uvicorn's ``http``, with ``limits`` and their cap.
+
+    The connections it makes share their register of those reading headers.
+    """
+    return functools.partial(
+        LimitedHttpToolsProtocol, limits=limits, cap=limits.connection_cap(), reading_headers={}
+    )
 
 
 class LimitedHttpToolsProtocol(HttpToolsProtocol):
@@ -60,10 +65,19 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     _flow: _HoldingFlowControl  # uvicorn's flow, set when the connection is made
 
-    def __init__(self, *args: Any, limits: HttpLimits, cap: int, **kwargs: Any) -> None:  # noqa: ANN401 - uvicorn's arguments
+    def __init__(
+        self,
+        *args: Any,  # noqa: ANN401 - uvicorn's arguments
+        limits: HttpLimits,
+        cap: int,
+        reading_headers: dict[LimitedHttpToolsProtocol, None],
+        **kwargs: Any,  # noqa: ANN401
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._limits = limits
         self._cap = cap
+        # The server's connections reading a request's line and headers, the earliest first.
+        self._all_reading_headers = reading_headers
         self._in_message = False  # from a request's first byte to its last
         self._reading_headers = False  # from a request's first byte to the end of its headers
         self._messages_begun = 0
@@ -100,6 +114,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_read_deadline()
+        self._all_reading_headers.pop(self, None)
         self._unparsed = _NOTHING
         # uvicorn tells only its newest cycle; the one answering may be an older pipelined one.
         for cycle in self._unanswered:
@@ -180,11 +195,18 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._read_deadline = self.loop.call_later(
             self._limits.request_read_timeout_s, self._on_read_timeout
         )
+        self._all_reading_headers[self] = None
+        if len(self._all_reading_headers) > max(1, self._cap // 2):
+            earliest = next(iter(self._all_reading_headers))
+            earliest._refuse(  # noqa: SLF001 - a connection of the same server
+                408, "Too many connections are sending their headers; this one began first"
+            )
 
     def on_headers_complete(self) -> None:
         if self._refused:
             return
         self._reading_headers = False
+        self._all_reading_headers.pop(self, None)
         # The exact size, for headers that arrived within one read (the count above is only
         # kept across reads): the request line's URL and each header line.
         size = len(self.url) + sum([len(name) + len(value) + 4 for name, value in self.headers])
@@ -246,6 +268,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         """Answers ``status`` in JSON, half-closes, and drops what the client still sends."""
         self._refused = True
         self._cancel_read_deadline()
+        self._all_reading_headers.pop(self, None)
         self._unset_keepalive_if_required()
         self._idle_since = None
         self.connections.discard(self)  # its slot is free now; the linger timer closes it

@@ -163,9 +163,13 @@ def test_a_new_connection_past_the_cap_closes_the_longest_idle_one(app: RestApp)
 
 def test_past_the_cap_with_every_connection_busy_a_new_one_gets_503(app: RestApp) -> None:
     """With every connection inside a request, a new connection is answered 503 and closed."""
+    unfinished = (  # a request whose body has not all arrived: busy, not idle
+        b"POST /v1/models/py_half_plus_two:predict HTTP/1.1\r\nHost: t\r\n"
+        b"Content-Length: 100\r\n\r\n{"
+    )
     with serving(app, max_connections=2) as server, ExitStack() as stack:
-        for _ in range(2):  # requests whose headers are not finished: busy, not idle
-            stack.enter_context(connect(server)).sendall(b"GET /v2/health/live HTTP/1.1\r\n")
+        for _ in range(2):
+            stack.enter_context(connect(server)).sendall(unfinished)
         wait_until(lambda: _open_connections(server) == 2, WAIT_S)
         with connect(server) as client:
             answer = read_until_closed(client)
@@ -258,3 +262,32 @@ def test_pipelined_requests_are_all_answered_as_the_client_reads(app: RestApp) -
             received += chunk
         sender.join(WAIT_S)
     assert received.count(b"HTTP/1.1 ") == count
+
+
+def _reading_headers(server: RestServer) -> int:
+    connections = server._server.server_state.connections
+    return sum(connection._reading_headers for connection in connections)
+
+
+def _answered(client: socket.socket) -> bool:
+    readable, _, _ = select.select([client], [], [], 0)
+    return bool(readable)
+
+
+def test_clients_whose_headers_never_end_leave_room_for_a_new_client(app: RestApp) -> None:
+    """With max_connections=8, 20 clients stuck in their headers: 4 kept, a new client served."""
+    with serving(app, max_connections=8) as server, ExitStack() as stack:
+        slow = []
+        for _ in range(20):
+            client = stack.enter_context(connect(server))
+            client.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n")
+            slow.append(client)
+        # Each is either refused or read by the server, which holds half its cap in headers.
+        wait_until(
+            lambda: sum(map(_answered, slow)) + _reading_headers(server) == len(slow), WAIT_S
+        )
+        assert _reading_headers(server) == 4
+        assert not any(map(_answered, slow[-4:]))  # the 4 newest still wait
+        assert read_until_closed(slow[0]).startswith(b"HTTP/1.1 408")  # the oldest went first
+        assert live_request(server).status_code == 200  # its headers took the earliest's place
+        assert [_answered(client) for client in slow[-4:]] == [True, False, False, False]
