@@ -6,7 +6,8 @@ the parser while a message's headers are incomplete: at most one read
 (256 KiB with uvloop) beyond ``max_header_bytes`` is ever buffered.  A
 connection refused (431, 408, 503) gets its answer and a half-close, and its
 further bytes are read and dropped for a moment, so the client can read the
-answer instead of a reset.
+answer instead of a reset; at most 32 linger at once, since they no longer
+count towards ``max_connections``.
 
 A read is parsed 4 KiB at a time (64 KiB inside a body), and parsing stops
 while 4 pipelined requests wait behind the one being answered, or while
@@ -36,6 +37,9 @@ from servinglib.server.rest.http_limits import HttpLimits
 _log = logging.getLogger("servinglib.server.rest")
 
 _LINGER_S: Final = 2.0  # how long a refused connection's bytes are dropped before it is closed
+# Refused connections lingering at once, past which one is closed after its answer: they are
+# outside max_connections, and a flood of refusals must not take the descriptors that leaves.
+_MAX_LINGERING: Final = 32
 _PIECE_BYTES: Final = 4096  # parsed at a time: requests of a read are queued this many at most
 _BODY_PIECE_BYTES: Final = HIGH_WATER_LIMIT  # inside a body, where uvicorn pauses at 64 KiB
 _MAX_PIPELINED: Final = 4  # requests queued behind the one answered, past which parsing stops
@@ -50,10 +54,15 @@ _REASONS: Final = {
 def limited_protocol(limits: HttpLimits) -> Any:  # noqa: ANN401 - a protocol factory for uvicorn
     """The protocol factory to pass as uvicorn's ``http``, with ``limits`` and their cap.
 
-    The connections it makes share their register of those reading headers.
+    The connections it makes share their registers of those reading headers
+    and of those refused and lingering.
     """
     return functools.partial(
-        LimitedHttpToolsProtocol, limits=limits, cap=limits.connection_cap(), reading_headers={}
+        LimitedHttpToolsProtocol,
+        limits=limits,
+        cap=limits.connection_cap(),
+        reading_headers={},
+        lingering=set(),
     )
 
 
@@ -71,6 +80,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         limits: HttpLimits,
         cap: int,
         reading_headers: dict[LimitedHttpToolsProtocol, None],
+        lingering: set[LimitedHttpToolsProtocol],
         **kwargs: Any,  # noqa: ANN401
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -78,6 +88,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._cap = cap
         # The server's connections reading a request's line and headers, the earliest first.
         self._all_reading_headers = reading_headers
+        self._all_lingering = lingering  # the server's refused connections not yet closed
         self._in_message = False  # from a request's first byte to its last
         self._reading_headers = False  # from a request's first byte to the end of its headers
         self._messages_begun = 0
@@ -115,6 +126,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_read_deadline()
         self._all_reading_headers.pop(self, None)
+        self._all_lingering.discard(self)
         self._unparsed = _NOTHING
         # uvicorn tells only its newest cycle; the one answering may be an older pipelined one.
         for cycle in self._unanswered:
@@ -265,7 +277,11 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._refuse(431, f"The request line and headers exceed {limit} bytes")
 
     def _refuse(self, status: int, message: str) -> None:
-        """Answers ``status`` in JSON, half-closes, and drops what the client still sends."""
+        """Answers ``status`` in JSON, half-closes, and drops what the client still sends.
+
+        Closes the connection after the answer instead when 32 refused
+        connections already linger.
+        """
         self._refused = True
         self._cancel_read_deadline()
         self._all_reading_headers.pop(self, None)
@@ -287,7 +303,15 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         )
         if self.transport.can_write_eof():
             self.transport.write_eof()
-        self.loop.call_later(_LINGER_S, self.transport.close)
+        if len(self._all_lingering) >= _MAX_LINGERING:
+            self.transport.close()  # after the answer is written
+            return
+        self._all_lingering.add(self)
+        self.loop.call_later(_LINGER_S, self._end_linger)
+
+    def _end_linger(self) -> None:
+        self._all_lingering.discard(self)
+        self.transport.close()
 
     def _cancel_read_deadline(self) -> None:
         if self._read_deadline is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import gzip
+import os
 import select
 import socket
 import threading
@@ -291,3 +292,21 @@ def test_clients_whose_headers_never_end_leave_room_for_a_new_client(app: RestAp
         assert read_until_closed(slow[0]).startswith(b"HTTP/1.1 408")  # the oldest went first
         assert live_request(server).status_code == 200  # its headers took the earliest's place
         assert [_answered(client) for client in slow[-4:]] == [True, False, False, False]
+
+
+def _open_files() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_refused_connections_linger_open_32_at_most(app: RestApp) -> None:
+    """60 clients refused within the 2 s linger: the server keeps 32 of them open, not 60."""
+    with serving(app, max_connections=2) as server, ExitStack() as stack:
+        before = _open_files()
+        clients = []
+        for _ in range(61):  # each one's headers close the previous one's (half of 2 may read)
+            client = stack.enter_context(connect(server))
+            client.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n")
+            clients.append(client)
+        wait_until(lambda: all(map(_answered, clients[:-1])), WAIT_S)
+        server_side = _open_files() - before - len(clients)
+        assert server_side <= 32 + 1, server_side
