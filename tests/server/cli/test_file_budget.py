@@ -76,7 +76,11 @@ def server(tmp_path: Path) -> Iterator[Server]:
 def test_silent_grpc_connections_past_the_file_limit_leave_rest_and_models_working(
     server: Server, tmp_path: Path
 ) -> None:
-    """400 silent gRPC connections at a 256-file hard limit: REST answers, a new version loads."""
+    """400 silent gRPC connections at a 256-file hard limit: REST answers, a new version loads.
+
+    A gRPC client connected before them is served too; new ones wait for the handshake timeout.
+    """
+    assert server.health() == 1  # SERVING; its channel is connected now
     with ExitStack() as stack:
         silent = [
             stack.enter_context(socket.create_connection(("127.0.0.1", server.grpc_port)))
@@ -84,13 +88,14 @@ def test_silent_grpc_connections_past_the_file_limit_leave_rest_and_models_worki
         ]
         response = server.predict("triple", [1.0])
         assert response.status_code == 200, response.text
+        assert server.health() == 1
         staging = tmp_path / "staging"
         staging.mkdir()
         (staging / "model.py").write_text(textwrap.dedent(MODEL_PY % 4))
         os.rename(staging, tmp_path / "triple" / "2")
         wait_until(lambda: server.predict("triple", [1.0]).json() == {"predictions": [4.0]}, 60)
         assert sum(_closed(client) for client in silent) >= SILENT_CONNECTIONS - FD_LIMIT
-    assert server.health() == 1  # SERVING: a real gRPC client is served again
+    assert server.health() == 1
     server.process.terminate()
     output = server.output()
     assert "Too many open files" not in output
