@@ -145,6 +145,7 @@ class ServerFlags:
     ssl_config_file: str = ""
     enable_grpc_healthcheck_service: bool = False
     grpc_max_threads: int = 64  # the synchronous gRPC server's worker threads
+    grpc_max_connections: int = 1000
     model_name: str = "default"
     model_base_path: str = ""
     model_config_file: str = ""
@@ -301,6 +302,7 @@ def _network_flags(group: argparse._ArgumentGroup) -> None:
     _flag(group, "ssl_config_file", str, "TLS for gRPC: a text SSLConfig file")
     _flag(group, "enable_grpc_healthcheck_service", bool, "grpc.health.v1 (always served here)")
     _flag(group, "grpc_max_threads", _positive, "gRPC RPCs run at once (--grpc_server=sync)")
+    _flag(group, "grpc_max_connections", int, "open gRPC connections; past it: closed")
 
 
 def _model_flags(group: argparse._ArgumentGroup) -> None:
@@ -518,6 +520,7 @@ def _check_limits(flags: ServerFlags) -> None:
         "rest_api_idle_timeout_seconds",
         "rest_api_request_read_timeout_seconds",
         "rest_api_max_connections",
+        "grpc_max_connections",
     ):
         if not getattr(flags, name) > 0:
             raise FlagError(f"--{name} must be positive")

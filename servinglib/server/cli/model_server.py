@@ -39,6 +39,7 @@ from servinglib.loaders.python import PythonPlatformConfig
 from servinglib.loaders.tensorflow.config import TensorFlowPlatformConfig
 from servinglib.loaders.warmup import WarmupOptions
 from servinglib.server.cli.example_request import try_command
+from servinglib.server.cli.file_budget import FileBudget, raise_open_file_limit
 from servinglib.server.cli.flags import ServerFlags, usable_cores
 from servinglib.server.cli.heap_freezer import HeapFreezer
 from servinglib.server.cli.load_switch_interval import LoadSwitchInterval
@@ -258,6 +259,7 @@ class ModelServer:
     def __init__(self, flags: ServerFlags, worker: WorkerIdentity | None = None) -> None:
         if worker is None:
             check_ports(flags)
+        raise_open_file_limit()  # before the models load: they share it with the connections
         self.flags = flags
         self.worker = worker
         prometheus = prometheus_config(flags)
@@ -338,8 +340,9 @@ class ModelServer:
     async def _serve(self) -> int:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        rest = self._make_rest()
-        grpc_server = await self._make_grpc()
+        budget = self._file_budget()
+        rest = self._make_rest(budget)
+        grpc_server = await self._make_grpc(budget)
         watcher = self._make_watcher()
         rest_task = asyncio.create_task(rest.serve()) if rest is not None else None
         if grpc_server is not None:
@@ -433,7 +436,17 @@ class ModelServer:
             await asyncio.sleep(_TRIM_CHECK_S)
             await asyncio.to_thread(trimmer.trim_if_grown)
 
-    def _make_rest(self) -> Any:  # noqa: ANN401 - RestServer; the REST stack is imported lazily
+    def _file_budget(self) -> FileBudget:
+        """The open-file limit's split between the front ends' connections and the rest."""
+        flags = self.flags
+        budget = FileBudget.of_this_process(
+            flags.rest_api_max_connections if flags.rest_api_port else 0,
+            flags.grpc_max_connections if flags.port or flags.grpc_socket_path else 0,
+        )
+        _log.info("%s", budget.describe())
+        return budget
+
+    def _make_rest(self, budget: FileBudget) -> Any:  # noqa: ANN401 - RestServer, imported lazily
         flags = self.flags
         if not flags.rest_api_port:
             return None
@@ -461,14 +474,14 @@ class ModelServer:
                 max_header_bytes=flags.rest_api_max_header_bytes,
                 idle_timeout_s=flags.rest_api_idle_timeout_seconds,
                 request_read_timeout_s=flags.rest_api_request_read_timeout_seconds,
-                max_connections=flags.rest_api_max_connections,
+                max_connections=budget.rest_connections,
             ),
             reuse_port=self.worker is not None,
         )
         self.rest_port = server.port
         return server
 
-    async def _make_grpc(self) -> Any:  # noqa: ANN401 - GrpcServer; grpc is imported lazily
+    async def _make_grpc(self, budget: FileBudget) -> Any:  # noqa: ANN401 - GrpcServer, imported lazily
         flags = self.flags
         if not flags.port and not flags.grpc_socket_path:
             return None
@@ -485,6 +498,7 @@ class ModelServer:
             decode_limits=decode_limits(flags),
             server=flags.grpc_server,
             max_threads=flags.grpc_max_threads,
+            max_connections=budget.grpc_connections,
         )
         server, port = create_server(
             self.plane, options, management=self.management, on_request=self._request_observer()

@@ -35,6 +35,10 @@ DEFAULT_CHANNEL_ARGUMENTS: Final[tuple[ChannelArgument, ...]] = (
     ("grpc.http2.min_ping_interval_without_data_ms", 60_000),
     ("grpc.keepalive_permit_without_calls", 0),
     ("grpc.http2.max_ping_strikes", 2),
+    # A connection must have sent the HTTP/2 preface and SETTINGS (and finished TLS) within 5 s
+    # of being accepted, else it is closed (gRPC: 120 s, during which a client that connects
+    # and sends nothing holds a file descriptor).
+    ("grpc.server_handshake_timeout_ms", 5_000),
 )
 """The server options servinglib sets besides message sizes; ``channel_arguments`` override them."""
 
@@ -43,6 +47,10 @@ SERVERS: Final = ("sync", "aio")
 
 DEFAULT_MAX_THREADS: Final = 64
 """The synchronous server's worker threads: one per RPC in flight, enough for batches to fill."""
+
+
+DEFAULT_MAX_CONNECTIONS: Final = 1000
+"""Open connections the gRPC server accepts at most (the REST server's default too)."""
 
 
 def parse_channel_arguments(text: str) -> tuple[ChannelArgument, ...]:
@@ -167,6 +175,10 @@ class GrpcServerOptions:
       wait for a thread (a batched call holds its thread until its batch
       ran, so keep it above the concurrency batches should fill from).
       Ignored by grpc.aio.
+    - ``max_connections``: open connections at most, those still in their
+      handshake included (gRPC's ``grpc.max_allowed_incoming_connections``;
+      default 1000, as the REST server's); a connection past it is closed
+      as soon as it is accepted.
     - ``rpc_observer``: deprecated; pass ``create_server(..., on_request=...)``.
 
     Immutable, so thread-safe.
@@ -198,6 +210,9 @@ class GrpcServerOptions:
     decode_limits: DecodeLimits = DEFAULT_LIMITS
     server: str = attrs.field(default=SERVERS[0], validator=attrs.validators.in_(SERVERS))
     max_threads: int = attrs.field(default=DEFAULT_MAX_THREADS, validator=attrs.validators.ge(1))
+    max_connections: int = attrs.field(
+        default=DEFAULT_MAX_CONNECTIONS, validator=attrs.validators.ge(1)
+    )
     rpc_observer: RpcObserver | None = attrs.field(default=None, eq=False)
 
     def grpc_options(self) -> list[ChannelArgument]:
@@ -209,6 +224,7 @@ class GrpcServerOptions:
         options: dict[str, int | str] = {
             "grpc.max_receive_message_length": self.max_receive_message_bytes,
             "grpc.max_send_message_length": self.max_send_message_bytes,
+            "grpc.max_allowed_incoming_connections": self.max_connections,
             **dict(DEFAULT_CHANNEL_ARGUMENTS),
         }
         options.update(self.channel_arguments)

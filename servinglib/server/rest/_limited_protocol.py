@@ -6,17 +6,30 @@ the parser while a message's headers are incomplete: at most one read
 (256 KiB with uvloop) beyond ``max_header_bytes`` is ever buffered.  A
 connection refused (431, 408, 503) gets its answer and a half-close, and its
 further bytes are read and dropped for a moment, so the client can read the
-answer instead of a reset.
+answer instead of a reset; at most 32 linger at once, since they no longer
+count towards ``max_connections``.
+
+A read is parsed 4 KiB at a time (64 KiB inside a body), and parsing stops
+while 4 pipelined requests wait behind the one being answered, or while
+uvicorn has paused reading for a body the app has not taken: the rest of
+the read is held unparsed and the socket is not read until they are
+answered.  uvicorn parses a whole read (a few thousand tiny pipelined
+requests) and resumes reading after every response, so a client that
+pipelines requests and never reads its answers made it queue requests
+without bound (12 MB of them: +555 MB).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import logging
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
+from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT, FlowControl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from servinglib.server.rest.http_limits import HttpLimits
@@ -24,6 +37,13 @@ from servinglib.server.rest.http_limits import HttpLimits
 _log = logging.getLogger("servinglib.server.rest")
 
 _LINGER_S: Final = 2.0  # how long a refused connection's bytes are dropped before it is closed
+# Refused connections lingering at once, past which one is closed after its answer: they are
+# outside max_connections, and a flood of refusals must not take the descriptors that leaves.
+_MAX_LINGERING: Final = 32
+_PIECE_BYTES: Final = 4096  # parsed at a time: requests of a read are queued this many at most
+_BODY_PIECE_BYTES: Final = HIGH_WATER_LIMIT  # inside a body, where uvicorn pauses at 64 KiB
+_MAX_PIPELINED: Final = 4  # requests queued behind the one answered, past which parsing stops
+_NOTHING: Final = memoryview(b"")
 _REASONS: Final = {
     408: b"Request Timeout",
     431: b"Request Header Fields Too Large",
@@ -32,8 +52,18 @@ _REASONS: Final = {
 
 
 def limited_protocol(limits: HttpLimits) -> Any:  # noqa: ANN401 - a protocol factory for uvicorn
-    """The protocol factory to pass as uvicorn's ``http``, with ``limits`` and their cap."""
-    return functools.partial(LimitedHttpToolsProtocol, limits=limits, cap=limits.connection_cap())
+    """The protocol factory to pass as uvicorn's ``http``, with ``limits`` and their cap.
+
+    The connections it makes share their registers of those reading headers
+    and of those refused and lingering.
+    """
+    return functools.partial(
+        LimitedHttpToolsProtocol,
+        limits=limits,
+        cap=limits.connection_cap(),
+        reading_headers={},
+        lingering=set(),
+    )
 
 
 class LimitedHttpToolsProtocol(HttpToolsProtocol):
@@ -42,10 +72,23 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     Thread safety: none needed; uvicorn runs every protocol on its event loop.
     """
 
-    def __init__(self, *args: Any, limits: HttpLimits, cap: int, **kwargs: Any) -> None:  # noqa: ANN401 - uvicorn's arguments
+    _flow: _HoldingFlowControl  # uvicorn's flow, set when the connection is made
+
+    def __init__(
+        self,
+        *args: Any,  # noqa: ANN401 - uvicorn's arguments
+        limits: HttpLimits,
+        cap: int,
+        reading_headers: dict[LimitedHttpToolsProtocol, None],
+        lingering: set[LimitedHttpToolsProtocol],
+        **kwargs: Any,  # noqa: ANN401
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._limits = limits
         self._cap = cap
+        # The server's connections reading a request's line and headers, the earliest first.
+        self._all_reading_headers = reading_headers
+        self._all_lingering = lingering  # the server's refused connections not yet closed
         self._in_message = False  # from a request's first byte to its last
         self._reading_headers = False  # from a request's first byte to the end of its headers
         self._messages_begun = 0
@@ -53,6 +96,14 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._idle_since: float | None = None  # None while a request is read or answered
         self._read_deadline: asyncio.TimerHandle | None = None
         self._refused = False
+        self._unparsed = _NOTHING  # what was read but is held until queued requests are answered
+        self._parse_scheduled = False
+        self._unanswered: collections.deque[Any] = collections.deque()  # cycles, oldest first
+
+    @property
+    def unparsed_bytes(self) -> int:
+        """Bytes read from the client but held unparsed (at most one read)."""
+        return len(self._unparsed)
 
     @property
     def idle_since(self) -> float | None:
@@ -61,6 +112,8 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._flow = _HoldingFlowControl(transport, self._schedule_parse)
+        self.flow = self._flow
         if len(self.connections) > self._cap and not self._evict_idle():
             _log.warning("REST: %d connections open, the most allowed; answering 503", self._cap)
             self._refuse(503, f"The server has its {self._cap} connections open; retry later")
@@ -72,15 +125,62 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_read_deadline()
+        self._all_reading_headers.pop(self, None)
+        self._all_lingering.discard(self)
+        self._unparsed = _NOTHING
+        # uvicorn tells only its newest cycle; the one answering may be an older pipelined one.
+        for cycle in self._unanswered:
+            if not cycle.response_complete:
+                cycle.disconnected = True
+                cycle.message_event.set()
+        self._unanswered.clear()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
+        if self._unparsed:  # not expected: reading is paused while bytes are held
+            self._unparsed = memoryview(bytes(self._unparsed) + data)
+        else:
+            self._unparsed = memoryview(data)
+        self._parse_unparsed()
+
+    def _parse_unparsed(self) -> None:
+        """Parses what is held piece by piece, holding the rest while requests are queued."""
+        unparsed, offset = self._unparsed, 0
+        while offset < len(unparsed) and not self._refused and not self.transport.is_closing():
+            if len(self.pipeline) >= _MAX_PIPELINED or (
+                self.flow.read_paused and not self.pipeline
+            ):
+                self._unparsed = unparsed[offset:]
+                self._flow.hold()
+                return
+            size = (
+                _BODY_PIECE_BYTES
+                if self._in_message and not self._reading_headers
+                else _PIECE_BYTES
+            )
+            self._parse(unparsed[offset : offset + size])
+            offset += size
+        self._unparsed = _NOTHING
+        self._flow.release()
+
+    def _schedule_parse(self) -> None:
+        """Parses what is held soon: reading resumed (a response completed, a body was taken)."""
+        if not self._parse_scheduled:
+            self._parse_scheduled = True
+            self.loop.call_soon(self._parse_held)
+
+    def _parse_held(self) -> None:
+        self._parse_scheduled = False
+        if self._unparsed and not self.transport.is_closing():
+            self._parse_unparsed()
+
+    def _parse(self, data: memoryview) -> None:
         idle_before = not self._in_message
         headers_before = self._reading_headers
         begun = self._messages_begun
-        super().data_received(data)
+        super().data_received(data)  # type: ignore[arg-type] # httptools takes any buffer
         if not self._reading_headers or self.transport.is_closing():
             return
         # Count the read only when all of it belongs to the headers being read: it began them
@@ -107,11 +207,18 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._read_deadline = self.loop.call_later(
             self._limits.request_read_timeout_s, self._on_read_timeout
         )
+        self._all_reading_headers[self] = None
+        if len(self._all_reading_headers) > max(1, self._cap // 2):
+            earliest = next(iter(self._all_reading_headers))
+            earliest._refuse(  # noqa: SLF001 - a connection of the same server
+                408, "Too many connections are sending their headers; this one began first"
+            )
 
     def on_headers_complete(self) -> None:
         if self._refused:
             return
         self._reading_headers = False
+        self._all_reading_headers.pop(self, None)
         # The exact size, for headers that arrived within one read (the count above is only
         # kept across reads): the request line's URL and each header line.
         size = len(self.url) + sum([len(name) + len(value) + 4 for name, value in self.headers])
@@ -119,6 +226,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self._refuse_headers()
             return
         super().on_headers_complete()
+        self._unanswered.append(self.cycle)
 
     def on_body(self, body: bytes) -> None:
         if not self._refused:
@@ -132,6 +240,8 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
+        while self._unanswered and self._unanswered[0].response_complete:
+            self._unanswered.popleft()
         super().on_response_complete()
         if self.timeout_keep_alive_task is not None:  # uvicorn waits for the next request
             self._idle_since = time.monotonic()
@@ -167,9 +277,14 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._refuse(431, f"The request line and headers exceed {limit} bytes")
 
     def _refuse(self, status: int, message: str) -> None:
-        """Answers ``status`` in JSON, half-closes, and drops what the client still sends."""
+        """Answers ``status`` in JSON, half-closes, and drops what the client still sends.
+
+        Closes the connection after the answer instead when 32 refused
+        connections already linger.
+        """
         self._refused = True
         self._cancel_read_deadline()
+        self._all_reading_headers.pop(self, None)
         self._unset_keepalive_if_required()
         self._idle_since = None
         self.connections.discard(self)  # its slot is free now; the linger timer closes it
@@ -188,9 +303,60 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         )
         if self.transport.can_write_eof():
             self.transport.write_eof()
-        self.loop.call_later(_LINGER_S, self.transport.close)
+        if len(self._all_lingering) >= _MAX_LINGERING:
+            self.transport.close()  # after the answer is written
+            return
+        self._all_lingering.add(self)
+        self.loop.call_later(_LINGER_S, self._end_linger)
+
+    def _end_linger(self) -> None:
+        self._all_lingering.discard(self)
+        self.transport.close()
 
     def _cancel_read_deadline(self) -> None:
         if self._read_deadline is not None:
             self._read_deadline.cancel()
             self._read_deadline = None
+
+
+class _HoldingFlowControl(FlowControl):
+    """uvicorn's FlowControl, also keeping reading paused while the protocol holds bytes.
+
+    The socket is read only when neither uvicorn paused it nor the protocol
+    holds; when uvicorn resumes (a response completed, the app took a body)
+    while the protocol holds, ``on_resume`` is called instead.
+    Thread safety: none needed; used on the event loop only.
+    """
+
+    def __init__(self, transport: asyncio.Transport, on_resume: Callable[[], None]) -> None:
+        super().__init__(transport)
+        self.holding = False
+        self._on_resume = on_resume
+
+    def pause_reading(self) -> None:
+        if not self.read_paused:
+            self.read_paused = True
+            if not self.holding:
+                self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.read_paused:
+            self.read_paused = False
+            if not self.holding:
+                self._transport.resume_reading()
+        if self.holding:
+            self._on_resume()
+
+    def hold(self) -> None:
+        """Stops reading until :meth:`release`, whatever uvicorn asks."""
+        if not self.holding:
+            self.holding = True
+            if not self.read_paused:
+                self._transport.pause_reading()
+
+    def release(self) -> None:
+        """Reads again, unless uvicorn paused reading itself."""
+        if self.holding:
+            self.holding = False
+            if not self.read_paused:
+                self._transport.resume_reading()

@@ -29,7 +29,9 @@ class HttpLimits:
     slowloris bound).  ``max_connections``: open connections at most (default
     1000, lowered to what the open-file limit leaves; see
     :meth:`connection_cap`); a new connection past it closes the longest-idle
-    one, or, if every connection is in a request, is answered 503.
+    one, or, if every connection is in a request, is answered 503.  Half the
+    cap (at least 1) may be reading a request's line and headers at once: one
+    more closes, with 408, the connection that began its headers earliest.
     Immutable, so thread-safe.
     """
 

@@ -59,10 +59,18 @@ def python_model(root: Path, name: str, factor: int) -> Path:
 class Server:
     """A servinglib-server process on free ports, and clients of it."""
 
-    def __init__(self, *args: str, cwd: Path | None = None, http_timeout_s: float = 10) -> None:
+    def __init__(
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        http_timeout_s: float = 10,
+        launcher: tuple[str, ...] = (),
+    ) -> None:
+        """``launcher``: a command that runs the server's (e.g. ``prlimit --nofile=...``)."""
         self.rest_port, self.grpc_port = free_port(), free_port()
         self.process = subprocess.Popen(
             [
+                *launcher,
                 sys.executable,
                 "-m",
                 "servinglib",

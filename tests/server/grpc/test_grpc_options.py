@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
+import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import grpc
@@ -16,6 +19,7 @@ from servinglib.errors import InvalidArgumentError, NotFoundError
 from servinglib.server.grpc import GrpcServerOptions, SslConfig, parse_channel_arguments
 from servinglib.server.grpc.options import DEFAULT_CHANNEL_ARGUMENTS
 from servinglib.server.server_core import ServerCore
+from servinglib.testing import wait_until
 
 
 def test_channel_arguments_parse_as_tf_serving_does() -> None:
@@ -155,3 +159,81 @@ def test_tls_server_answers_tls_clients(
         credentials = grpc.ssl_channel_credentials(root_certificates=cert.encode())
         with grpc.secure_channel(served.address, credentials) as channel:
             predict(channel, 2)
+
+
+def _closed_within(client: socket.socket, timeout_s: float) -> float:
+    """Seconds until the server closes ``client`` (reading and dropping what it sends)."""
+    started = time.monotonic()
+    client.settimeout(timeout_s)
+    while True:
+        try:
+            if not client.recv(65536):
+                return time.monotonic() - started
+        except ConnectionResetError:
+            return time.monotonic() - started
+
+
+def _still_open(client: socket.socket) -> bool:
+    """Whether ``client`` is open: what the server sent is read, then nothing for 0.2 s."""
+    client.settimeout(0.2)
+    while True:
+        try:
+            if not client.recv(65536):
+                return False
+        except TimeoutError:
+            return True
+
+
+def test_a_connection_that_never_sends_the_preface_is_closed(
+    core: ServerCore, server_kind: str
+) -> None:
+    """TCP connections sending nothing are closed after our 5 s handshake timeout (gRPC: 120 s)."""
+    assert dict(GrpcServerOptions().grpc_options())["grpc.server_handshake_timeout_ms"] == 5000
+    with serving(core, server=server_kind) as served:
+        host, port = served.address.rsplit(":", 1)
+        with ExitStack() as stack:
+            silent = [
+                stack.enter_context(socket.create_connection((host, int(port)))) for _ in range(20)
+            ]
+            for client in silent:
+                assert _closed_within(client, 60) < 30
+        with served.channel() as channel:  # a real client meanwhile is served
+            health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=30)
+
+
+def test_connections_past_max_connections_are_closed(core: ServerCore, server_kind: str) -> None:
+    """With max_connections=3, a fourth connection is closed at once while three are open."""
+    timeout = "grpc.server_handshake_timeout_ms=600000"  # the three stay open
+    with serving(core, server=server_kind, max_connections=3, channel_arguments=timeout) as served:
+        host, port = served.address.rsplit(":", 1)
+        with ExitStack() as stack:
+            held = [
+                stack.enter_context(socket.create_connection((host, int(port)))) for _ in range(3)
+            ]
+            for client in held:  # accepted: the server sent its SETTINGS
+                client.settimeout(30)
+                assert client.recv(9)
+            with socket.create_connection((host, int(port))) as extra:
+                assert _closed_within(extra, 30) < 30
+            assert all(_still_open(client) for client in held)
+        own = [("grpc.use_local_subchannel_pool", 1)]
+
+        def check() -> bool:
+            with grpc.insecure_channel(served.address, options=own) as channel:
+                try:
+                    health_pb2_grpc.HealthStub(channel).Check(
+                        health_pb2.HealthCheckRequest(), timeout=5
+                    )
+                except grpc.RpcError:
+                    return False
+                return True
+
+        wait_until(check, 30)  # once they are closed, a client gets in again
+
+
+def test_max_connections_must_be_positive() -> None:
+    """max_connections=0 is refused when the options are made; it is gRPC's incoming bound."""
+    with pytest.raises(ValueError, match="max_connections"):
+        GrpcServerOptions(max_connections=0)
+    options = dict(GrpcServerOptions(max_connections=7).grpc_options())
+    assert options["grpc.max_allowed_incoming_connections"] == 7

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
+import os
+import select
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
@@ -13,6 +17,7 @@ import httpx
 import pytest
 
 from servinglib.server.rest import HttpLimits, RestApp, RestServer
+from servinglib.server.rest._limited_protocol import LimitedHttpToolsProtocol
 from servinglib.testing import wait_until
 
 # Generous for a loaded machine: each wait ends as soon as its condition holds.
@@ -159,9 +164,13 @@ def test_a_new_connection_past_the_cap_closes_the_longest_idle_one(app: RestApp)
 
 def test_past_the_cap_with_every_connection_busy_a_new_one_gets_503(app: RestApp) -> None:
     """With every connection inside a request, a new connection is answered 503 and closed."""
+    unfinished = (  # a request whose body has not all arrived: busy, not idle
+        b"POST /v1/models/py_half_plus_two:predict HTTP/1.1\r\nHost: t\r\n"
+        b"Content-Length: 100\r\n\r\n{"
+    )
     with serving(app, max_connections=2) as server, ExitStack() as stack:
-        for _ in range(2):  # requests whose headers are not finished: busy, not idle
-            stack.enter_context(connect(server)).sendall(b"GET /v2/health/live HTTP/1.1\r\n")
+        for _ in range(2):
+            stack.enter_context(connect(server)).sendall(unfinished)
         wait_until(lambda: _open_connections(server) == 2, WAIT_S)
         with connect(server) as client:
             answer = read_until_closed(client)
@@ -194,3 +203,110 @@ def test_a_gzip_body_over_a_real_socket_is_answered(app: RestApp) -> None:
         )
     assert response.status_code == 200, response.text
     assert response.json()["outputs"][0]["data"] == [3.5, 4.0]
+
+
+LIVE = b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n"
+
+
+def _send_until_the_server_stops_reading(client: socket.socket) -> int:
+    """Pipelines LIVE requests, never reading, until nothing more is taken for 1 s; bytes sent."""
+    client.setblocking(False)
+    chunk = LIVE * 1000
+    sent = 0
+    while True:
+        try:
+            sent += client.send(chunk)
+        except BlockingIOError:
+            _, writable, _ = select.select([], [client], [], 1.0)
+            if not writable:
+                return sent
+
+
+def _connection(server: RestServer) -> LimitedHttpToolsProtocol:
+    """The server's one connection."""
+    (connection,) = server._server.server_state.connections
+    assert isinstance(connection, LimitedHttpToolsProtocol)
+    return connection
+
+
+def test_pipelined_requests_whose_answers_are_not_read_are_not_buffered(app: RestApp) -> None:
+    """A client pipelining requests without reading makes the server stop reading, not buffer."""
+    with serving(app) as server:
+        with connect(server) as client:
+            sent = _send_until_the_server_stops_reading(client)
+            connection = _connection(server)
+            assert sent > 1 << 20  # the kernel's buffers take that much
+            assert len(connection.pipeline) <= 4 + 4096 // len(LIVE)
+            assert connection.unparsed_bytes <= 256 << 10
+            assert live_request(server).status_code == 200  # others are answered meanwhile
+            closed = weakref.ref(connection)
+            del connection
+        wait_until(lambda: not server._server.server_state.connections, WAIT_S)
+
+        def released() -> bool:
+            gc.collect()
+            return closed() is None
+
+        wait_until(released, WAIT_S)
+
+
+def test_pipelined_requests_are_all_answered_as_the_client_reads(app: RestApp) -> None:
+    """20,000 pipelined requests sent at once get 20,000 answers, in order, as they are read."""
+    count = 20_000
+    with serving(app) as server, connect(server) as client:
+        sender = threading.Thread(target=client.sendall, args=(LIVE * count,))
+        sender.start()
+        received = bytearray()
+        while received.count(b"HTTP/1.1 200") < count:
+            chunk = client.recv(1 << 20)
+            assert chunk, "the server closed the connection"
+            received += chunk
+        sender.join(WAIT_S)
+    assert received.count(b"HTTP/1.1 ") == count
+
+
+def _reading_headers(server: RestServer) -> int:
+    connections = server._server.server_state.connections
+    return sum(connection._reading_headers for connection in connections)
+
+
+def _answered(client: socket.socket) -> bool:
+    readable, _, _ = select.select([client], [], [], 0)
+    return bool(readable)
+
+
+def test_clients_whose_headers_never_end_leave_room_for_a_new_client(app: RestApp) -> None:
+    """With max_connections=8, 20 clients stuck in their headers: 4 kept, a new client served."""
+    with serving(app, max_connections=8) as server, ExitStack() as stack:
+        slow = []
+        for _ in range(20):
+            client = stack.enter_context(connect(server))
+            client.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n")
+            slow.append(client)
+        # Each is either refused or read by the server, which holds half its cap in headers.
+        wait_until(
+            lambda: sum(map(_answered, slow)) + _reading_headers(server) == len(slow), WAIT_S
+        )
+        assert _reading_headers(server) == 4
+        assert not any(map(_answered, slow[-4:]))  # the 4 newest still wait
+        assert read_until_closed(slow[0]).startswith(b"HTTP/1.1 408")  # the oldest went first
+        assert live_request(server).status_code == 200  # its headers took the earliest's place
+        assert [_answered(client) for client in slow[-4:]] == [True, False, False, False]
+
+
+def _open_files() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_refused_connections_linger_open_32_at_most(app: RestApp) -> None:
+    """60 clients refused within the 2 s linger: the server keeps 32 of them open, not 60."""
+    with serving(app, max_connections=2) as server, ExitStack() as stack:
+        before = _open_files()
+        clients = []
+        for _ in range(61):  # each one's headers close the previous one's (half of 2 may read)
+            client = stack.enter_context(connect(server))
+            client.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n")
+            clients.append(client)
+        wait_until(lambda: all(map(_answered, clients[:-1])), WAIT_S)
+        server_side = _open_files() - before - len(clients)
+        assert server_side <= 32 + 1, server_side
