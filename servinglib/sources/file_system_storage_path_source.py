@@ -366,11 +366,12 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         by_hand = config.file_system_poll_wait_seconds <= 0
         # Files changing in a version that may be loaded are seen by events while they are
         # watched, and by every poll otherwise: full polls then spare a walk per servable.
+        # A remote base path's mirror is never watched: its new copies are seen by polls alone.
         watched = config.watch_filesystem_events and self._loop is not None and not by_hand
-        look_at_emitted = not (watched and emit_unchanged)
         recheck: dict[str, float] = {}
         for servable in servables:
             name = servable.servable_name
+            look_at_emitted = not (watched and emit_unchanged) or is_remote(servable.base_path)
             with self._lock:
                 last = self._last.get(name, ()) if look_at_emitted else ()
             scan = self._scan(servable, last, by_hand=by_hand)

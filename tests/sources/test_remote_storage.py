@@ -562,3 +562,19 @@ def test_cancelling_the_store_work_ends_a_listing_at_once(
         assert not syncing.is_alive()
     assert [type(e) for e in ended] == [CancelledError]
     assert events == []
+
+
+def test_a_version_that_failed_to_load_heals_when_uploaded_again(
+    s3: S3Store, tmp_path: Path
+) -> None:
+    """A broken version 2 fails beside version 1; uploaded fixed, it is loaded again and serves."""
+    s3.put_model("m", 1, 2.0)
+    config = ModelServerConfig([ModelConfig.python("m", s3.url("m"))])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        s3.put_text("m/2/model.py", "raise RuntimeError('broken on purpose')")
+        wait_until(lambda: _version_error(core, "m", 2) is not None, timeout_s=TIMEOUT_S)
+        assert "broken on purpose" in (_version_error(core, "m", 2) or "")
+        assert predict(core, "m") == (1, [2.0])
+        s3.put_model("m", 2, 3.0)
+        wait_until(lambda: predict(core, "m") == (2, [3.0]), timeout_s=TIMEOUT_S)
+        assert all(v.error is None for v in core.model_status("m").versions if v.version == 2)
