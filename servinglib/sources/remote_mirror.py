@@ -192,21 +192,7 @@ class RemoteMirror:
             error = UnavailableError(f"Cannot list {self.url}: {type(exc).__name__}: {exc}")
             self._report("listing_failed", error=error)
             raise error from None
-        listings: dict[int, dict[str, tuple[int, str]]] = {}
-        prefix = root.rstrip("/") + "/"
-        for path, info in found.items():
-            relative = path[len(prefix) :] if path.startswith(prefix) else None
-            if not relative or info.get("type") == "directory":
-                continue
-            version_name, sep, inner = relative.partition("/")
-            if not sep or not inner or not _VERSION_NAME.fullmatch(version_name):
-                continue
-            size = int(info.get("size") or 0)
-            if is_directory_marker(inner, size):
-                continue
-            etag = str(info.get("ETag") or info.get("etag") or info.get("md5Hash") or "")
-            listings.setdefault(int(version_name), {})[inner] = (size, etag)
-        return dict(listings)
+        return _version_listings(found, root)
 
     def _refuse_if_unsafe(
         self, version: int, listing: Listing, before: tuple[Listing, ServingError] | None
@@ -348,6 +334,42 @@ class RemoteMirror:
 
 LISTING_TIMEOUT_S = 60.0
 """The longest one listing of a base path may take; past it, the listing has failed."""
+
+
+def list_versions(url: str, storage_options: Mapping[str, Any] | None = None) -> dict[int, Listing]:
+    """Each version under the remote base path ``url`` with its files, as one listing sees them.
+
+    Complete or not, refused or not: what is there now (say, to tell which
+    platform a model is).  Raises UnavailableError when the store cannot
+    be listed within :data:`LISTING_TIMEOUT_S`; InvalidArgumentError when
+    its store is not installed.
+    """
+    url = url.rstrip("/")
+    fs, root = open_store(url, storage_options)
+    try:
+        found = StoreWork().call(fs, "find", root, detail=True, timeout_s=LISTING_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - any store error: say which and why
+        raise UnavailableError(f"Cannot list {url}: {type(exc).__name__}: {exc}") from None
+    return _version_listings(found, root)
+
+
+def _version_listings(found: Mapping[str, Mapping[str, Any]], root: str) -> dict[int, Listing]:
+    """fsspec's ``find(root, detail=True)`` as version → its files (directory markers left out)."""
+    listings: dict[int, dict[str, tuple[int, str]]] = {}
+    prefix = root.rstrip("/") + "/"
+    for path, info in found.items():
+        relative = path[len(prefix) :] if path.startswith(prefix) else None
+        if not relative or info.get("type") == "directory":
+            continue
+        version_name, sep, inner = relative.partition("/")
+        if not sep or not inner or not _VERSION_NAME.fullmatch(version_name):
+            continue
+        size = int(info.get("size") or 0)
+        if is_directory_marker(inner, size):
+            continue
+        etag = str(info.get("ETag") or info.get("etag") or info.get("md5Hash") or "")
+        listings.setdefault(int(version_name), {})[inner] = (size, etag)
+    return dict(listings)
 
 
 def _remove_partials(base: str) -> None:

@@ -31,6 +31,7 @@ from servinglib.core import ManagerState
 from servinglib.errors import CancelledError, InvalidArgumentError, ServingError, UnavailableError
 from servinglib.servable import call_signature
 from servinglib.server.plane.metrics import ServerMetrics
+from servinglib.server.plane.platform_inference import PlatformChoice, infer_model_platform
 from servinglib.sources import ServableVersionPolicy, remote_store
 from servinglib.sources.remote_base_paths import RemoteBasePaths
 from servinglib.sources.remote_mirror import StoreEvent
@@ -578,3 +579,53 @@ def test_a_version_that_failed_to_load_heals_when_uploaded_again(
         s3.put_model("m", 2, 3.0)
         wait_until(lambda: predict(core, "m") == (2, [3.0]), timeout_s=TIMEOUT_S)
         assert all(v.error is None for v in core.model_status("m").versions if v.version == 2)
+
+
+def test_a_remote_models_platform_is_inferred_from_its_keys(s3: S3Store) -> None:
+    """The highest version's keys decide a remote model's platform, as its files do locally."""
+    s3.put_model("py", 1, 2.0)
+    s3.put_text("py/2/model.py.partial", "")  # no platform's file: the next version down decides
+    s3.put_text("tf/3/saved_model.pb", "")
+    s3.put_text("tf/3/variables/variables.index", "")
+    s3.put_text("both/1/saved_model.pb", "")
+    s3.put_text("both/1/model.py", "")
+    assert infer_model_platform(s3.url("py")) == PlatformChoice(
+        "python", f"inferred from version 1's keys under {s3.url('py')}"
+    )
+    assert infer_model_platform(s3.url("tf")).platform == "tensorflow"
+    with pytest.raises(InvalidArgumentError, match=r"python and tensorflow.*--model_platform"):
+        infer_model_platform(s3.url("both"))
+    empty = infer_model_platform(s3.url("nothing"))
+    assert empty.platform == "tensorflow"
+    assert "no version under s3://models/nothing" in empty.reason
+    assert "--model_platform" in empty.reason
+
+
+def test_a_remote_model_that_cannot_be_listed_keeps_the_default_and_says_why(
+    s3: S3Store,
+) -> None:
+    """A bucket that cannot be listed at start: tensorflow, the reason naming the error and flag."""
+    choice = infer_model_platform("s3://no-such-bucket/m")
+    assert choice.platform == "tensorflow"
+    assert "Cannot list s3://no-such-bucket/m" in choice.reason
+    assert "--model_platform" in choice.reason
+
+
+def test_the_cli_serves_a_python_model_on_s3_without_model_platform(
+    s3: S3Store, tmp_path: Path
+) -> None:
+    """--model_base_path=s3://... holding model.py serves as python, no --model_platform needed."""
+    s3.put_model("scaler", 1, 2.0)
+    server = Server(
+        "--model_name=scaler",
+        "--model_base_path=s3://models/scaler",
+        "--allow_python_code_execution",
+        f"--model_cache_dir={tmp_path / 'cache'}",
+        "--file_system_poll_wait_seconds=0.2",
+    )
+    try:
+        server.wait_ready()
+        assert server.predict("scaler", [1.0]).json() == {"predictions": [2.0]}
+    finally:
+        server.close()
+    assert "Model scaler: platform python (inferred from version 1's keys" in server.output()
