@@ -8,7 +8,7 @@ import importlib.util
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeAlias, final
 
 import attrs
@@ -126,13 +126,20 @@ class PlatformRegistry:
         Looks only at the directory's own entries (no file is opened), so a
         version still being written may be recognized before it is complete.
         """
+        try:
+            present = os.listdir(version_dir)
+        except OSError:
+            return []
+        return self.platforms_recognizing_names(present)
+
+    def platforms_recognizing_names(self, names: Iterable[str]) -> list[str]:
+        """The platforms whose ``recognizes`` files are among ``names`` (a version's own
+        entries: its files and directories, say an object store's keys cut at their first
+        ``/``), sorted."""
         with self._lock:
             self._load_entry_points_locked()
             platforms = list(self._platforms.values())
-        try:
-            present = set(os.listdir(version_dir))
-        except OSError:
-            return []
+        present = set(names)
         return sorted(p.name for p in platforms if present.intersection(p.recognizes))
 
     def make_adapter(self, name: str, platform_config: Any = None) -> PlatformAdapter:  # noqa: ANN401 - each platform has its own config type

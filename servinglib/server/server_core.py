@@ -124,7 +124,9 @@ class ServerCore:
         self._manager = self._make_manager(clock)
         self._batching = self._make_batching()
         self._ports = self._connect_platforms()
-        self._source = FileSystemStoragePathSource(self._source_config(()), clock=clock)
+        self._source = FileSystemStoragePathSource(
+            self._source_config(()), clock=clock, in_use=self._versions_in_use
+        )
         connect(self._source, self._router)
         if config is not None:
             try:
@@ -132,6 +134,11 @@ class ServerCore:
             except BaseException:
                 self.close()
                 raise
+
+    def _versions_in_use(self, name: str) -> set[int]:
+        """The versions of ``name`` the manager holds and has not ended: their files stay."""
+        states = self._monitor.get_version_states(name)
+        return {v for v, s in states.items() if s.state.manager_state is not ManagerState.END}
 
     def _on_state(self, state: ServableState) -> None:
         """A model that failed and now has an available version is failed no more."""

@@ -6,7 +6,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, final
 
 import attrs
@@ -141,14 +141,26 @@ class FileSystemStoragePathSource(Source[StoragePath]):
     previous set (nothing is unloaded) and is reported by
     :meth:`servable_errors` and the log; it never stops the other servables
     or the polling thread.
+    ``in_use``: the versions of a servable still loading, serving or
+    unloading downstream (say, those a manager holds that have not ended);
+    the local copy of a remote version is kept while its version is in use,
+    and removed at the first poll after.  None: nothing is known
+    downstream, a copy goes as soon as the policy drops its version.  It is
+    called on the polling thread, under the source's poll lock: it must not
+    call back into this source.
     Thread-safe.
     """
 
     def __init__(
-        self, config: FileSystemStoragePathSourceConfig, *, clock: Clock | None = None
+        self,
+        config: FileSystemStoragePathSourceConfig,
+        *,
+        clock: Clock | None = None,
+        in_use: Callable[[str], Collection[int]] | None = None,
     ) -> None:
         super().__init__()
         self._clock = clock if clock is not None else SystemClock()
+        self._in_use: Callable[[str], Collection[int]] = in_use or (lambda _name: ())
         self._lock = threading.Lock()
         self._config = config  # guarded by: _lock
         self._errors: dict[str, ServingError] = {}  # guarded by: _lock
@@ -273,6 +285,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
             if self._stop.is_set():
                 return
             self._poll_servables(self._config.servables, emit_unchanged=True)
+            self._remote.sweep(self._in_use)
         self._sync_watches()
 
     def close(self) -> None:
@@ -286,7 +299,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         if cancelled:
             _log.info("Closing the file-system source: cancelled %s", "; ".join(cancelled))
         with self._poll_lock:  # a poll in progress ends; none starts (they check _stop)
-            pass
+            self._remote.close()
         with self._lock:
             timers = [self._timer, self._settle_timer[1] if self._settle_timer else None]
             self._timer = self._settle_timer = None
@@ -366,11 +379,12 @@ class FileSystemStoragePathSource(Source[StoragePath]):
         by_hand = config.file_system_poll_wait_seconds <= 0
         # Files changing in a version that may be loaded are seen by events while they are
         # watched, and by every poll otherwise: full polls then spare a walk per servable.
+        # A remote base path's mirror is never watched: its new copies are seen by polls alone.
         watched = config.watch_filesystem_events and self._loop is not None and not by_hand
-        look_at_emitted = not (watched and emit_unchanged)
         recheck: dict[str, float] = {}
         for servable in servables:
             name = servable.servable_name
+            look_at_emitted = not (watched and emit_unchanged) or is_remote(servable.base_path)
             with self._lock:
                 last = self._last.get(name, ()) if look_at_emitted else ()
             scan = self._scan(servable, last, by_hand=by_hand)
@@ -416,6 +430,7 @@ class FileSystemStoragePathSource(Source[StoragePath]):
                 servable.storage_options,
                 now=now,
                 period_s=0.0 if by_hand else config.file_system_poll_wait_seconds,
+                in_use=self._in_use(servable.servable_name),
             )
         except ServingError as error:
             return _Scan(None, error, (logging.WARNING, error.message))

@@ -8,7 +8,10 @@ hidden temporary directory of the cache, checked against the listing's
 sizes, and renamed into place whole; the file-system source then serves
 the cache directory as if it were the base path.  A restart reuses every
 copy whose recorded listing still matches, and a copy whose version the
-policy no longer picks is removed.  A version holding a key that cannot be
+policy no longer picks is removed once its version is no longer in use
+downstream (loading, serving or unloading).  A mirror claims its cache
+directory (see :mod:`cache_claim`): another server's mirror of the same base
+path and cache works in a private directory of its own.  A version holding a key that cannot be
 a file of its copy (see :mod:`remote_keys`: ``..``, ``//``, NUL, ...) is
 refused whole before any of its objects is downloaded: the policy picks
 among the other versions, and a refused version it would have picked is
@@ -31,7 +34,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal, final
 
 import attrs
@@ -42,6 +45,7 @@ from servinglib.errors import (
     ServingError,
     UnavailableError,
 )
+from servinglib.sources.cache_claim import CacheClaim
 from servinglib.sources.remote_keys import (
     is_directory_marker,
     local_targets,
@@ -100,6 +104,9 @@ class RemoteMirror:
     directory is its own); ``on_event``: called with each
     :class:`StoreEvent`; ``work``: runs its store calls (cancelling it ends
     a sync with CancelledError, leaving no partial copy; None: its own).
+    :attr:`local_base` is ``<cache_dir>/<base path>-<digest>`` when this
+    mirror claimed it, else a private directory beside it (another mirror,
+    of this process or another, holds it), removed by :meth:`close`.
     Not thread-safe: the source calls it under its poll.
     """
 
@@ -119,7 +126,17 @@ class RemoteMirror:
         self.servable_name = servable_name
         digest = hashlib.sha256(f"{servable_name}\0{self.url}".encode()).hexdigest()[:16]
         readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.url.split("://", 1)[-1])[-60:]
-        self.local_base = os.path.join(cache_dir, f"{readable}-{digest}")
+        shared = os.path.join(cache_dir, f"{readable}-{digest}")
+        self._claim = CacheClaim(shared)
+        self.local_base = self._claim.directory
+        if self._claim.private:
+            _log.warning(
+                "The cache directory %s of %s is in use by another server (or model); "
+                "downloading into %s instead, removed when the source closes",
+                shared,
+                self.url,
+                self.local_base,
+            )
         self._concurrency = max(1, download_concurrency)
         self._marker = done_marker
         self.storage_options = storage_options
@@ -131,15 +148,17 @@ class RemoteMirror:
         self.pending = False  # the last sync listed versions not complete yet
         self.refused: dict[int, ServingError] = {}
         """The refused versions the policy would have picked, after the last sync, with why."""
-        os.makedirs(self.local_base, exist_ok=True)
         _remove_partials(self.local_base)
 
-    def sync(self, policy: ServableVersionPolicy) -> str:
+    def sync(self, policy: ServableVersionPolicy, in_use: Collection[int] = ()) -> str:
         """Lists the store, copies what became complete and is picked, removes what is not.
 
-        Returns :attr:`local_base`; :attr:`pending` then says whether
-        versions were listed that are not complete yet, and :attr:`refused`
-        which refused versions the policy would have picked.  Raises
+        ``in_use``: versions still loading, serving or unloading downstream;
+        their copies stay even when the policy no longer picks them (they go
+        at the first sync after).  Returns :attr:`local_base`;
+        :attr:`pending` then says whether versions were listed that are not
+        complete yet, and :attr:`refused` which refused versions the policy
+        would have picked.  Raises
         UnavailableError when the store cannot be listed, or lists no version
         while copies exist (a bucket being rewritten): the copies then stay as
         they are; CancelledError once its work is cancelled.
@@ -176,9 +195,18 @@ class RemoteMirror:
         for version in picked & complete:
             if self._recorded(version) != listings[version]:
                 self._download(version, listings[version])
-        for version in copies - picked:
+        for version in copies - picked - set(in_use):
             self._remove(version)
         return self.local_base
+
+    def copied_versions(self) -> set[int]:
+        """The versions whose whole copies are in :attr:`local_base`."""
+        return self._copies()
+
+    def close(self, *, remove: bool = False) -> None:
+        """Gives up its cache directory (idempotent): a private one is removed, and any with
+        ``remove`` (copies no one serves any more)."""
+        self._claim.release(remove=remove)
 
     def _list(self) -> dict[int, Listing]:
         try:
@@ -192,21 +220,7 @@ class RemoteMirror:
             error = UnavailableError(f"Cannot list {self.url}: {type(exc).__name__}: {exc}")
             self._report("listing_failed", error=error)
             raise error from None
-        listings: dict[int, dict[str, tuple[int, str]]] = {}
-        prefix = root.rstrip("/") + "/"
-        for path, info in found.items():
-            relative = path[len(prefix) :] if path.startswith(prefix) else None
-            if not relative or info.get("type") == "directory":
-                continue
-            version_name, sep, inner = relative.partition("/")
-            if not sep or not inner or not _VERSION_NAME.fullmatch(version_name):
-                continue
-            size = int(info.get("size") or 0)
-            if is_directory_marker(inner, size):
-                continue
-            etag = str(info.get("ETag") or info.get("etag") or info.get("md5Hash") or "")
-            listings.setdefault(int(version_name), {})[inner] = (size, etag)
-        return dict(listings)
+        return _version_listings(found, root)
 
     def _refuse_if_unsafe(
         self, version: int, listing: Listing, before: tuple[Listing, ServingError] | None
@@ -348,6 +362,42 @@ class RemoteMirror:
 
 LISTING_TIMEOUT_S = 60.0
 """The longest one listing of a base path may take; past it, the listing has failed."""
+
+
+def list_versions(url: str, storage_options: Mapping[str, Any] | None = None) -> dict[int, Listing]:
+    """Each version under the remote base path ``url`` with its files, as one listing sees them.
+
+    Complete or not, refused or not: what is there now (say, to tell which
+    platform a model is).  Raises UnavailableError when the store cannot
+    be listed within :data:`LISTING_TIMEOUT_S`; InvalidArgumentError when
+    its store is not installed.
+    """
+    url = url.rstrip("/")
+    fs, root = open_store(url, storage_options)
+    try:
+        found = StoreWork().call(fs, "find", root, detail=True, timeout_s=LISTING_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - any store error: say which and why
+        raise UnavailableError(f"Cannot list {url}: {type(exc).__name__}: {exc}") from None
+    return _version_listings(found, root)
+
+
+def _version_listings(found: Mapping[str, Mapping[str, Any]], root: str) -> dict[int, Listing]:
+    """fsspec's ``find(root, detail=True)`` as version → its files (directory markers left out)."""
+    listings: dict[int, dict[str, tuple[int, str]]] = {}
+    prefix = root.rstrip("/") + "/"
+    for path, info in found.items():
+        relative = path[len(prefix) :] if path.startswith(prefix) else None
+        if not relative or info.get("type") == "directory":
+            continue
+        version_name, sep, inner = relative.partition("/")
+        if not sep or not inner or not _VERSION_NAME.fullmatch(version_name):
+            continue
+        size = int(info.get("size") or 0)
+        if is_directory_marker(inner, size):
+            continue
+        etag = str(info.get("ETag") or info.get("etag") or info.get("md5Hash") or "")
+        listings.setdefault(int(version_name), {})[inner] = (size, etag)
+    return dict(listings)
 
 
 def _remove_partials(base: str) -> None:

@@ -43,6 +43,10 @@ class Model(PythonModel):
 """
 """A Python model answering ``y = factor * x`` (format it with ``factor``)."""
 
+UNLOAD_GATE = threading.Event()
+"""What a test's model may wait for in its ``unload`` (cleared: an unload that takes its time)."""
+UNLOAD_GATE.set()
+
 
 class Store:
     """One store server: ``scheme``, the environment pointing at it, and an fsspec client."""

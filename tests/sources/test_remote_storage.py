@@ -27,17 +27,26 @@ from servinglib import (
     ServerCore,
     ServerCoreOptions,
 )
-from servinglib.core import ManagerState
+from servinglib.core import ManagerState, ServableState
 from servinglib.errors import CancelledError, InvalidArgumentError, ServingError, UnavailableError
 from servinglib.servable import call_signature
 from servinglib.server.plane.metrics import ServerMetrics
+from servinglib.server.plane.platform_inference import PlatformChoice, infer_model_platform
 from servinglib.sources import ServableVersionPolicy, remote_store
+from servinglib.sources.cache_claim import CLAIM_FILE
 from servinglib.sources.remote_base_paths import RemoteBasePaths
 from servinglib.sources.remote_mirror import StoreEvent
 from servinglib.sources.remote_store import _tf_serving_s3_options, check_installed
 from servinglib.testing import wait_until
 from tests.server.cli.test_model_server import Server
-from tests.sources.object_stores import SCALER_PY, STORES, HoldingProxy, S3Store, Store
+from tests.sources.object_stores import (
+    SCALER_PY,
+    STORES,
+    UNLOAD_GATE,
+    HoldingProxy,
+    S3Store,
+    Store,
+)
 
 POLL_S = 0.2
 TIMEOUT_S = 30.0
@@ -102,8 +111,11 @@ def test_a_model_serves_from_a_store_and_a_new_version_once_complete(
         assert predict(core, "m") == (1, [2.0])
         store.put_model("m", 2, 3.0)
         wait_until(lambda: predict(core, "m") == (2, [3.0]), timeout_s=TIMEOUT_S)
-    copies = sorted(p.name for p in (tmp_path / "cache").glob("*/[0-9]*"))
-    assert copies == ["2"]  # the version the policy no longer picks left the cache
+        # The version the policy no longer picks leaves the cache once it unloaded.
+        wait_until(
+            lambda: sorted(p.name for p in (tmp_path / "cache").glob("*/[0-9]*")) == ["2"],
+            timeout_s=TIMEOUT_S,
+        )
 
 
 def test_a_version_still_being_uploaded_is_not_loaded(store: Store, tmp_path: Path) -> None:
@@ -201,9 +213,9 @@ def test_a_store_whose_extra_is_missing_is_one_line_naming_the_install(
 ) -> None:
     """A scheme whose store is not installed: the error names the pip install."""
     monkeypatch.setitem(remote_store._EXTRAS, "gs", ("no_such_gcs_module", "gcs"))
-    with pytest.raises(InvalidArgumentError, match=r"pip install 'servinglib\[gcs\]'"):
+    with pytest.raises(InvalidArgumentError, match=r"pip install '\.\[gcs\]'"):
         check_installed("gs://bucket/m")
-    with pytest.raises(InvalidArgumentError, match=r"pip install 'servinglib\[gcs\]'"):
+    with pytest.raises(InvalidArgumentError, match=r"pip install '\.\[gcs\]'"):
         ServerCore(ModelServerConfig([ModelConfig.python("m", "gs://bucket/m")]))
 
 
@@ -335,7 +347,7 @@ def test_metrics_count_downloads_and_storage_errors(
 
 
 def test_a_removed_model_leaves_the_cache(store: Store, tmp_path: Path) -> None:
-    """Taking a remote model out of the config removes its copies from the cache."""
+    """Taking a remote model out of the config removes its copies once it unloaded."""
     store.put_model("m", 1, 2.0)
     store.put_model("kept", 1, 3.0)
     both = [ModelConfig.python(name, store.url(name)) for name in ("m", "kept")]
@@ -346,8 +358,11 @@ def test_a_removed_model_leaves_the_cache(store: Store, tmp_path: Path) -> None:
             lambda: all(v.state is ManagerState.END for v in core.model_status("m").versions),
             timeout_s=TIMEOUT_S,
         )
-        copies = sorted(p.parent.name.rsplit("-", 1)[0] for p in (tmp_path / "cache").glob("*/1"))
-        assert copies == ["models_kept"]
+
+        def copies() -> list[str]:
+            return sorted(p.parent.name.rsplit("-", 1)[0] for p in (tmp_path / "cache").glob("*/1"))
+
+        wait_until(lambda: copies() == ["models_kept"], timeout_s=TIMEOUT_S)  # the next poll's
         assert predict(core, "kept") == (1, [3.0])
 
 
@@ -438,7 +453,8 @@ def test_every_unsafe_key_is_refused_before_anything_is_downloaded(
     assert events[0].error is not None
     assert repr(key) in events[0].error.message
     assert set(mirror.refused) == {1}
-    assert list(tmp_path.rglob("*")) == [tmp_path / "cache", Path(mirror.local_base)]
+    claim = Path(mirror.local_base) / CLAIM_FILE
+    assert sorted(tmp_path.rglob("*")) == [tmp_path / "cache", Path(mirror.local_base), claim]
 
 
 def test_directory_markers_are_not_files(s3: S3Store, tmp_path: Path) -> None:
@@ -496,7 +512,8 @@ def test_cancelling_the_store_work_ends_a_download_at_once(
         assert not syncing.is_alive()
     assert [type(e) for e in ended] == [CancelledError]
     assert events == []  # a cancel is no storage error
-    assert not list((tmp_path / "cache").glob("*/*"))  # no copy, no partial download
+    left = [p.name for p in (tmp_path / "cache").glob("*/*")]
+    assert left == [CLAIM_FILE]  # no copy, no partial download
     with pytest.raises(CancelledError):  # and no more work starts
         paths.sync("m", "s3://models/m", ServableVersionPolicy.latest(), options, now=2.0,
                    period_s=1.0)  # fmt: skip
@@ -562,3 +579,146 @@ def test_cancelling_the_store_work_ends_a_listing_at_once(
         assert not syncing.is_alive()
     assert [type(e) for e in ended] == [CancelledError]
     assert events == []
+
+
+def test_a_version_that_failed_to_load_heals_when_uploaded_again(
+    s3: S3Store, tmp_path: Path
+) -> None:
+    """A broken version 2 fails beside version 1; uploaded fixed, it is loaded again and serves."""
+    s3.put_model("m", 1, 2.0)
+    config = ModelServerConfig([ModelConfig.python("m", s3.url("m"))])
+    with ServerCore(config, options(tmp_path / "cache")) as core:
+        s3.put_text("m/2/model.py", "raise RuntimeError('broken on purpose')")
+        wait_until(lambda: _version_error(core, "m", 2) is not None, timeout_s=TIMEOUT_S)
+        assert "broken on purpose" in (_version_error(core, "m", 2) or "")
+        assert predict(core, "m") == (1, [2.0])
+        s3.put_model("m", 2, 3.0)
+        wait_until(lambda: predict(core, "m") == (2, [3.0]), timeout_s=TIMEOUT_S)
+        assert all(v.error is None for v in core.model_status("m").versions if v.version == 2)
+
+
+def test_a_remote_models_platform_is_inferred_from_its_keys(s3: S3Store) -> None:
+    """The highest version's keys decide a remote model's platform, as its files do locally."""
+    s3.put_model("py", 1, 2.0)
+    s3.put_text("py/2/model.py.partial", "")  # no platform's file: the next version down decides
+    s3.put_text("tf/3/saved_model.pb", "")
+    s3.put_text("tf/3/variables/variables.index", "")
+    s3.put_text("both/1/saved_model.pb", "")
+    s3.put_text("both/1/model.py", "")
+    assert infer_model_platform(s3.url("py")) == PlatformChoice(
+        "python", f"inferred from version 1's keys under {s3.url('py')}"
+    )
+    assert infer_model_platform(s3.url("tf")).platform == "tensorflow"
+    with pytest.raises(InvalidArgumentError, match=r"python and tensorflow.*--model_platform"):
+        infer_model_platform(s3.url("both"))
+    empty = infer_model_platform(s3.url("nothing"))
+    assert empty.platform == "tensorflow"
+    assert "no version under s3://models/nothing" in empty.reason
+    assert "--model_platform" in empty.reason
+
+
+def test_a_remote_model_that_cannot_be_listed_keeps_the_default_and_says_why(
+    s3: S3Store,
+) -> None:
+    """A bucket that cannot be listed at start: tensorflow, the reason naming the error and flag."""
+    choice = infer_model_platform("s3://no-such-bucket/m")
+    assert choice.platform == "tensorflow"
+    assert "Cannot list s3://no-such-bucket/m" in choice.reason
+    assert "--model_platform" in choice.reason
+
+
+def test_the_cli_serves_a_python_model_on_s3_without_model_platform(
+    s3: S3Store, tmp_path: Path
+) -> None:
+    """--model_base_path=s3://... holding model.py serves as python, no --model_platform needed."""
+    s3.put_model("scaler", 1, 2.0)
+    server = Server(
+        "--model_name=scaler",
+        "--model_base_path=s3://models/scaler",
+        "--allow_python_code_execution",
+        f"--model_cache_dir={tmp_path / 'cache'}",
+        "--file_system_poll_wait_seconds=0.2",
+    )
+    try:
+        server.wait_ready()
+        assert server.predict("scaler", [1.0]).json() == {"predictions": [2.0]}
+    finally:
+        server.close()
+    assert "Model scaler: platform python (inferred from version 1's keys" in server.output()
+
+
+def test_a_dropped_versions_copy_stays_until_its_version_unloaded(
+    s3: S3Store, tmp_path: Path
+) -> None:
+    """The copy of a version the policy drops stays while it serves and goes once it unloaded."""
+    s3.put_model("m", 1, 2.0)
+    cache = tmp_path / "cache"
+    copy_at_end: list[bool] = []
+
+    def on_state(state: ServableState) -> None:
+        if state.id.version == 1 and state.manager_state is ManagerState.END:
+            copy_at_end.append(bool(list(cache.glob("*/1/model.py"))))
+
+    config = ModelServerConfig([ModelConfig.python("m", s3.url("m"))])
+    with ServerCore(config, options(cache), state_listeners=[on_state]) as core:
+        s3.put_text("m/2/model.py", "raise RuntimeError('broken on purpose')")
+        wait_until(lambda: _version_error(core, "m", 2) is not None, timeout_s=TIMEOUT_S)
+        assert list(cache.glob("*/1/model.py"))  # version 1 still serves: its copy stays
+        assert predict(core, "m") == (1, [2.0])
+        s3.put_model("m", 2, 3.0)
+        wait_until(lambda: predict(core, "m") == (2, [3.0]), timeout_s=TIMEOUT_S)
+        wait_until(lambda: not list(cache.glob("*/1")), timeout_s=TIMEOUT_S)
+    assert copy_at_end == [True]
+
+
+def test_a_removed_models_copies_stay_until_its_versions_unloaded(
+    s3: S3Store, tmp_path: Path
+) -> None:
+    """A model taken out of the config keeps its copies while its version unloads, then not."""
+    s3.put_text(
+        "m/1/model.py",
+        SCALER_PY.format(factor=2.0)
+        + "\n    def unload(self):\n"
+        + "        import tests.sources.object_stores as stores\n"
+        + "        stores.UNLOAD_GATE.wait(30)\n",
+    )
+    cache = tmp_path / "cache"
+    config = ModelServerConfig([ModelConfig.python("m", s3.url("m"))])
+    with ServerCore(config, options(cache)) as core:
+        assert predict(core, "m") == (1, [2.0])
+        UNLOAD_GATE.clear()
+        try:
+            core.reload_config(ModelServerConfig([]))
+            wait_until(
+                lambda: core.model_status("m").versions[0].state is ManagerState.UNLOADING,
+                timeout_s=TIMEOUT_S,
+            )
+            assert list(cache.glob("models_m-*/1/model.py"))  # unloading: its copy stays
+        finally:
+            UNLOAD_GATE.set()
+        wait_until(lambda: not list(cache.glob("models_m-*")), timeout_s=TIMEOUT_S)
+
+
+def test_two_servers_sharing_a_cache_keep_their_own_copies(s3: S3Store, tmp_path: Path) -> None:
+    """A second server finding the cache directory of a model locked uses a private one, removed
+    when it closes; the first keeps the shared one, found again after its restart."""
+    s3.put_model("m", 1, 2.0)
+    cache = tmp_path / "cache"
+    config = ModelServerConfig([ModelConfig.python("m", s3.url("m"))])
+    with ServerCore(config, options(cache)) as first:
+        (shared,) = cache.glob("models_m-*")
+        with ServerCore(config, options(cache)) as second:
+            assert predict(second, "m") == (1, [2.0])
+            (private,) = set(cache.glob("models_m-*")) - {shared}
+            assert (private / "1" / "model.py").exists()
+            s3.put_model("m", 2, 3.0)
+            for core in (first, second):
+                wait_until(lambda c=core: predict(c, "m") == (2, [3.0]), timeout_s=TIMEOUT_S)
+            for directory in (shared, private):
+                wait_until(lambda d=directory: not (d / "1").exists(), timeout_s=TIMEOUT_S)
+            assert (shared / "2" / "model.py").exists()
+            assert (private / "2" / "model.py").exists()
+        assert not private.exists()
+        assert predict(first, "m") == (2, [3.0])
+    assert list(cache.glob("models_m-*")) == [shared]
+    assert (shared / "2" / "model.py").exists()  # what a restart finds again

@@ -15,7 +15,7 @@ import argparse
 import difflib
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, final
 
 import attrs
@@ -235,7 +235,19 @@ class _HelpFormatter(argparse.HelpFormatter):
     def _format_action_invocation(self, action: argparse.Action) -> str:
         if not action.option_strings or action.nargs == 0:
             return super()._format_action_invocation(action)
-        return f"{action.option_strings[-1]}={_shown(action.default)}"
+        used = _USED_WHEN_EMPTY.get(action.dest)
+        shown = _shown(used() if used is not None and not action.default else action.default)
+        return f"{action.option_strings[-1]}={shown}"
+
+
+def _default_cache_dir() -> str:
+    from servinglib.sources.remote_mirror import default_cache_dir  # imported for --help alone
+
+    return default_cache_dir()
+
+
+# Flags whose empty default stands for a value only known at run time: --help shows that value.
+_USED_WHEN_EMPTY: dict[str, Callable[[], object]] = {"model_cache_dir": _default_cache_dir}
 
 
 def _shown(default: object) -> str:

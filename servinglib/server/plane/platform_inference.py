@@ -7,9 +7,11 @@ from typing import final
 
 import attrs
 
-from servinglib.errors import InvalidArgumentError
+from servinglib.errors import InvalidArgumentError, UnavailableError
 from servinglib.loaders.registry import PlatformRegistry, default_registry
 from servinglib.server._config_support import DEFAULT_MODEL_PLATFORM
+from servinglib.sources.remote_mirror import list_versions
+from servinglib.sources.remote_store import is_remote
 
 
 @final
@@ -29,12 +31,22 @@ def infer_model_platform(
     The highest version the registry recognizes decides (a newer version
     may still be being written); without version directories, the files of
     a bare model in ``base_path`` itself (served as version 0); without
-    any, TF Serving's default ``tensorflow``.  Requires: ``base_path``
-    absolute, or a URI (not looked into).  Raises InvalidArgumentError when
-    a version holds the files of more than one platform.
+    any, TF Serving's default ``tensorflow``.  An object-store base path
+    (``s3://``, ...) is listed once and its versions' keys decide the same
+    way (a store that cannot be listed: the default, saying why).  Requires:
+    ``base_path`` absolute, or a URI (only an object store's is looked into).
+    Raises InvalidArgumentError when a version holds the files of more than
+    one platform.
     """
+    if is_remote(base_path):
+        return _infer_remote(base_path, registry)
     if not os.path.isabs(base_path):
-        return _default(f"{base_path} is remote and not looked into")
+        return _default(f"{base_path} is not a local directory and not looked into")
+    return _infer_local(base_path, registry)
+
+
+def _infer_local(base_path: str, registry: PlatformRegistry) -> PlatformChoice:
+    """:func:`infer_model_platform` of an absolute local base path, from its files."""
     versions = _versions(base_path)
     if not versions:
         bare = registry.platforms_recognizing(base_path)
@@ -60,6 +72,29 @@ def infer_model_platform(
                 f"{directory} holds the files of platforms {' and '.join(platforms)}: "
                 "say which with --model_platform"
             )
+    return _default(f"no version under {base_path} holds files of a known platform")
+
+
+def _infer_remote(base_path: str, registry: PlatformRegistry) -> PlatformChoice:
+    """:func:`infer_model_platform` of an object-store base path, from one listing's keys."""
+    try:
+        versions = list_versions(base_path)
+    except UnavailableError as error:
+        return _default(error.message)
+    for version in sorted(versions, reverse=True):
+        entries = {key.split("/", 1)[0] for key in versions[version]}
+        platforms = registry.platforms_recognizing_names(entries)
+        if len(platforms) == 1:
+            return PlatformChoice(
+                platforms[0], f"inferred from version {version}'s keys under {base_path}"
+            )
+        if platforms:
+            raise InvalidArgumentError(
+                f"Version {version} under {base_path} holds the files of platforms "
+                f"{' and '.join(platforms)}: say which with --model_platform"
+            )
+    if not versions:
+        return _default(f"no version under {base_path} yet")
     return _default(f"no version under {base_path} holds files of a known platform")
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from servinglib.server.cli import FlagError, ServerFlags, parse_flags
 from servinglib.server.cli.flags import make_parser
+from servinglib.sources.remote_mirror import default_cache_dir
 
 
 def test_tf_servings_defaults() -> None:
@@ -260,3 +261,10 @@ def test_the_cli_guide_lists_every_flag() -> None:
         for flag in re.findall(r"`(--\w+)`", line.split(" | ")[0])
     }
     assert listed == _parser_flags()
+
+
+def test_help_shows_the_model_cache_dirs_real_default() -> None:
+    """--model_cache_dir's help names the directory used when it is not given, not ""."""
+    text = make_parser().format_help()
+    assert re.search(rf'--model_cache_dir="{re.escape(default_cache_dir())}"\s', text)
+    assert parse_flags(["--model_base_path=/m"], environ={}).model_cache_dir == ""  # unset
