@@ -11,9 +11,10 @@ heap, so it runs only once the RSS is well above its floor.
 A trim reaches only what malloc holds free.  TensorFlow built with oneDNN (the
 x86 pip wheels) keeps its large tensors in its own pool, a BFC allocator that
 grows to a burst's largest need and never gives it back: a SavedModel's server
-stayed at idle + the copies TF made of the burst's requests (1.34-1.95 x idle
-after 16 Predicts of 100 MiB).  :func:`allocate_runtimes_through_malloc` points
-it at malloc, as TensorFlow Serving's own build is.
+stayed at idle + the copies TF made of the burst's requests (1.33-1.53 x idle
+after 16 Predicts of 100 MiB at once; 1.95 x in issue 32).
+:func:`allocate_runtimes_through_malloc` points it at malloc, as TensorFlow
+Serving's own build is.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def allocate_runtimes_through_malloc(environ: MutableMapping[str, str] | None = 
 
     TensorFlow reads it at its first large tensor; model processes started
     later inherit it.  The price: a large tensor's pages are new each call
-    (TF's pool reuses them), e.g. 390 -> 520 ms for a Predict of 100 MiB.
+    (TF's pool reuses them): one Predict of 100 MiB at a time took 20-30 %
+    longer (480 -> 580 ms in ``bench/memory_return.py``).
     Requires: called before the models load.
     Thread safety: call it before starting threads (it writes the environment).
     """
