@@ -7,6 +7,14 @@ measured by ``bench/memory_return.py``, one call brings the RSS 10 s after
 such a burst to 1.4 x idle, where ``MALLOC_ARENA_MAX=2`` alone left 7.9 x
 and a fixed 1 MiB mmap threshold alone 7.3 x.  A trim costs a walk over the
 heap, so it runs only once the RSS is well above its floor.
+
+A trim reaches only what malloc holds free.  TensorFlow built with oneDNN (the
+x86 pip wheels) keeps its large tensors in its own pool, a BFC allocator that
+grows to a burst's largest need and never gives it back: a SavedModel's server
+stayed at idle + the copies TF made of the burst's requests (1.33-1.53 x idle
+after 16 Predicts of 100 MiB at once; 1.95 x in issue 32).
+:func:`allocate_runtimes_through_malloc` points it at malloc, as TensorFlow
+Serving's own build is.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Final, final
 
 from servinglib.core.clock import Clock, SystemClock
@@ -92,6 +100,25 @@ class MemoryTrimmer:
                 return int(statm.read().split()[1]) * self._page_size
         except OSError:
             return None
+
+
+MALLOC_ENVIRONMENT: Final = {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"}
+"""The settings that make the model runtimes allocate through malloc, where a trim reaches."""
+
+
+def allocate_runtimes_through_malloc(environ: MutableMapping[str, str] | None = None) -> None:
+    """Sets :data:`MALLOC_ENVIRONMENT` in ``environ`` (the process's), where not set already.
+
+    TensorFlow reads it at its first large tensor; model processes started
+    later inherit it.  The price: a large tensor's pages are new each call
+    (TF's pool reuses them): one Predict of 100 MiB at a time took 20-30 %
+    longer (480 -> 580 ms in ``bench/memory_return.py``).
+    Requires: called before the models load.
+    Thread safety: call it before starting threads (it writes the environment).
+    """
+    environ = os.environ if environ is None else environ
+    for name, value in MALLOC_ENVIRONMENT.items():
+        environ.setdefault(name, value)
 
 
 def _malloc_trim() -> Callable[[int], int] | None:

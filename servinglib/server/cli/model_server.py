@@ -43,7 +43,7 @@ from servinglib.server.cli.file_budget import FileBudget, raise_open_file_limit
 from servinglib.server.cli.flags import ServerFlags, usable_cores
 from servinglib.server.cli.heap_freezer import HeapFreezer
 from servinglib.server.cli.load_switch_interval import LoadSwitchInterval
-from servinglib.server.cli.memory_trimmer import MemoryTrimmer
+from servinglib.server.cli.memory_trimmer import MemoryTrimmer, allocate_runtimes_through_malloc
 from servinglib.server.cli.model_platform import flag_model
 from servinglib.server.cli.monitoring_config import PrometheusConfig, read_monitoring_config
 from servinglib.server.cli.platform_config_file import read_platform_config_file
@@ -260,6 +260,8 @@ class ModelServer:
         if worker is None:
             check_ports(flags)
         raise_open_file_limit()  # before the models load: they share it with the connections
+        if flags.malloc_trim:
+            allocate_runtimes_through_malloc()  # before a runtime is imported: see MemoryTrimmer
         self.flags = flags
         self.worker = worker
         prometheus = prometheus_config(flags)

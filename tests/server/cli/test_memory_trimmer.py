@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from servinglib.server.cli.memory_trimmer import MemoryTrimmer
+from servinglib.server.cli.memory_trimmer import (
+    MALLOC_ENVIRONMENT,
+    MemoryTrimmer,
+    allocate_runtimes_through_malloc,
+)
 from servinglib.testing import FakeClock
 
 MIB = 1 << 20
@@ -53,3 +57,13 @@ def test_trims_that_free_little_back_off_until_the_clock_moves() -> None:
     clock.advance(1.0)
     assert trimmer.trim_if_grown() is not None
     del live
+
+
+def test_runtimes_are_pointed_at_malloc_unless_the_user_chose() -> None:
+    """TF's oneDNN pool is turned off in the environment, but a value the user set is kept."""
+    environ: dict[str, str] = {}
+    allocate_runtimes_through_malloc(environ)
+    assert environ == {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"} == MALLOC_ENVIRONMENT
+    chosen = {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "0"}
+    allocate_runtimes_through_malloc(chosen)
+    assert chosen == {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "0"}
