@@ -10,7 +10,8 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 INDENT = "   "  # tables and notes sit under their numbered section title
 CELL_WIDTH = 9
@@ -85,3 +86,28 @@ def _code_version() -> str:
     if not head:
         return "an unknown commit"
     return f"{head} + uncommitted changes" if changed else head
+
+
+def wait_for_answer(call: Callable[..., object], request: object, timeout_s: float = 120) -> None:
+    """Returns once ``call(request, timeout=5)`` answers (a gRPC callable of a server starting);
+    raises its last grpc.RpcError after ``timeout_s``."""
+    import grpc
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            call(request, timeout=5)
+            return
+        except grpc.RpcError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def rss_bytes(pid: int, field: str = "VmRSS") -> int:
+    """A process's memory figure from /proc (``VmRSS``: now; ``VmHWM``: its peak), in bytes."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} for process {pid}")

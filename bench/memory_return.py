@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from _common import INDENT, print_environment, print_target
+from _common import INDENT, print_environment, print_target, rss_bytes, wait_for_answer
 from _servers import free_port, running
 
 # bench/grpc.py, beside this file, would shadow grpcio: drop this directory from sys.path first.
@@ -209,40 +209,23 @@ def _measure(
             options=[("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)],
         )
         predict = channel.unary_unary(PREDICT)
-        with channel, running(command, tmp / "server.log", lambda _p: _wait(predict, small)) as p:
+        with (
+            channel,
+            running(command, tmp / "server.log", lambda _p: wait_for_answer(predict, small)) as p,
+        ):
             for _ in range(5):
                 predict(small, timeout=30)
-            idle = _rss(p.pid, "VmRSS")
+            idle = rss_bytes(p.pid, "VmRSS")
             started = time.monotonic()
             with concurrent.futures.ThreadPoolExecutor(args.concurrency) as pool:
                 list(pool.map(lambda _i: predict(large, timeout=300), range(args.requests)))
             burst_s = time.monotonic() - started
-            peak = _rss(p.pid, "VmHWM")
+            peak = rss_bytes(p.pid, "VmHWM")
             time.sleep(args.settle_seconds)  # the measured quantity is RSS after this idle time
-            return idle, peak, _rss(p.pid, "VmRSS"), burst_s
+            return idle, peak, rss_bytes(p.pid, "VmRSS"), burst_s
     finally:
         for name in environment:
             del os.environ[name]
-
-
-def _wait(predict: Any, small: bytes) -> None:  # noqa: ANN401 - a grpc callable
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            predict(small, timeout=5)
-            return
-        except grpc.RpcError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
-def _rss(pid: int, field: str) -> int:
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {field} for process {pid}")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import INDENT, print_environment, print_target
+from _common import INDENT, print_environment, print_target, rss_bytes, wait_for_answer
 from _servers import free_port, request_log_counts, running
 
 # bench/grpc.py, beside this file, would shadow grpcio: drop this directory from sys.path first.
@@ -124,10 +124,13 @@ def _measure(
         options=[("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)],
     )
     predict = channel.unary_unary(PREDICT)
-    with channel, running(command, tmp / "server.log", lambda _p: _wait(predict, small)) as p:
+    with (
+        channel,
+        running(command, tmp / "server.log", lambda _p: wait_for_answer(predict, small)) as p,
+    ):
         for _ in range(5):
             predict(small, timeout=30)
-        idle = _rss(p.pid, "VmRSS")
+        idle = rss_bytes(p.pid, "VmRSS")
         stop = threading.Event()
         stopped = threading.Event()
         sent = [0]
@@ -150,7 +153,7 @@ def _measure(
             client.join()
         stop.set()
         watcher.join()
-        peak = _rss(p.pid, "VmHWM") if not stopped.is_set() else args.rss_limit_mib * MIB
+        peak = rss_bytes(p.pid, "VmHWM") if not stopped.is_set() else args.rss_limit_mib * MIB
         counts = {} if stopped.is_set() else request_log_counts(rest_port)
     kept = _log_bytes(tmp)
     return idle, peak, sent[0], counts, kept, stopped.is_set()
@@ -164,7 +167,7 @@ def _watch(
 ) -> None:
     """Stops ``process`` once its RSS passes ``limit`` bytes, until ``stop`` is set."""
     while not stop.wait(0.1):  # a sampling period, not a wait for a condition
-        if _rss(process.pid, "VmRSS") > limit:
+        if rss_bytes(process.pid, "VmRSS") > limit:
             stopped.set()
             process.kill()
             return
@@ -200,26 +203,6 @@ def _request(elements: int) -> bytes:
 
 def _log_bytes(root: Path) -> int:
     return sum(path.stat().st_size for path in (root / "logs").glob("*.tfrecord"))
-
-
-def _wait(predict: Any, small: bytes) -> None:  # noqa: ANN401 - a grpc callable
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            predict(small, timeout=5)
-            return
-        except grpc.RpcError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
-def _rss(pid: int, field: str) -> int:
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {field} for process {pid}")
 
 
 if __name__ == "__main__":
