@@ -42,6 +42,7 @@ from servinglib.server.grpc._convert import deadline_of
 from servinglib.server.grpc.inference_service import decode_request, encode_response
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.request_record import RequestObserver, RequestRecord
+from servinglib.server.plane.stream_budget import StreamBudget
 
 _log = logging.getLogger("servinglib.server.grpc")
 
@@ -63,15 +64,23 @@ class StreamInferer:
         self._plane = plane
         self._decode_limits = decode_limits
 
+    @property
+    def budget(self) -> StreamBudget:
+        """The plane's stream budget, which the responses' held bytes go back to."""
+        return self._plane.stream_budget
+
     async def answer(
         self, data: bytes, deadline: float | None
-    ) -> AsyncGenerator[tuple[v2.ModelStreamInferResponse, str, StatusCode], None]:
-        """The responses to one serialized ModelInferRequest, each with its model and outcome.
+    ) -> AsyncGenerator[tuple[v2.ModelStreamInferResponse, str, StatusCode, int], None]:
+        """The responses to one serialized ModelInferRequest, each with its model, outcome and
+        the bytes it holds of the plane's stream budget.
 
         The outcome is OK but for the last response of a failed request
-        (its error's code).  Closing the iterator early (``aclose``, e.g.
-        through ``contextlib.aclosing``: leaving an ``async for`` does not)
-        closes the plane's stream, and so the model's generator.
+        (its error's code).  The held bytes are the caller's to release
+        (``plane.stream_budget.release``) once the response is sent.
+        Closing the iterator early (``aclose``, e.g. through
+        ``contextlib.aclosing``: leaving an ``async for`` does not) closes
+        the plane's stream, and so the model's generator.
         """
         request = v2.ModelInferRequest()
         try:
@@ -91,20 +100,21 @@ class StreamInferer:
                     response = encode_response(
                         request, call, stream.model_name, stream.version, outputs
                     )
-                    yield _wrapped(response, final=final), request.model_name, StatusCode.OK
+                    held = stream.hand_over()
+                    yield _wrapped(response, final=final), request.model_name, StatusCode.OK, held
         except ServingError as error:
-            yield _error(request, error.message), request.model_name, error.code
+            yield _error(request, error.message), request.model_name, error.code, 0
             return
         except Exception as error:  # noqa: BLE001 - one request's failure never ends the stream
             _log.exception("%s: request %r failed", METHOD, request.id)
             message = f"{type(error).__name__}: {error}"
-            yield _error(request, message), request.model_name, StatusCode.INTERNAL
+            yield _error(request, message), request.model_name, StatusCode.INTERNAL, 0
             return
         if stream.streaming and _wants_empty_final(request):
             empty = v2.ModelInferResponse(
                 model_name=stream.model_name, model_version=str(stream.version), id=request.id
             )
-            yield _wrapped(empty, final=True), request.model_name, StatusCode.OK
+            yield _wrapped(empty, final=True), request.model_name, StatusCode.OK, 0
 
 
 def _wrapped(response: v2.ModelInferResponse, *, final: bool) -> v2.ModelStreamInferResponse:
@@ -140,17 +150,25 @@ def stream_stream_handler(
 
     serve = _serving(service, inferer, observer)
 
+    budget = inferer.budget
+
     async def call(
         requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]
     ) -> None:
-        await serve(requests, context.write, deadline_of(context))
+        async def write(response: bytes, held: int) -> None:
+            try:
+                await context.write(response)
+            finally:
+                budget.release(held)
+
+        await serve(requests, write, deadline_of(context))
 
     return grpc.stream_stream_rpc_method_handler(call)
 
 
-Serve = Callable[
-    [AsyncIterator[bytes], Callable[[bytes], Awaitable[object]], float | None], Awaitable[None]
-]
+Write = Callable[[bytes, int], Awaitable[None]]
+"""Sends a response; then releases the stream-budget bytes it holds (also when it fails)."""
+Serve = Callable[[AsyncIterator[bytes], Write, float | None], Awaitable[None]]
 
 
 def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | None) -> Serve:
@@ -158,10 +176,10 @@ def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | N
 
     async def serve(
         requests: AsyncIterator[bytes],
-        write: Callable[[bytes], Awaitable[object]],
+        write: Write,
         deadline: float | None,
     ) -> None:
-        out: asyncio.Queue[bytes | None] = asyncio.Queue(RESPONSES_AHEAD)
+        out: asyncio.Queue[tuple[bytes, int] | None] = asyncio.Queue(RESPONSES_AHEAD)
         running: set[asyncio.Task[None]] = set()
 
         async def answer(data: bytes) -> None:
@@ -169,9 +187,13 @@ def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | N
             model, code = "", StatusCode.OK
             try:
                 async with contextlib.aclosing(inferer.answer(data, deadline)) as responses:
-                    async for response, model_name, outcome in responses:
+                    async for response, model_name, outcome, held in responses:
                         model, code = model_name, outcome
-                        await out.put(response.SerializeToString())
+                        try:
+                            await out.put((response.SerializeToString(), held))
+                        except BaseException:
+                            inferer.budget.release(held)
+                            raise
             except asyncio.CancelledError:
                 code = StatusCode.CANCELLED
                 raise
@@ -195,9 +217,9 @@ def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | N
 
         reader = asyncio.create_task(read())
         try:
-            while (response := await out.get()) is not None:
+            while (item := await out.get()) is not None:
                 try:
-                    await write(response)
+                    await write(*item)
                 except Exception as error:  # noqa: BLE001 - the call ended under us (cancelled)
                     _log.debug("%s: a response could not be sent: %r", METHOD, error)
                     return
@@ -206,6 +228,9 @@ def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | N
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(reader, *running, return_exceptions=True)
+            while not out.empty():  # responses never sent: their bytes go back
+                if (left := out.get_nowait()) is not None:
+                    inferer.budget.release(left[1])
 
     return serve
 
@@ -221,10 +246,11 @@ def blocking_stream_stream_handler(
     server's stop, cancels the loop's requests, closing their generators.
     """
     serve = _serving(service, inferer, observer)
+    budget = inferer.budget
 
     def call(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
         deadline = deadline_of(context)  # type: ignore[arg-type]
-        responses: queue.Queue[bytes | None] = queue.Queue(RESPONSES_AHEAD)
+        responses: queue.Queue[tuple[bytes, int] | None] = queue.Queue(RESPONSES_AHEAD)
         loop = asyncio.new_event_loop()
         done = object()
 
@@ -232,11 +258,16 @@ def blocking_stream_stream_handler(
             while (data := await loop.run_in_executor(None, next, requests, done)) is not done:
                 yield data  # type: ignore[misc]
 
-        async def write(response: bytes) -> None:
+        async def write(response: bytes, held: int) -> None:
+            # The RPC's thread releases the held bytes once grpcio has taken the response.
             try:
-                responses.put_nowait(response)  # room: no hop to an executor thread per part
+                responses.put_nowait((response, held))  # room: no hop to an executor thread
             except queue.Full:  # a slow reader: wait for room off the loop
-                await loop.run_in_executor(None, responses.put, response)
+                try:
+                    await loop.run_in_executor(None, responses.put, (response, held))
+                except BaseException:
+                    budget.release(held)
+                    raise
 
         async def run() -> None:
             try:
@@ -252,17 +283,29 @@ def blocking_stream_stream_handler(
 
         thread = threading.Thread(target=drive, name="servinglib-stream", daemon=True)
         thread.start()
+        held = 0
         try:
-            while (response := responses.get()) is not None:
+            while (item := responses.get()) is not None:
+                response, held = item
                 yield response
+                budget.release(held)  # grpcio took the response: it asks for the next
+                held = 0
         finally:
+            budget.release(held)
             loop.call_soon_threadsafe(task.cancel)
             while thread.is_alive():  # the loop's last put may wait for room
                 with contextlib.suppress(queue.Empty):
-                    responses.get(timeout=0.05)
+                    _release(budget, responses.get(timeout=0.05))
+            while not responses.empty():
+                _release(budget, responses.get_nowait())
             loop.close()
 
     return grpc.stream_stream_rpc_method_handler(call)
+
+
+def _release(budget: StreamBudget, item: tuple[bytes, int] | None) -> None:
+    if item is not None:
+        budget.release(item[1])
 
 
 def _record(service: str, model: str, code: StatusCode, latency_s: float) -> RequestRecord:
