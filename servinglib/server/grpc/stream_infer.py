@@ -42,7 +42,6 @@ from servinglib.server.grpc._convert import deadline_of
 from servinglib.server.grpc.inference_service import decode_request, encode_response
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.request_record import RequestObserver, RequestRecord
-from servinglib.server.plane.stream_budget import StreamBudget
 
 _log = logging.getLogger("servinglib.server.grpc")
 
@@ -54,6 +53,8 @@ REQUESTS_AT_ONCE: Final = 64
 """Requests of one stream answered at once; past them the stream's further requests wait."""
 RESPONSES_AHEAD: Final = 16
 """Responses a stream holds ready for a client that reads slowly; past them the models wait."""
+Release = Callable[[], None]
+"""Gives back what a response holds of the stream budget, once it is sent or dropped."""
 
 
 @final
@@ -64,20 +65,15 @@ class StreamInferer:
         self._plane = plane
         self._decode_limits = decode_limits
 
-    @property
-    def budget(self) -> StreamBudget:
-        """The plane's stream budget, which the responses' held bytes go back to."""
-        return self._plane.stream_budget
-
     async def answer(
         self, data: bytes, deadline: float | None
-    ) -> AsyncGenerator[tuple[v2.ModelStreamInferResponse, str, StatusCode, int], None]:
+    ) -> AsyncGenerator[tuple[v2.ModelStreamInferResponse, str, StatusCode, Release], None]:
         """The responses to one serialized ModelInferRequest, each with its model, outcome and
-        the bytes it holds of the plane's stream budget.
+        what releases the bytes it holds of the plane's stream budget.
 
         The outcome is OK but for the last response of a failed request
-        (its error's code).  The held bytes are the caller's to release
-        (``plane.stream_budget.release``) once the response is sent.
+        (its error's code).  Call the release once the response is sent
+        (or dropped).
         Closing the iterator early (``aclose``, e.g. through
         ``contextlib.aclosing``: leaving an ``async for`` does not) closes
         the plane's stream, and so the model's generator.
@@ -100,21 +96,21 @@ class StreamInferer:
                     response = encode_response(
                         request, call, stream.model_name, stream.version, outputs
                     )
-                    held = stream.hand_over()
-                    yield _wrapped(response, final=final), request.model_name, StatusCode.OK, held
+                    sent = stream.hand_over()
+                    yield _wrapped(response, final=final), request.model_name, StatusCode.OK, sent
         except ServingError as error:
-            yield _error(request, error.message), request.model_name, error.code, 0
+            yield _error(request, error.message), request.model_name, error.code, _nothing
             return
         except Exception as error:  # noqa: BLE001 - one request's failure never ends the stream
             _log.exception("%s: request %r failed", METHOD, request.id)
             message = f"{type(error).__name__}: {error}"
-            yield _error(request, message), request.model_name, StatusCode.INTERNAL, 0
+            yield _error(request, message), request.model_name, StatusCode.INTERNAL, _nothing
             return
         if stream.streaming and _wants_empty_final(request):
             empty = v2.ModelInferResponse(
                 model_name=stream.model_name, model_version=str(stream.version), id=request.id
             )
-            yield _wrapped(empty, final=True), request.model_name, StatusCode.OK, 0
+            yield _wrapped(empty, final=True), request.model_name, StatusCode.OK, _nothing
 
 
 def _wrapped(response: v2.ModelInferResponse, *, final: bool) -> v2.ModelStreamInferResponse:
@@ -150,23 +146,21 @@ def stream_stream_handler(
 
     serve = _serving(service, inferer, observer)
 
-    budget = inferer.budget
-
     async def call(
         requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]
     ) -> None:
-        async def write(response: bytes, held: int) -> None:
+        async def write(response: bytes, sent: Release) -> None:
             try:
                 await context.write(response)
             finally:
-                budget.release(held)
+                sent()
 
         await serve(requests, write, deadline_of(context))
 
     return grpc.stream_stream_rpc_method_handler(call)
 
 
-Write = Callable[[bytes, int], Awaitable[None]]
+Write = Callable[[bytes, Release], Awaitable[None]]
 """Sends a response; then releases the stream-budget bytes it holds (also when it fails)."""
 Serve = Callable[[AsyncIterator[bytes], Write, float | None], Awaitable[None]]
 
@@ -179,7 +173,7 @@ def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | N
         write: Write,
         deadline: float | None,
     ) -> None:
-        out: asyncio.Queue[tuple[bytes, int] | None] = asyncio.Queue(RESPONSES_AHEAD)
+        out: asyncio.Queue[tuple[bytes, Release] | None] = asyncio.Queue(RESPONSES_AHEAD)
         running: set[asyncio.Task[None]] = set()
 
         async def answer(data: bytes) -> None:
@@ -187,12 +181,12 @@ def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | N
             model, code = "", StatusCode.OK
             try:
                 async with contextlib.aclosing(inferer.answer(data, deadline)) as responses:
-                    async for response, model_name, outcome, held in responses:
+                    async for response, model_name, outcome, sent in responses:
                         model, code = model_name, outcome
                         try:
-                            await out.put((response.SerializeToString(), held))
+                            await out.put((response.SerializeToString(), sent))
                         except BaseException:
-                            inferer.budget.release(held)
+                            sent()
                             raise
             except asyncio.CancelledError:
                 code = StatusCode.CANCELLED
@@ -230,7 +224,7 @@ def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | N
                 await asyncio.gather(reader, *running, return_exceptions=True)
             while not out.empty():  # responses never sent: their bytes go back
                 if (left := out.get_nowait()) is not None:
-                    inferer.budget.release(left[1])
+                    left[1]()
 
     return serve
 
@@ -246,11 +240,10 @@ def blocking_stream_stream_handler(
     server's stop, cancels the loop's requests, closing their generators.
     """
     serve = _serving(service, inferer, observer)
-    budget = inferer.budget
 
     def call(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
         deadline = deadline_of(context)  # type: ignore[arg-type]
-        responses: queue.Queue[tuple[bytes, int] | None] = queue.Queue(RESPONSES_AHEAD)
+        responses: queue.Queue[tuple[bytes, Release] | None] = queue.Queue(RESPONSES_AHEAD)
         loop = asyncio.new_event_loop()
         done = object()
 
@@ -258,15 +251,15 @@ def blocking_stream_stream_handler(
             while (data := await loop.run_in_executor(None, next, requests, done)) is not done:
                 yield data  # type: ignore[misc]
 
-        async def write(response: bytes, held: int) -> None:
-            # The RPC's thread releases the held bytes once grpcio has taken the response.
+        async def write(response: bytes, sent: Release) -> None:
+            # The RPC's thread releases the response's bytes once grpcio has taken it.
             try:
-                responses.put_nowait((response, held))  # room: no hop to an executor thread
+                responses.put_nowait((response, sent))  # room: no hop to an executor thread
             except queue.Full:  # a slow reader: wait for room off the loop
                 try:
-                    await loop.run_in_executor(None, responses.put, (response, held))
+                    await loop.run_in_executor(None, responses.put, (response, sent))
                 except BaseException:
-                    budget.release(held)
+                    sent()
                     raise
 
         async def run() -> None:
@@ -283,29 +276,32 @@ def blocking_stream_stream_handler(
 
         thread = threading.Thread(target=drive, name="servinglib-stream", daemon=True)
         thread.start()
-        held = 0
+        sent: Release = _nothing
         try:
             while (item := responses.get()) is not None:
-                response, held = item
+                response, sent = item
                 yield response
-                budget.release(held)  # grpcio took the response: it asks for the next
-                held = 0
+                sent()  # grpcio took the response: it asks for the next
         finally:
-            budget.release(held)
+            sent()
             loop.call_soon_threadsafe(task.cancel)
             while thread.is_alive():  # the loop's last put may wait for room
                 with contextlib.suppress(queue.Empty):
-                    _release(budget, responses.get(timeout=0.05))
+                    _release(responses.get(timeout=0.05))
             while not responses.empty():
-                _release(budget, responses.get_nowait())
+                _release(responses.get_nowait())
             loop.close()
 
     return grpc.stream_stream_rpc_method_handler(call)
 
 
-def _release(budget: StreamBudget, item: tuple[bytes, int] | None) -> None:
+def _release(item: tuple[bytes, Release] | None) -> None:
     if item is not None:
-        budget.release(item[1])
+        item[1]()
+
+
+def _nothing() -> None:
+    pass
 
 
 def _record(service: str, model: str, code: StatusCode, latency_s: float) -> RequestRecord:

@@ -118,6 +118,8 @@ class InferenceStream:
         self._idle_timeout_s = idle_timeout_s
         self._taken_bytes = 0  # charged for the parts the reader took last
         self._reader_waits = False  # the reader waits in __anext__ for a part
+        self._handed_lock = threading.Lock()
+        self._handed_bytes = 0  # guarded by: _handed_lock; handed over, not yet sent
         self._last_read = time.monotonic()  # when the reader last came for parts
         self._buffer_parts = buffer_parts
         self._changed: asyncio.Event | None = None  # made on the loop, at the first read
@@ -185,15 +187,32 @@ class InferenceStream:
             self._first_part_s = time.monotonic() - self._opened
         return part
 
-    def hand_over(self) -> int:
-        """The bytes charged for the parts taken last, now the caller's to release.
+    def hand_over(self) -> Callable[[], None]:
+        """Makes the caller responsible for the parts taken last: call the result once sent.
 
-        For a reader that queues parts to send later: it releases them on
-        the stream's budget itself once sent, instead of when it asks for
-        the next part.
+        For a reader that queues parts to send later: their bytes stay
+        charged until then, instead of until it asks for the next part; and
+        until then the stream's next parts are not urgent (its client is
+        behind).  The result may be called from any thread, more than once.
         """
         nbytes, self._taken_bytes = self._taken_bytes, 0
-        return nbytes
+        if not nbytes or self._budget is None:
+            return _nothing
+        budget = self._budget
+        with self._handed_lock:
+            self._handed_bytes += nbytes
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            with self._handed_lock:
+                if released:
+                    return
+                released = True
+                self._handed_bytes -= nbytes
+            budget.release(nbytes)
+
+        return release
 
     def take_ready(self) -> list[Part]:
         """The parts made and not read yet, without waiting (to send several at once)."""
@@ -308,7 +327,12 @@ class InferenceStream:
             changed.clear()
             await changed.wait()
         if self._budget is not None:
-            await self._budget.charge(nbytes, lambda: self._reader_waits)
+            await self._budget.charge(nbytes, self._urgent)
+
+    def _urgent(self) -> bool:
+        """Whether the client waits for the next part: the reader waits, all it took was sent."""
+        with self._handed_lock:
+            return self._reader_waits and not self._handed_bytes
 
     def _release_taken(self) -> None:
         if self._budget is not None and self._taken_bytes:
@@ -339,6 +363,10 @@ class InferenceStream:
                 duration_s=time.monotonic() - self._opened,
             )
         )
+
+
+def _nothing() -> None:
+    pass
 
 
 class _ReaderIdle(Exception):  # noqa: N818 - a stream's outcome, raised inside its producer
