@@ -10,6 +10,8 @@ import pytest
 
 from servinglib.server.cli import FlagError, ServerFlags, parse_flags
 from servinglib.server.cli.flags import make_parser
+from servinglib.server.cli.model_server import stream_limits
+from servinglib.server.plane.stream_limits import StreamLimits
 
 
 def test_tf_servings_defaults() -> None:
@@ -260,3 +262,22 @@ def test_the_cli_guide_lists_every_flag() -> None:
         for flag in re.findall(r"`(--\w+)`", line.split(" | ")[0])
     }
     assert listed == _parser_flags()
+
+
+def test_the_stream_flags_set_the_planes_stream_limits() -> None:
+    """--max_streams_per_model, --stream_max_buffered_bytes and --stream_idle_timeout_seconds
+    become the DataPlane's StreamLimits; the defaults are StreamLimits' own."""
+    flags = parse_flags(
+        [
+            "--demo",
+            "--max_streams_per_model=3",
+            "--stream_max_buffered_bytes=1000",
+            "--stream_idle_timeout_seconds=2.5",
+        ]
+    )
+    assert stream_limits(flags) == StreamLimits(
+        max_streams_per_model=3, max_buffered_bytes=1000, idle_timeout_s=2.5
+    )
+    assert stream_limits(parse_flags(["--demo"])) == StreamLimits()
+    with pytest.raises(FlagError, match="stream_idle_timeout_seconds"):
+        parse_flags(["--demo", "--stream_idle_timeout_seconds=0"])
