@@ -102,6 +102,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _positive_seconds(text: str) -> float:
+    value = _float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
+
+
 def _grpc_server(text: str) -> str:
     if text not in ("sync", "aio"):
         raise argparse.ArgumentTypeError(f"expected sync or aio, got {text!r}")
@@ -192,6 +199,9 @@ class ServerFlags:
     start_degraded: bool = False
     max_requests_in_flight_per_model: int | None = None
     max_pool_calls_per_model: int = 0  # 0: half the worker pool
+    max_streams_per_model: int = 64
+    stream_max_buffered_bytes: int = 64 << 20
+    stream_idle_timeout_seconds: float = 60.0
     enable_metrics: bool = False
     enable_tracing: bool = False
     drain_delay_seconds: float = 0.0
@@ -405,6 +415,25 @@ def _own_flags(group: argparse._ArgumentGroup) -> None:
         "max_pool_calls_per_model",
         int,
         "worker-pool calls of one model at once, the rest wait; 0: half the pool",
+    )
+    _flag(
+        group,
+        "max_streams_per_model",
+        _positive,
+        "streams (ModelStreamInfer requests, generate, generate_stream) of one model open at "
+        "once; beyond it: 503 / UNAVAILABLE at once",
+    )
+    _flag(
+        group,
+        "stream_max_buffered_bytes",
+        _positive,
+        "bytes of parts all streams hold ahead of their clients; past it: the models wait",
+    )
+    _flag(
+        group,
+        "stream_idle_timeout_seconds",
+        _positive_seconds,
+        "a stream whose client takes no part for this long while more wait is ended",
     )
     _flag(group, "enable_metrics", bool, "Prometheus at /monitoring/prometheus/metrics, /metrics")
     _flag(group, "enable_tracing", bool, "OpenTelemetry spans by OTLP, set up by OTEL_* variables")

@@ -61,6 +61,7 @@ from servinglib.server.plane.request_record import (
     RequestRecord,
     record_request,
 )
+from servinglib.server.plane.stream_limits import StreamLimits
 from servinglib.server.plane.stream_metrics import StreamMetrics, log_stream
 from servinglib.server.plane.streaming import StreamObserver
 from servinglib.server.plane.tracing import Tracing
@@ -209,6 +210,15 @@ def request_log_options(flags: ServerFlags) -> RequestLogOptions:
     )
 
 
+def stream_limits(flags: ServerFlags) -> StreamLimits:
+    """The streams' bounds the flags set (buffered bytes, streams per model, idle timeout)."""
+    return StreamLimits(
+        max_buffered_bytes=flags.stream_max_buffered_bytes,
+        max_streams_per_model=flags.max_streams_per_model,
+        idle_timeout_s=flags.stream_idle_timeout_seconds,
+    )
+
+
 def worker_intra_op_threads(flags: ServerFlags) -> int:
     """TensorFlow's intra-op threads of each of ``--num_workers`` workers: the cores shared out.
 
@@ -293,6 +303,7 @@ class ModelServer:
             request_log=request_log_options(flags),
             tracing=self.tracing,
             show_paths_in_errors=flags.show_paths_in_errors,
+            streams=stream_limits(flags),
         )
         if self.metrics is not None:
             self.metrics.attach_plane(self.plane)

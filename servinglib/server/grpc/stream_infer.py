@@ -53,6 +53,8 @@ REQUESTS_AT_ONCE: Final = 64
 """Requests of one stream answered at once; past them the stream's further requests wait."""
 RESPONSES_AHEAD: Final = 16
 """Responses a stream holds ready for a client that reads slowly; past them the models wait."""
+Release = Callable[[], None]
+"""Gives back what a response holds of the stream budget, once it is sent or dropped."""
 
 
 @final
@@ -65,13 +67,16 @@ class StreamInferer:
 
     async def answer(
         self, data: bytes, deadline: float | None
-    ) -> AsyncGenerator[tuple[v2.ModelStreamInferResponse, str, StatusCode], None]:
-        """The responses to one serialized ModelInferRequest, each with its model and outcome.
+    ) -> AsyncGenerator[tuple[v2.ModelStreamInferResponse, str, StatusCode, Release], None]:
+        """The responses to one serialized ModelInferRequest, each with its model, outcome and
+        what releases the bytes it holds of the plane's stream budget.
 
         The outcome is OK but for the last response of a failed request
-        (its error's code).  Closing the iterator early (``aclose``, e.g.
-        through ``contextlib.aclosing``: leaving an ``async for`` does not)
-        closes the plane's stream, and so the model's generator.
+        (its error's code).  Call the release once the response is sent
+        (or dropped).
+        Closing the iterator early (``aclose``, e.g. through
+        ``contextlib.aclosing``: leaving an ``async for`` does not) closes
+        the plane's stream, and so the model's generator.
         """
         request = v2.ModelInferRequest()
         try:
@@ -91,20 +96,21 @@ class StreamInferer:
                     response = encode_response(
                         request, call, stream.model_name, stream.version, outputs
                     )
-                    yield _wrapped(response, final=final), request.model_name, StatusCode.OK
+                    sent = stream.hand_over()
+                    yield _wrapped(response, final=final), request.model_name, StatusCode.OK, sent
         except ServingError as error:
-            yield _error(request, error.message), request.model_name, error.code
+            yield _error(request, error.message), request.model_name, error.code, _nothing
             return
         except Exception as error:  # noqa: BLE001 - one request's failure never ends the stream
             _log.exception("%s: request %r failed", METHOD, request.id)
             message = f"{type(error).__name__}: {error}"
-            yield _error(request, message), request.model_name, StatusCode.INTERNAL
+            yield _error(request, message), request.model_name, StatusCode.INTERNAL, _nothing
             return
         if stream.streaming and _wants_empty_final(request):
             empty = v2.ModelInferResponse(
                 model_name=stream.model_name, model_version=str(stream.version), id=request.id
             )
-            yield _wrapped(empty, final=True), request.model_name, StatusCode.OK
+            yield _wrapped(empty, final=True), request.model_name, StatusCode.OK, _nothing
 
 
 def _wrapped(response: v2.ModelInferResponse, *, final: bool) -> v2.ModelStreamInferResponse:
@@ -143,14 +149,20 @@ def stream_stream_handler(
     async def call(
         requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]
     ) -> None:
-        await serve(requests, context.write, deadline_of(context))
+        async def write(response: bytes, sent: Release) -> None:
+            try:
+                await context.write(response)
+            finally:
+                sent()
+
+        await serve(requests, write, deadline_of(context))
 
     return grpc.stream_stream_rpc_method_handler(call)
 
 
-Serve = Callable[
-    [AsyncIterator[bytes], Callable[[bytes], Awaitable[object]], float | None], Awaitable[None]
-]
+Write = Callable[[bytes, Release], Awaitable[None]]
+"""Sends a response; then releases the stream-budget bytes it holds (also when it fails)."""
+Serve = Callable[[AsyncIterator[bytes], Write, float | None], Awaitable[None]]
 
 
 def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | None) -> Serve:
@@ -158,10 +170,10 @@ def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | N
 
     async def serve(
         requests: AsyncIterator[bytes],
-        write: Callable[[bytes], Awaitable[object]],
+        write: Write,
         deadline: float | None,
     ) -> None:
-        out: asyncio.Queue[bytes | None] = asyncio.Queue(RESPONSES_AHEAD)
+        out: asyncio.Queue[tuple[bytes, Release] | None] = asyncio.Queue(RESPONSES_AHEAD)
         running: set[asyncio.Task[None]] = set()
 
         async def answer(data: bytes) -> None:
@@ -169,9 +181,13 @@ def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | N
             model, code = "", StatusCode.OK
             try:
                 async with contextlib.aclosing(inferer.answer(data, deadline)) as responses:
-                    async for response, model_name, outcome in responses:
+                    async for response, model_name, outcome, sent in responses:
                         model, code = model_name, outcome
-                        await out.put(response.SerializeToString())
+                        try:
+                            await out.put((response.SerializeToString(), sent))
+                        except BaseException:
+                            sent()
+                            raise
             except asyncio.CancelledError:
                 code = StatusCode.CANCELLED
                 raise
@@ -195,9 +211,9 @@ def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | N
 
         reader = asyncio.create_task(read())
         try:
-            while (response := await out.get()) is not None:
+            while (item := await out.get()) is not None:
                 try:
-                    await write(response)
+                    await write(*item)
                 except Exception as error:  # noqa: BLE001 - the call ended under us (cancelled)
                     _log.debug("%s: a response could not be sent: %r", METHOD, error)
                     return
@@ -206,6 +222,9 @@ def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | N
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(reader, *running, return_exceptions=True)
+            while not out.empty():  # responses never sent: their bytes go back
+                if (left := out.get_nowait()) is not None:
+                    left[1]()
 
     return serve
 
@@ -224,7 +243,7 @@ def blocking_stream_stream_handler(
 
     def call(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
         deadline = deadline_of(context)  # type: ignore[arg-type]
-        responses: queue.Queue[bytes | None] = queue.Queue(RESPONSES_AHEAD)
+        responses: queue.Queue[tuple[bytes, Release] | None] = queue.Queue(RESPONSES_AHEAD)
         loop = asyncio.new_event_loop()
         done = object()
 
@@ -232,11 +251,16 @@ def blocking_stream_stream_handler(
             while (data := await loop.run_in_executor(None, next, requests, done)) is not done:
                 yield data  # type: ignore[misc]
 
-        async def write(response: bytes) -> None:
+        async def write(response: bytes, sent: Release) -> None:
+            # The RPC's thread releases the response's bytes once grpcio has taken it.
             try:
-                responses.put_nowait(response)  # room: no hop to an executor thread per part
+                responses.put_nowait((response, sent))  # room: no hop to an executor thread
             except queue.Full:  # a slow reader: wait for room off the loop
-                await loop.run_in_executor(None, responses.put, response)
+                try:
+                    await loop.run_in_executor(None, responses.put, (response, sent))
+                except BaseException:
+                    sent()
+                    raise
 
         async def run() -> None:
             try:
@@ -252,17 +276,32 @@ def blocking_stream_stream_handler(
 
         thread = threading.Thread(target=drive, name="servinglib-stream", daemon=True)
         thread.start()
+        sent: Release = _nothing
         try:
-            while (response := responses.get()) is not None:
+            while (item := responses.get()) is not None:
+                response, sent = item
                 yield response
+                sent()  # grpcio took the response: it asks for the next
         finally:
+            sent()
             loop.call_soon_threadsafe(task.cancel)
             while thread.is_alive():  # the loop's last put may wait for room
                 with contextlib.suppress(queue.Empty):
-                    responses.get(timeout=0.05)
+                    _release(responses.get(timeout=0.05))
+            while not responses.empty():
+                _release(responses.get_nowait())
             loop.close()
 
     return grpc.stream_stream_rpc_method_handler(call)
+
+
+def _release(item: tuple[bytes, Release] | None) -> None:
+    if item is not None:
+        item[1]()
+
+
+def _nothing() -> None:
+    pass
 
 
 def _record(service: str, model: str, code: StatusCode, latency_s: float) -> RequestRecord:

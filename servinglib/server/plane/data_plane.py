@@ -51,6 +51,8 @@ from servinglib.server.plane.request_context import log_model_failure, request_i
 from servinglib.server.plane.request_logger import RequestLogger, RequestLogOptions
 from servinglib.server.plane.signature_cache import SignatureCache
 from servinglib.server.plane.statistics import InferenceStatistics
+from servinglib.server.plane.stream_budget import StreamBudget
+from servinglib.server.plane.stream_limits import StreamLimits
 from servinglib.server.plane.stream_producer import stream_producer
 from servinglib.server.plane.streaming import (
     DEFAULT_BUFFER_PARTS,
@@ -141,6 +143,7 @@ class DataPlane:
         request_log: RequestLogOptions | None = None,
         tracing: Tracing | None = None,
         show_paths_in_errors: bool = False,
+        streams: StreamLimits | None = None,
     ) -> None:
         workers = max_workers or _default_workers()
         self._core = core
@@ -152,7 +155,9 @@ class DataPlane:
         )
         self._signatures = SignatureCache(core)
         self._here = CallsHere(self._pool)
-        self._streams = OpenStreams()
+        self._stream_limits = streams or StreamLimits()
+        self._streams = OpenStreams(self._stream_limits.max_streams_per_model)
+        self._stream_budget = StreamBudget(self._stream_limits.max_buffered_bytes)
         self._in_flight = InFlight()
         self._request_logger = RequestLogger(_logging_config_of(core), request_log, sinks=log_sinks)
         self._statistics = InferenceStatistics()
@@ -184,6 +189,11 @@ class DataPlane:
     def tracing(self) -> Tracing | None:
         """The spans of requests (front ends start them), or None: tracing off."""
         return self._tracing
+
+    @property
+    def stream_budget(self) -> StreamBudget:
+        """The bytes all streams' parts hold ahead of their clients (``streams``' bound)."""
+        return self._stream_budget
 
     @property
     def max_calls_per_model(self) -> int:
@@ -397,12 +407,40 @@ class DataPlane:
         :class:`~servinglib.server.plane.streaming.InferenceStream`:
         ``buffer_parts`` buffered and a batch in hand ahead of the reader at
         most, the deadline bounding the whole stream, one request in flight
-        until it is closed); any other gives
+        until it is closed; the bounds of ``streams``: the parts' bytes
+        charged to :attr:`stream_budget`, the idle timeout); any other gives
         one part, its outputs, as :meth:`infer` runs it.  Raises at once
         what the lookup and the request's checks raise (as :meth:`infer`);
-        errors of the model arrive through the stream.  Close the stream
-        (``async with``) on the event loop that reads it.
+        errors of the model arrive through the stream.  Raises UnavailableError
+        at once when the model has ``streams.max_streams_per_model`` open.
+        Close the stream (``async with``) on the event loop that reads it.
         """
+        self._streams.enter(model_spec.name)
+        try:
+            stream = self._open_stream(
+                model_spec,
+                signature_name,
+                inputs,
+                output_filter,
+                deadline=deadline,
+                buffer_parts=buffer_parts,
+            )
+        except BaseException:
+            self._streams.leave(model_spec.name)
+            raise
+        self._streams.add(stream)
+        return stream
+
+    def _open_stream(
+        self,
+        model_spec: ModelSpec,
+        signature_name: str | None,
+        inputs: Tensors,
+        output_filter: Iterable[str] | None,
+        *,
+        deadline: float | None,
+        buffer_parts: int,
+    ) -> InferenceStream:
         handle = self._core.servable_handle(model_spec)
         try:
             servable = _servable_of(handle, model_spec)
@@ -418,6 +456,7 @@ class DataPlane:
                     wanted=wanted,
                     deadline=deadline,
                     batch_parts=buffer_parts,
+                    budget=self._stream_budget,
                 )
                 release = handle.release
             else:
@@ -425,7 +464,9 @@ class DataPlane:
                 handle.release()  # infer takes its own: the call counts once, as any request
                 pinned = ModelSpec(model_spec.name, handle.id.version)
 
-                async def produce(put: Callable[[Part], Awaitable[None]]) -> None:
+                async def produce(
+                    put: Callable[[Part], Awaitable[None]], _room: Callable[[], int]
+                ) -> None:
                     result = await self.infer(
                         pinned, name, inputs, output_filter, deadline=deadline
                     )
@@ -435,7 +476,7 @@ class DataPlane:
         except BaseException:
             handle.release()
             raise
-        stream = InferenceStream(
+        return InferenceStream(
             site,
             produce,
             release=release,
@@ -444,9 +485,9 @@ class DataPlane:
             observer=self._on_stream,
             streaming=spec.streaming,
             on_close=self._streams.discard,
+            budget=self._stream_budget,
+            idle_timeout_s=self._stream_limits.idle_timeout_s,
         )
-        self._streams.add(stream)
-        return stream
 
     def open_streams(self) -> int:
         """How many streams :meth:`open_stream` opened are not closed yet."""

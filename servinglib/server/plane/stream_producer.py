@@ -16,10 +16,12 @@ from typing import Any, Final, final
 
 from servinglib.servable import ExecutionMode, SignatureSpec, checked_part
 from servinglib.server.plane.call_pool import CallPool, CallSite
+from servinglib.server.plane.stream_budget import StreamBudget, part_bytes
 from servinglib.server.plane.streaming import DEFAULT_BUFFER_PARTS, Part
 
-Produce = Callable[[Callable[[Part], Awaitable[None]]], Awaitable[None]]
-"""Makes a stream's parts, handing each to the callback it is given (which waits for room)."""
+Produce = Callable[[Callable[[Part], Awaitable[None]], Callable[[], int]], Awaitable[None]]
+"""Makes a stream's parts, handing each to the callback it is given (which waits for room);
+the second callback says how many places the stream's buffer has free."""
 
 
 def stream_producer(
@@ -31,13 +33,17 @@ def stream_producer(
     wanted: frozenset[str] | None,
     deadline: float | None,
     batch_parts: int = DEFAULT_BUFFER_PARTS,
+    budget: StreamBudget | None = None,
 ) -> Produce:
     """What produces a streaming signature's parts (``start_stream``'s iterator) into a stream.
 
     Each part is checked (:func:`checked_part`).  A THREAD iterator makes
     its first part alone on a worker, then up to ``batch_parts`` per pool
-    call (each call handing its parts over within about a millisecond), so
-    a stream costs a pool hop per batch, not per part.  Whatever ends the
+    call (no more than the stream's buffer has room for, and at least one;
+    each call handing its parts over within about a millisecond), so
+    a stream costs a pool hop per batch, not per part; a batch also ends
+    once its parts would fill what is left of ``budget``, so a stream
+    waiting for room holds about one part it could not hand over.  Whatever ends the
     production (its end, an error, cancellation) closes the iterator first.
     """
     name = site.signature_name
@@ -45,7 +51,9 @@ def stream_producer(
     if isinstance(parts, AsyncIterator):
         async_parts = parts
 
-        async def produce_async(put: Callable[[Part], Awaitable[None]]) -> None:
+        async def produce_async(
+            put: Callable[[Part], Awaitable[None]], _room: Callable[[], int]
+        ) -> None:
             try:
                 async for part in async_parts:
                     await put(checked_part(name, spec, wanted, part))
@@ -56,10 +64,10 @@ def stream_producer(
 
         return produce_async
 
-    stepper = _Stepper(parts)
+    stepper = _Stepper(parts, budget)
     inline = spec.execution_mode is ExecutionMode.INLINE
 
-    async def produce(put: Callable[[Part], Awaitable[None]]) -> None:
+    async def produce(put: Callable[[Part], Awaitable[None]], room: Callable[[], int]) -> None:
         try:
             if inline:
                 while (part := stepper.step()) is not _END:
@@ -74,7 +82,7 @@ def stream_producer(
                     raise batch["error"]
                 if batch["end"]:
                     return
-                limit = batch_parts
+                limit = max(1, min(batch_parts, room()))
         finally:
             if inline:
                 stepper.close()
@@ -103,18 +111,21 @@ class _Stepper:
     and close waits for a ``next()`` still running.  Thread-safe.
     """
 
-    def __init__(self, parts: Iterator[Any]) -> None:
+    def __init__(self, parts: Iterator[Any], budget: StreamBudget | None = None) -> None:
         self._parts = parts
+        self._budget = budget
         self._lock = threading.Lock()
         self.exhausted = False  # guarded by: _lock (read racily: only to skip a needless close)
 
     def steps(self, limit: int) -> dict[str, Any]:
-        """Up to ``limit`` parts, fewer if making them takes over :data:`_BATCH_S`.
+        """Up to ``limit`` parts, fewer if making them takes over :data:`_BATCH_S`
+        or their bytes would fill the stream budget's room.
 
         A dict (what a pool call returns): ``parts``, ``end`` (the iterator
         ended), ``error`` (what its ``next()`` raised after those parts, or None).
         """
         parts: list[Part] = []
+        made_bytes = 0
         started = time.monotonic()
         try:
             while len(parts) < limit:
@@ -124,6 +135,10 @@ class _Stepper:
                 parts.append(part)
                 if time.monotonic() - started > _BATCH_S:
                     break
+                if self._budget is not None:
+                    made_bytes += part_bytes(part)
+                    if not self._budget.has_room(made_bytes):
+                        break
         except Exception as error:  # noqa: BLE001 - delivered after the parts made before it
             return {"parts": parts, "end": True, "error": error}
         return {"parts": parts, "end": False, "error": None}

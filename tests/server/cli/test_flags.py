@@ -10,6 +10,8 @@ import pytest
 
 from servinglib.server.cli import FlagError, ServerFlags, parse_flags
 from servinglib.server.cli.flags import make_parser
+from servinglib.server.cli.model_server import stream_limits
+from servinglib.server.plane.stream_limits import StreamLimits
 from servinglib.sources.remote_mirror import default_cache_dir
 
 
@@ -268,3 +270,22 @@ def test_help_shows_the_model_cache_dirs_real_default() -> None:
     text = make_parser().format_help()
     assert re.search(rf'--model_cache_dir="{re.escape(default_cache_dir())}"\s', text)
     assert parse_flags(["--model_base_path=/m"], environ={}).model_cache_dir == ""  # unset
+
+
+def test_the_stream_flags_set_the_planes_stream_limits() -> None:
+    """--max_streams_per_model, --stream_max_buffered_bytes and --stream_idle_timeout_seconds
+    become the DataPlane's StreamLimits; the defaults are StreamLimits' own."""
+    flags = parse_flags(
+        [
+            "--demo",
+            "--max_streams_per_model=3",
+            "--stream_max_buffered_bytes=1000",
+            "--stream_idle_timeout_seconds=2.5",
+        ]
+    )
+    assert stream_limits(flags) == StreamLimits(
+        max_streams_per_model=3, max_buffered_bytes=1000, idle_timeout_s=2.5
+    )
+    assert stream_limits(parse_flags(["--demo"])) == StreamLimits()
+    with pytest.raises(FlagError, match="stream_idle_timeout_seconds"):
+        parse_flags(["--demo", "--stream_idle_timeout_seconds=0"])

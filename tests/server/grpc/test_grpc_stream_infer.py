@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as triton
@@ -17,8 +18,10 @@ from grpc_servers import Served, serving
 from tritonclient.utils import InferenceServerException
 
 from servinglib.errors import StatusCode
+from servinglib.protos import grpc_service_pb2 as v2
 from servinglib.server.grpc import stream_infer
 from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.stream_limits import StreamLimits
 from servinglib.server.plane.streaming import StreamRecord
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until
@@ -226,3 +229,46 @@ def test_requests_past_the_limit_wait_for_earlier_ones(
     stream.async_stream_infer("stream", stream_inputs(3, "b"), request_id="b")
     got = [(r.get_response().id, int(r.as_numpy("i")[0])) for r, _ in take(results, 6)]
     assert got == [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("b", 2)]
+
+
+def open_endless(channel: grpc.Channel, tag: str) -> Any:
+    """A ModelStreamInfer call with one endless request, its first response read."""
+    call = channel.stream_stream(
+        "/inference.GRPCInferenceService/ModelStreamInfer",
+        request_serializer=v2.ModelInferRequest.SerializeToString,
+        response_deserializer=v2.ModelStreamInferResponse.FromString,
+    )
+    request = v2.ModelInferRequest(model_name="stream", id=tag)
+    n = request.inputs.add(name="n", datatype="INT32", shape=[1])
+    n.contents.int_contents.append(ENDLESS)
+    label = request.inputs.add(name="tag", datatype="BYTES", shape=[1])
+    label.contents.bytes_contents.append(tag.encode())
+    responses = call(iter([request]))
+    first = next(responses)
+    return responses, first
+
+
+def test_streams_past_the_per_model_bound_are_refused_and_threads_return(tmp_path: Path) -> None:
+    """On the synchronous server, with 4 streams of the model open a fifth request is answered
+    UNAVAILABLE's message naming the bound; once the clients cancel, the threads return to what
+    they were."""
+    with ServerCore(write_stream_model(tmp_path), TEST_SERVER_CORE_OPTIONS) as core:
+        plane = DataPlane(core, max_workers=2, streams=StreamLimits(max_streams_per_model=4))
+        with serving(plane, server="sync") as served:
+            channel = grpc.insecure_channel(served.address)
+
+            def round_of_streams() -> None:
+                calls = [open_endless(channel, f"s{i}") for i in range(4)]
+                assert all(not first.error_message for _call, first in calls)
+                _refused, first = open_endless(channel, "refused")
+                assert "limit of 4 open streams" in first.error_message
+                for call, _first in [*calls, (_refused, first)]:
+                    call.cancel()
+                wait_until(lambda: plane.open_streams() == 0)
+
+            round_of_streams()  # the server's worker pool grows to what the streams need
+            baseline = threading.active_count()
+            round_of_streams()
+            wait_until(lambda: threading.active_count() <= baseline)
+            channel.close()
+        plane.close()

@@ -20,6 +20,7 @@ from servinglib.errors import (
     UnavailableError,
 )
 from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.stream_limits import StreamLimits
 from servinglib.server.plane.streaming import StreamRecord
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until
@@ -207,3 +208,99 @@ def test_cut_off_ends_open_streams_with_the_error(
     asyncio.run(run())
     with model_of(core) as model:
         assert model.closed == ["cut"]
+
+
+def part_size(plane: DataPlane) -> int:
+    """The bytes one part of the stream model is charged (an int32 and a short string)."""
+
+    async def one() -> int:
+        async with plane.open_stream(SPEC, None, inputs(1, "size")) as stream:
+            await anext(stream)
+            return plane.stream_budget.used
+
+    return asyncio.run(one())
+
+
+@pytest.fixture
+def unbounded_core(tmp_path: Path) -> Iterator[ServerCore]:
+    """A core with no bound on requests in flight: the streams' own bounds under test."""
+    with ServerCore(write_stream_model(tmp_path), TEST_SERVER_CORE_OPTIONS) as core:
+        yield core
+
+
+@pytest.mark.parametrize("signature", SIGNATURES)
+def test_streams_nobody_reads_hold_at_most_the_server_wide_budget(
+    unbounded_core: ServerCore, signature: str
+) -> None:
+    """Four unread endless streams fill the byte budget (but its quarter kept for readers) and
+    stop; a stream that is read still streams all its parts meanwhile."""
+    probe = DataPlane(unbounded_core, max_workers=2)
+    size = part_size(probe)
+    probe.close()
+    budget = 40 * size  # less than the four streams' buffers of 8 parts and a batch of 8 each
+    plane = DataPlane(
+        unbounded_core, max_workers=2, streams=StreamLimits(max_buffered_bytes=budget)
+    )
+
+    async def run() -> None:
+        unread = [plane.open_stream(SPEC, signature, inputs(ENDLESS, f"u{i}")) for i in range(4)]
+        for stream in unread:
+            await anext(stream)  # started; then never read again
+        wait_for_full = asyncio.to_thread(
+            wait_until, lambda: not plane.stream_budget.has_room(size)
+        )
+        await wait_for_full
+        assert plane.stream_budget.used <= budget
+        with model_of(unbounded_core) as model:
+            made = sum(model.produced.get(f"u{i}", 0) for i in range(4))
+        # The budget's parts and one part per waiting producer.
+        assert made <= 40 + 4
+        async with plane.open_stream(SPEC, signature, inputs(20, "read")) as read:
+            parts = [int(part["i"][0]) async for part in read]
+        assert parts == list(range(20))
+        assert plane.stream_budget.used <= budget
+        for stream in unread:
+            await stream.aclose()
+        assert plane.stream_budget.used == 0
+
+    asyncio.run(run())
+    plane.close()
+
+
+def test_a_stream_whose_reader_takes_nothing_ends_after_the_idle_timeout(
+    unbounded_core: ServerCore,
+) -> None:
+    """A full buffer left unread for idle_timeout_s ends the stream: generator closed, bytes back,
+    the reader's next read is DEADLINE_EXCEEDED naming the timeout."""
+    plane = DataPlane(unbounded_core, max_workers=2, streams=StreamLimits(idle_timeout_s=0.2))
+
+    async def run() -> None:
+        async with plane.open_stream(SPEC, None, inputs(ENDLESS, "idle")) as stream:
+            await anext(stream)
+            with model_of(unbounded_core) as model:
+                await asyncio.to_thread(wait_until, lambda: model.closed == ["idle"])
+            with pytest.raises(DeadlineExceededError, match=r"read no part for 0\.2 s"):
+                await anext(stream)
+        assert plane.stream_budget.used == 0
+
+    asyncio.run(run())
+    plane.close()
+
+
+def test_streams_past_the_per_model_bound_are_refused_at_once(unbounded_core: ServerCore) -> None:
+    """With two streams of a model open, a third is UNAVAILABLE naming the bound; closing one
+    gives its place back."""
+    plane = DataPlane(unbounded_core, max_workers=2, streams=StreamLimits(max_streams_per_model=2))
+
+    async def run() -> None:
+        first = plane.open_stream(SPEC, None, inputs(ENDLESS, "a"))
+        async with plane.open_stream(SPEC, None, inputs(ENDLESS, "b")):
+            with pytest.raises(UnavailableError, match="limit of 2 open streams"):
+                plane.open_stream(SPEC, None, inputs(1, "c"))
+            await first.aclose()
+            async with plane.open_stream(SPEC, None, inputs(1, "d")) as stream:
+                assert [int(p["i"][0]) async for p in stream] == [0]
+
+    asyncio.run(run())
+    assert plane.open_streams() == 0
+    plane.close()
