@@ -77,8 +77,23 @@ def open_store(path: str, storage_options: Mapping[str, Any] | None = None) -> t
     if scheme in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST"):
         options["token"] = "anon"  # an emulator takes no credentials
     options.update(storage_options or {})
+    if scheme in ("gs", "gcs") and not _truthy(os.environ.get(_GCSFS_EXTENDED, "")):
+        # gcsfs's default class (unless told otherwise) asks the Storage Control API over
+        # gRPC for every bucket's layout, and does not remember a failed answer: against an
+        # emulator, or without that API, each listing then waits for its 60 s timeout.
+        from gcsfs.core import GCSFileSystem
+
+        gcs = GCSFileSystem(**options)
+        return gcs, gcs._strip_protocol(path).rstrip("/")  # noqa: SLF001 - fsspec's own parse
     fs, inner = fsspec.core.url_to_fs(path, **options)
     return fs, inner.rstrip("/")
+
+
+_GCSFS_EXTENDED = "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"
+
+
+def _truthy(value: str) -> bool:
+    return value.strip().lower() in ("1", "true")
 
 
 def _tf_serving_s3_options(env: Mapping[str, str]) -> dict[str, Any]:

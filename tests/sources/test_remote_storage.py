@@ -722,3 +722,19 @@ def test_two_servers_sharing_a_cache_keep_their_own_copies(s3: S3Store, tmp_path
         assert predict(first, "m") == (2, [3.0])
     assert list(cache.glob("models_m-*")) == [shared]
     assert (shared / "2" / "model.py").exists()  # what a restart finds again
+
+
+def test_gcs_is_served_by_the_json_api_file_system(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gs:// opens gcsfs's JSON-API file system, not its gRPC-probing default, which waited 60 s
+    per listing for a bucket layout an emulator never gives; the variable chooses the other."""
+    import gcsfs
+    from gcsfs.core import GCSFileSystem
+
+    from servinglib.sources.remote_store import open_store
+
+    monkeypatch.delenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", raising=False)
+    fs, inner = open_store("gs://models/m/", {"token": "anon"})
+    assert type(fs) is GCSFileSystem
+    assert inner == "models/m"
+    monkeypatch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "true")
+    assert type(open_store("gs://models/m", {"token": "anon"})[0]) is gcsfs.GCSFileSystem

@@ -107,7 +107,7 @@ class RequestLogger:
         options: RequestLogOptions | None = None,
         *,
         sinks: Mapping[str, LogSinkFactory] | None = None,
-        sample: Callable[[], float] = random.random,
+        sample: Callable[[], float] | None = None,
     ) -> None:
         options = options or RequestLogOptions()
         self._model_config = model_config
@@ -120,7 +120,9 @@ class RequestLogger:
         self._queued: collections.deque[_Item] = collections.deque()
         self._max_queued = options.max_queued
         self._max_queued_bytes = options.max_queued_bytes
-        self._sample = sample
+        # A generator of its own: sampling neither draws from nor depends on the application's
+        # global random state (a seed the application sets, Hypothesis's checks of it).
+        self._sample = sample or random.Random().random
         self._lock = threading.Lock()
         self._queued_bytes = 0  # queued or being written; guarded by: _lock
         self._dropped_unreported = 0  # guarded by: _lock

@@ -139,6 +139,10 @@ def post(
     return loop.run_until_complete(send())
 
 
+# The strategies draw nothing from the random module; a thread of the session's servers that
+# does (once, in CI, 2026-11-28) moved its state while Hypothesis generated, which it reports
+# as this deprecation. What the test pins is the status codes.
+@pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning")
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     case=st.tuples(

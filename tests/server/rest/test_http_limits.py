@@ -309,4 +309,6 @@ def test_refused_connections_linger_open_32_at_most(app: RestApp) -> None:
             clients.append(client)
         wait_until(lambda: all(map(_answered, clients[:-1])), WAIT_S)
         server_side = _open_files() - before - len(clients)
-        assert server_side <= 32 + 1, server_side
+        # 32 lingering, the open one, and a few the rest of the process (a source's poll, a log
+        # file) may hold meanwhile: far from the 60 every refused connection held before.
+        assert server_side <= 32 + 1 + 4, server_side
