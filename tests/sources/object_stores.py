@@ -117,10 +117,12 @@ class GcsStore(Store):
         }
         if previous is None:
             os.environ.pop("STORAGE_EMULATOR_HOST", None)
-        os.environ.update(self.env)  # read when gcsfs is imported
-        import gcsfs
+        os.environ.update(self.env)
+        # gcsfs picks its default class when first imported, maybe by an earlier test: the
+        # JSON-API class is named, as servinglib's open_store does.
+        from gcsfs.core import GCSFileSystem
 
-        self.fs = gcsfs.GCSFileSystem(project="test", token="anon", skip_instance_cache=True)
+        self.fs = GCSFileSystem(project="test", token="anon", skip_instance_cache=True)
         self.fs.mkdir(BUCKET)
 
     def stop(self) -> None:
