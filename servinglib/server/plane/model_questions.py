@@ -166,6 +166,10 @@ class ModelQuestions:
             name = model
         status = self._core.model_status(name, version)
         overdue = self._overdue()
+        if all(v.error is None for v in status.versions) and not any(
+            model == name for model, _ in overdue
+        ):
+            return status  # the usual answer: nothing to flag or rewrite
         versions = tuple(
             attrs.evolve(v, error=_overdue_error(count))
             if v.error is None and (count := overdue.get((name, v.version), 0))
