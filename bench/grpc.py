@@ -398,27 +398,14 @@ def measure(
     body = tmp / "body.bin"
     body.write_bytes(grpc_frame(workload.message))
     log = tmp / "h2load.log"
-    h2load(
-        port,
-        workload.path,
-        body,
-        concurrency=concurrency,
-        seconds=args.warmup_seconds,
-        log=None,
-        multiplexed=multiplexed,
+    run = functools.partial(
+        h2load, port, workload.path, body, concurrency=concurrency, multiplexed=multiplexed
     )
+    run(seconds=args.warmup_seconds, log=None)
     before = counts() if counts is not None else {}
     rows_before = rows() if rows is not None else (0.0, 0.0)
     cpu_before = server_cpu_s(port)
-    succeeded, failed, elapsed = h2load(
-        port,
-        workload.path,
-        body,
-        concurrency=concurrency,
-        seconds=args.seconds,
-        log=log,
-        multiplexed=multiplexed,
-    )
+    succeeded, failed, elapsed = run(seconds=args.seconds, log=log)
     cpu_s = server_cpu_s(port) - cpu_before
     rows_after = rows() if rows is not None else (0.0, 0.0)
     after = counts() if counts is not None else {}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import importlib.util
 import os
 import subprocess
@@ -206,25 +207,12 @@ def grpc_cell(
     body.write_bytes(grpc_bench.grpc_frame(grpc_bench.predict_request(model).SerializeToString()))
     path = grpc_bench.PREDICT_PATH
     log = tmp / "h2load.log"
-    if args.warmup_seconds > 0:
-        grpc_bench.h2load(
-            port,
-            path,
-            body,
-            concurrency=concurrency,
-            seconds=args.warmup_seconds,
-            log=None,
-            multiplexed=args.multiplexed,
-        )
-    succeeded, failed, elapsed = grpc_bench.h2load(
-        port,
-        path,
-        body,
-        concurrency=concurrency,
-        seconds=args.seconds,
-        log=log,
-        multiplexed=args.multiplexed,
+    run = functools.partial(
+        grpc_bench.h2load, port, path, body, concurrency=concurrency, multiplexed=args.multiplexed
     )
+    if args.warmup_seconds > 0:
+        run(seconds=args.warmup_seconds, log=None)
+    succeeded, failed, elapsed = run(seconds=args.seconds, log=log)
     latencies = sorted(
         int(fields[2]) / 1000
         for fields in (line.split("\t") for line in log.read_text().splitlines())
