@@ -41,7 +41,7 @@ from servinglib.errors import InvalidArgumentError, StatusCode  # noqa: E402
 from servinglib.protos import grpc_service_pb2  # noqa: E402
 from servinglib.servable import call_resolved, deadline_scope, resolve_signature  # noqa: E402
 from servinglib.server import ModelSpec, ServerCore  # noqa: E402
-from servinglib.server.plane.metrics import ServerMetrics  # noqa: E402
+from servinglib.server.observe.metrics import ServerMetrics  # noqa: E402
 
 MODEL = "plus_one_inline"
 

@@ -77,7 +77,7 @@ def in_process(calls: int, rounds: int, tracing: bool) -> dict[str, float]:
         core = ServerCore(config, TEST_SERVER_CORE_OPTIONS)
         extra = {}
         if tracing:
-            from servinglib.server.plane.tracing import Tracing
+            from servinglib.server.observe.tracing import Tracing
 
             extra["tracing"] = Tracing.from_environment()
         plane = DataPlane(core, **extra)  # type: ignore[arg-type]
@@ -321,7 +321,7 @@ def environments(base: Path, endpoint: str) -> dict[str, dict[str, str]]:
 def record_cost_us(calls: int = 200_000) -> float:
     """µs per InferenceStatistics.record_success, alone (this tree)."""
     from servinglib.servable import CallStages
-    from servinglib.server.plane.statistics import InferenceStatistics
+    from servinglib.server.observe.statistics import InferenceStatistics
 
     statistics = InferenceStatistics()
     stages = CallStages()

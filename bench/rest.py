@@ -492,7 +492,7 @@ def profile(args: argparse.Namespace) -> None:
         read_model_server_config,
         record_request,
     )
-    from servinglib.server.plane.metrics import ServerMetrics
+    from servinglib.server.observe.metrics import ServerMetrics
     from servinglib.server.rest import create_app
     from servinglib.server.rest.metrics_endpoint import MetricsEndpoint
 

@@ -35,6 +35,9 @@ VersionCheckFactory: TypeAlias = Callable[[Any], VersionCheck]
 """``version_check(platform_config)`` → the check of the platform's version directories."""
 
 ENTRY_POINT_GROUP = "servinglib.platforms"
+
+DEFAULT_MODEL_PLATFORM = "tensorflow"
+"""TF Serving's platform for a model whose config names none."""
 """Packages register platforms under this entry-point group: ``name = "module:factory"``."""
 
 

@@ -10,6 +10,9 @@ from servinglib.server.config_file_watcher import (
 )
 from servinglib.server.logging_config import LoggingConfig as LoggingConfig
 from servinglib.server.model_spec import ModelSpec as ModelSpec
+from servinglib.server.observe.request_record import RequestObserver as RequestObserver
+from servinglib.server.observe.request_record import RequestRecord as RequestRecord
+from servinglib.server.observe.request_record import record_request as record_request
 from servinglib.server.plane.data_plane import DataPlane as DataPlane
 from servinglib.server.plane.data_plane import InferenceResult as InferenceResult
 from servinglib.server.plane.metadata import signature_def_map as signature_def_map
@@ -20,9 +23,6 @@ from servinglib.server.plane.model_management import (
 )
 from servinglib.server.plane.model_questions import ModelQuestions as ModelQuestions
 from servinglib.server.plane.model_questions import ModelReadiness as ModelReadiness
-from servinglib.server.plane.request_record import RequestObserver as RequestObserver
-from servinglib.server.plane.request_record import RequestRecord as RequestRecord
-from servinglib.server.plane.request_record import record_request as record_request
 from servinglib.server.server_core import ServerCore as ServerCore
 from servinglib.server.server_core_options import ServerCoreOptions as ServerCoreOptions
 from servinglib.server.status import ModelMetadata as ModelMetadata

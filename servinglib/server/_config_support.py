@@ -19,9 +19,10 @@ if TYPE_CHECKING:
     from servinglib.protos import file_system_storage_path_source_pb2 as fs_pb2
     from servinglib.protos import model_server_config_pb2 as config_pb2
 
+from servinglib.loaders.registry import DEFAULT_MODEL_PLATFORM
+
 _log = logging.getLogger("servinglib.server.config")
 
-DEFAULT_MODEL_PLATFORM = "tensorflow"
 
 M = TypeVar("M", bound="pb_message.Message")
 

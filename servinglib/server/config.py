@@ -23,9 +23,9 @@ from servinglib.errors import (
     UnimplementedError,
     shortened,
 )
+from servinglib.loaders.registry import DEFAULT_MODEL_PLATFORM
 from servinglib.protos.text_files import decode_text, parse_text, read_bytes
 from servinglib.server._config_support import (
-    DEFAULT_MODEL_PLATFORM,
     FrozenLabels,
     as_ours,
     platform_of,

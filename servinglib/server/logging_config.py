@@ -30,7 +30,7 @@ class LoggingConfig:
     (0, the default, logs nothing).  ``collector_type``: the log collector
     (sink) the records go to: ``"file"`` (also ``""``) writes TFRecord files
     named after ``filename_prefix``; other types name sinks registered with
-    the server (:class:`servinglib.server.plane.request_logger.RequestLogger`).
+    the server (:class:`servinglib.server.observe.request_logger.RequestLogger`).
     Raises InvalidArgumentError for a rate outside [0, 1], and for the file
     collector without ``filename_prefix``.
     Immutable, so thread-safe.

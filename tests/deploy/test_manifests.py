@@ -14,7 +14,7 @@ from kubernetes_validate import utils as kubernetes_validate
 
 from servinglib.server.cli import parse_flags
 from servinglib.server.config import read_model_server_config
-from servinglib.server.plane.metrics import DEFAULT_METRICS_PATH
+from servinglib.server.observe.metrics import DEFAULT_METRICS_PATH
 from tests.deploy.manifests import KSERVE, KUBERNETES, documents, manifests, one
 
 KUBERNETES_VERSIONS = ("1.31.0", "1.37.0")

@@ -29,9 +29,9 @@ from servinglib import (
 )
 from servinglib.core import ManagerState, ServableState
 from servinglib.errors import CancelledError, InvalidArgumentError, ServingError, UnavailableError
+from servinglib.loaders.platform_inference import PlatformChoice, infer_model_platform
 from servinglib.servable import call_signature
-from servinglib.server.plane.metrics import ServerMetrics
-from servinglib.server.plane.platform_inference import PlatformChoice, infer_model_platform
+from servinglib.server.observe.metrics import ServerMetrics
 from servinglib.sources import ServableVersionPolicy, remote_store
 from servinglib.sources.cache_claim import CLAIM_FILE
 from servinglib.sources.remote_base_paths import RemoteBasePaths

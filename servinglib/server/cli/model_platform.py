@@ -8,9 +8,9 @@ import os
 import attrs
 
 from servinglib.errors import NotFoundError
+from servinglib.loaders.platform_inference import infer_model_platform
 from servinglib.server.cli.flags import ServerFlags
 from servinglib.server.config import ModelConfig
-from servinglib.server.plane.platform_inference import infer_model_platform
 
 _log = logging.getLogger("servinglib.server")
 

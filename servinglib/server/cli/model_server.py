@@ -51,21 +51,21 @@ from servinglib.server.cli.ports import check_ports, grpc_channel_arguments
 from servinglib.server.cli.worker_identity import WorkerIdentity
 from servinglib.server.config import ModelConfig, ModelServerConfig, read_model_server_config
 from servinglib.server.config_file_watcher import ModelConfigFileWatcher
-from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.log_sink import FileRetention
-from servinglib.server.plane.metrics import DEFAULT_METRICS_PATH, ServerMetrics
-from servinglib.server.plane.model_management import ModelManagement, ModelManagementOptions
-from servinglib.server.plane.request_logger import RequestLogOptions
-from servinglib.server.plane.request_record import (
+from servinglib.server.observe.call_record import StreamObserver
+from servinglib.server.observe.log_sink import FileRetention
+from servinglib.server.observe.metrics import DEFAULT_METRICS_PATH, ServerMetrics
+from servinglib.server.observe.request_logger import RequestLogOptions
+from servinglib.server.observe.request_record import (
     RequestObserver,
     RequestRecord,
     record_request,
 )
+from servinglib.server.observe.stream_metrics import StreamMetrics, log_stream
+from servinglib.server.observe.tracing import Tracing
+from servinglib.server.observe.worker_metrics import WorkerMetrics
+from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.model_management import ModelManagement, ModelManagementOptions
 from servinglib.server.plane.stream_limits import StreamLimits
-from servinglib.server.plane.stream_metrics import StreamMetrics, log_stream
-from servinglib.server.plane.streaming import StreamObserver
-from servinglib.server.plane.tracing import Tracing
-from servinglib.server.plane.worker_metrics import WorkerMetrics
 from servinglib.server.server_core import ServerCore
 from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.sources.file_system_storage_path_source import FileSystemStoragePathSourceConfig

@@ -10,7 +10,7 @@ import attrs
 from servinglib.errors import InvalidArgumentError
 from servinglib.protos import monitoring_config_pb2
 from servinglib.protos.text_files import parse_text, read_text_file
-from servinglib.server.plane.metrics import DEFAULT_METRICS_PATH
+from servinglib.server.observe.metrics import DEFAULT_METRICS_PATH
 
 
 @final

@@ -40,7 +40,7 @@ import attrs
 from servinglib.server.cli.flags import PROGRAM, ServerFlags
 from servinglib.server.cli.ports import check_ports
 from servinglib.server.cli.worker_identity import WorkerIdentity
-from servinglib.server.plane.worker_metrics import forget_gauges
+from servinglib.server.observe.worker_metrics import forget_gauges
 
 _log = logging.getLogger("servinglib.server")
 

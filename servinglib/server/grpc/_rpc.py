@@ -33,6 +33,7 @@ from servinglib.errors import (
     StatusCode,
     bounded_message,
 )
+from servinglib.server.observe.request_record import RequestObserver, RequestRecord
 from servinglib.server.plane.calls_here import run_to_completion, unwatch_client, watch_client
 from servinglib.server.plane.request_context import (
     begin_request,
@@ -40,10 +41,9 @@ from servinglib.server.plane.request_context import (
     request_id,
     was_logged,
 )
-from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 
 if TYPE_CHECKING:
-    from servinglib.server.plane.tracing import RequestSpan, Tracing
+    from servinglib.server.observe.tracing import RequestSpan, Tracing
 
 _log = logging.getLogger("servinglib.server.grpc")
 
@@ -80,7 +80,7 @@ def _as_is(error: ServingError) -> ServingError:
 
 
 RpcRecord = RequestRecord
-"""The record of a finished RPC: :class:`~servinglib.server.plane.request_record.RequestRecord`,
+"""The record of a finished RPC: :class:`~servinglib.server.observe.request_record.RequestRecord`,
 the one record of both front ends (``service`` and ``method`` set, ``status`` 0)."""
 
 RpcObserver = RequestObserver

@@ -33,9 +33,9 @@ from servinglib.server.grpc._rpc import (
     stream_handler,
 )
 from servinglib.server.grpc.options import GrpcServerOptions, SslConfig
+from servinglib.server.observe.request_record import RequestObserver, RequestRecord
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.model_management import ModelManagement
-from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 from servinglib.server.server_core import ServerCore
 
 
@@ -134,7 +134,7 @@ def create_server(
     REST app: both then answer alike from one worker pool), or a
     ServerCore, for which the server makes (and on stop closes) its own;
     the REST ``create_app`` takes the same.  ``on_request``: called with a
-    :class:`~servinglib.server.plane.request_record.RequestRecord` when each
+    :class:`~servinglib.server.observe.request_record.RequestRecord` when each
     RPC ends (e.g. ``record_request(metrics)``); ``options.rpc_observer`` is
     its deprecated spelling.  ``management`` decides whether RepositoryModelLoad / Unload
     and HandleReloadConfigRequest may change what is served; default: a

@@ -40,8 +40,8 @@ from servinglib.errors import InvalidArgumentError, ServingError, StatusCode
 from servinglib.protos import grpc_service_pb2 as v2
 from servinglib.server.grpc._convert import deadline_of
 from servinglib.server.grpc.inference_service import decode_request, encode_response
+from servinglib.server.observe.request_record import RequestObserver, RequestRecord
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 
 _log = logging.getLogger("servinglib.server.grpc")
 

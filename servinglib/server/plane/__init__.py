@@ -1,7 +1,8 @@
-"""The request path both front ends share: the DataPlane and what it answers with.
+"""The request path both front ends share: the DataPlane, where its calls run, and what it
+answers about models.
 
-The DataPlane (lookup, execution mode, deadline), its worker pool, classify and regress,
-the signature cache, model metadata for both protocols, the repository index, model
-management, and the Prometheus metrics.  Front ends (``server.rest``, ``server.grpc``) call
-it; it calls the ServerCore.
+Execution (lookup, placement, deadline, the worker pool, streams, classify and regress)
+and model questions (readiness, status, metadata, the repository index, model
+management).  Front ends (``server.rest``, ``server.grpc``) call it; it calls the
+ServerCore, and reports each finished call to the observers of ``server.observe``.
 """

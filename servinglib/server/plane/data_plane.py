@@ -36,6 +36,10 @@ from servinglib.servable import (
 )
 from servinglib.server.logging_config import LoggingConfig
 from servinglib.server.model_spec import ModelSpec
+from servinglib.server.observe.call_record import StreamObserver
+from servinglib.server.observe.log_sink import LogSinkFactory
+from servinglib.server.observe.request_logger import RequestLogger, RequestLogOptions
+from servinglib.server.observe.statistics import InferenceStatistics
 from servinglib.server.plane.call_pool import (
     CallPool,
     CallSite,
@@ -44,13 +48,10 @@ from servinglib.server.plane.call_pool import (
 )
 from servinglib.server.plane.calls_here import CallsHere, on_server_thread
 from servinglib.server.plane.in_flight import InFlight
-from servinglib.server.plane.log_sink import LogSinkFactory
 from servinglib.server.plane.model_questions import ModelQuestions
 from servinglib.server.plane.public_errors import PublicErrors
 from servinglib.server.plane.request_context import log_model_failure, request_id
-from servinglib.server.plane.request_logger import RequestLogger, RequestLogOptions
 from servinglib.server.plane.signature_cache import SignatureCache
-from servinglib.server.plane.statistics import InferenceStatistics
 from servinglib.server.plane.stream_budget import StreamBudget
 from servinglib.server.plane.stream_limits import StreamLimits
 from servinglib.server.plane.stream_producer import stream_producer
@@ -59,12 +60,11 @@ from servinglib.server.plane.streaming import (
     InferenceStream,
     OpenStreams,
     Part,
-    StreamObserver,
 )
 from servinglib.server.server_core import ServerCore
 
 if TYPE_CHECKING:
-    from servinglib.server.plane.tracing import Tracing
+    from servinglib.server.observe.tracing import Tracing
 
 _log = logging.getLogger(__name__)
 

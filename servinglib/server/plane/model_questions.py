@@ -18,6 +18,7 @@ import attrs
 from servinglib.core.servable_state import ManagerState
 from servinglib.errors import DeadlineExceededError, NotFoundError, ServingError
 from servinglib.server.model_spec import ModelSpec
+from servinglib.server.observe.statistics import InferenceStatistics, VersionStatistics
 from servinglib.server.plane.metadata import (
     v2_config_data_type,
     v2_decoupled,
@@ -25,7 +26,6 @@ from servinglib.server.plane.metadata import (
 )
 from servinglib.server.plane.public_errors import PublicErrors
 from servinglib.server.plane.repository import RepositoryEntry, repository_index
-from servinglib.server.plane.statistics import InferenceStatistics, VersionStatistics
 from servinglib.server.server_core import ServerCore
 from servinglib.server.status import ModelMetadata, ModelStatus
 

@@ -10,10 +10,10 @@ import attrs
 
 from servinglib.core.servable_state import ManagerState
 from servinglib.errors import InvalidArgumentError, NotFoundError, UnimplementedError, shortened
+from servinglib.loaders.platform_inference import infer_model_platform
 from servinglib.server.config import ModelConfig
 from servinglib.server.plane.calls_here import off_loop
 from servinglib.server.plane.model_management import ModelManagement
-from servinglib.server.plane.platform_inference import infer_model_platform
 from servinglib.server.server_core import ServerCore
 from servinglib.server.status import VersionStatus
 

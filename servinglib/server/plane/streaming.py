@@ -24,7 +24,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, final
 
-import attrs
 import numpy.typing as npt
 
 from servinglib.errors import (
@@ -34,6 +33,7 @@ from servinglib.errors import (
     StatusCode,
     UnavailableError,
 )
+from servinglib.server.observe.call_record import StreamObserver, StreamRecord
 from servinglib.server.plane.call_pool import CallSite
 from servinglib.server.plane.stream_budget import StreamBudget, part_bytes
 
@@ -41,32 +41,6 @@ DEFAULT_BUFFER_PARTS: Final = 8
 """How many parts a stream produces ahead of its reader, by default."""
 
 Part = dict[str, npt.NDArray[Any]]
-
-
-@final
-@attrs.frozen(kw_only=True)
-class StreamRecord:
-    """What one finished stream was: where it ran, how it ended, its parts and timing.
-
-    ``code`` is OK for a stream read to its end, the error's code for one
-    that failed (DEADLINE_EXCEEDED past its deadline), CANCELLED for one
-    its reader closed early (the client left, the server stopped).
-    ``first_part_s`` runs from the stream's opening to its first part
-    reaching the reader (None: no part did); ``duration_s`` to its close.
-    Immutable, so thread-safe.
-    """
-
-    model_name: str
-    version: int
-    signature_name: str
-    code: StatusCode
-    parts: int
-    first_part_s: float | None
-    duration_s: float
-
-
-StreamObserver = Callable[[StreamRecord], None]
-"""Called once per closed stream, on its event loop: keep it quick, never raise."""
 
 
 @final

@@ -5,8 +5,8 @@ service); ``create_server(app)`` serves it with uvicorn (httptools, uvloop)
 in this process and returns the bound port.  Needs ``servinglib[rest]``.
 """
 
-from servinglib.server.plane.request_record import RequestObserver as RequestObserver
-from servinglib.server.plane.request_record import RequestRecord as RequestRecord
+from servinglib.server.observe.request_record import RequestObserver as RequestObserver
+from servinglib.server.observe.request_record import RequestRecord as RequestRecord
 from servinglib.server.rest.app import RestApp as RestApp
 from servinglib.server.rest.app import create_app as create_app
 from servinglib.server.rest.http_limits import HttpLimits as HttpLimits

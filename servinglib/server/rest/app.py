@@ -20,11 +20,11 @@ from servinglib.errors import (
     UnavailableError,
     bounded_message,
 )
+from servinglib.server.observe.request_record import RequestObserver, RequestRecord
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.model_management import ModelManagement
 from servinglib.server.plane.request_context import begin_request, was_logged
 from servinglib.server.plane.request_context import request_id as current_request_id
-from servinglib.server.plane.request_record import RequestObserver, RequestRecord
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.content_encoding import (
     DecodedTooLargeError,
@@ -40,7 +40,7 @@ from servinglib.server.rest.tf_serving import TfServingApi
 from servinglib.server.server_core import ServerCore
 
 if TYPE_CHECKING:
-    from servinglib.server.plane.tracing import RequestSpan
+    from servinglib.server.observe.tracing import RequestSpan
 
 _log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, final
 
-from servinglib.server.plane.metrics import CONTENT_TYPE, DEFAULT_METRICS_PATH, ServerMetrics
-from servinglib.server.plane.request_record import record_request
+from servinglib.server.observe.metrics import CONTENT_TYPE, DEFAULT_METRICS_PATH, ServerMetrics
+from servinglib.server.observe.request_record import record_request
 from servinglib.server.rest.router import below_root
 
 __all__ = ["MetricsEndpoint", "record_request"]

@@ -151,8 +151,8 @@ def test_zero_means_no_limit_where_the_default_is_none() -> None:
 def test_request_log_bounds_have_defaults_and_reach_the_request_log() -> None:
     """The request log's byte and file bounds default to 256 MiB, 100 files, 1 GiB, and are set."""
     from servinglib.server.cli.model_server import request_log_options
-    from servinglib.server.plane.log_sink import FileRetention
-    from servinglib.server.plane.request_logger import RequestLogOptions
+    from servinglib.server.observe.log_sink import FileRetention
+    from servinglib.server.observe.request_logger import RequestLogOptions
 
     defaults = request_log_options(parse_flags(["--model_base_path=/m"], environ={}))
     assert defaults == RequestLogOptions()

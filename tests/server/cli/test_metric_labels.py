@@ -10,7 +10,7 @@ import grpc
 import pytest
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-from servinglib.server.plane.metrics import DEFAULT_METRICS_PATH, UNKNOWN_MODEL
+from servinglib.server.observe.metrics import DEFAULT_METRICS_PATH, UNKNOWN_MODEL
 from tests.server.cli.test_model_server import Server
 from tests.server.cli.test_request_bombs import triple_server
 

@@ -10,10 +10,10 @@ import pytest
 
 from servinglib.errors import InvalidArgumentError, NotFoundError
 from servinglib.examples import HALF_PLUS_TWO, PYTHON_HALF_PLUS_TWO
+from servinglib.loaders.platform_inference import infer_model_platform
 from servinglib.loaders.registry import Platform, PlatformRegistry
 from servinglib.server.cli import parse_flags
 from servinglib.server.cli.model_platform import flag_model
-from servinglib.server.plane.platform_inference import infer_model_platform
 
 
 def test_a_savedmodel_is_served_by_tensorflow() -> None:

@@ -12,7 +12,7 @@ from servinglib.server.cli.monitoring_config import (
     parse_monitoring_config,
     read_monitoring_config,
 )
-from servinglib.server.plane.metrics import DEFAULT_METRICS_PATH
+from servinglib.server.observe.metrics import DEFAULT_METRICS_PATH
 
 
 def test_monitoring_config_file(tmp_path: Path) -> None:

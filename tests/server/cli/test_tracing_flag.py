@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.server.cli.test_model_server import CONFIG, Server, python_model
-from tests.server.plane.test_tracing import (
+from tests.server.observe.test_tracing import (
     TRACE_ID,
     TRACEPARENT,
     exported_span_names,

@@ -20,9 +20,9 @@ from tritonclient.utils import InferenceServerException
 from servinglib.errors import StatusCode
 from servinglib.protos import grpc_service_pb2 as v2
 from servinglib.server.grpc import stream_infer
+from servinglib.server.observe.call_record import StreamRecord
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.stream_limits import StreamLimits
-from servinglib.server.plane.streaming import StreamRecord
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS

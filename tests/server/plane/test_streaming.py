@@ -19,9 +19,9 @@ from servinglib.errors import (
     StatusCode,
     UnavailableError,
 )
+from servinglib.server.observe.call_record import StreamRecord
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.stream_limits import StreamLimits
-from servinglib.server.plane.streaming import StreamRecord
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS

@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from servinglib.errors import StatusCode
+from servinglib.server.observe.call_record import StreamRecord
+from servinglib.server.observe.request_record import RequestRecord
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.request_record import RequestRecord
-from servinglib.server.plane.streaming import StreamRecord
 from servinglib.server.rest import RestOptions, RestServer, create_app
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until

@@ -15,7 +15,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
 
 from servinglib.server import record_request
-from servinglib.server.plane.metrics import ServerMetrics
+from servinglib.server.observe.metrics import ServerMetrics
 from servinglib.server.rest import RestServer, create_app, create_server
 from servinglib.server.rest.metrics_endpoint import MetricsEndpoint
 from servinglib.server.rest.router import below_root

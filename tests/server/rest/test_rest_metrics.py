@@ -12,7 +12,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from servinglib.server import record_request
-from servinglib.server.plane.metrics import ServerMetrics
+from servinglib.server.observe.metrics import ServerMetrics
 from servinglib.server.rest import RestOptions, RestServer, create_app
 from servinglib.server.rest.metrics_endpoint import MetricsEndpoint
 from servinglib.server.server_core import ServerCore

@@ -7,7 +7,7 @@ from pathlib import Path
 import prometheus_client
 from prometheus_client.parser import text_string_to_metric_families
 
-from servinglib.server.plane.worker_metrics import WorkerMetrics, forget_gauges
+from servinglib.server.observe.worker_metrics import WorkerMetrics, forget_gauges
 
 
 def registry_with(requests: float, in_flight: float) -> prometheus_client.CollectorRegistry:

@@ -25,12 +25,12 @@ from servinglib.batching import BatchingParameters
 from servinglib.servable import CallStages
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.grpc import GrpcServer, GrpcServerOptions, create_server
-from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.statistics import (
+from servinglib.server.observe.statistics import (
     BatchStatistics,
     InferenceStatistics,
     StatisticDuration,
 )
+from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.rest import RestServer, create_app
 from servinglib.server.server_core import ServerCore, ServerCoreOptions
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS

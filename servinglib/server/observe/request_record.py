@@ -10,7 +10,7 @@ import attrs
 from servinglib.errors import StatusCode
 
 if TYPE_CHECKING:
-    from servinglib.server.plane.metrics import ServerMetrics
+    from servinglib.server.observe.metrics import ServerMetrics
 
 
 @final

@@ -8,8 +8,11 @@ from typing import final
 import attrs
 
 from servinglib.errors import InvalidArgumentError, UnavailableError
-from servinglib.loaders.registry import PlatformRegistry, default_registry
-from servinglib.server._config_support import DEFAULT_MODEL_PLATFORM
+from servinglib.loaders.registry import (
+    DEFAULT_MODEL_PLATFORM,
+    PlatformRegistry,
+    default_registry,
+)
 from servinglib.sources.remote_mirror import list_versions
 from servinglib.sources.remote_store import is_remote
 

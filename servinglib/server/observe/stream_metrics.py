@@ -1,6 +1,6 @@
 """StreamMetrics: streams by model and outcome, parts per stream, time to first part.
 
-Registered in a :class:`~servinglib.server.plane.metrics.ServerMetrics`'
+Registered in a :class:`~servinglib.server.observe.metrics.ServerMetrics`'
 registry (so ``--num_workers`` sums them like the rest), under servinglib's
 own names, in seconds.  Feed it with :meth:`StreamMetrics.observe` as the
 DataPlane's ``on_stream``; :func:`log_stream` writes a stream's log line.
@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final, final
 
-from servinglib.server.plane.streaming import StreamRecord
+from servinglib.server.observe.call_record import StreamRecord
 
 if TYPE_CHECKING:
-    from servinglib.server.plane.metrics import ServerMetrics
+    from servinglib.server.observe.metrics import ServerMetrics
 
 _PARTS_BUCKETS: Final = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000)
 _FIRST_PART_S_BUCKETS: Final = (

@@ -7,9 +7,9 @@ import logging
 import pytest
 
 from servinglib.errors import StatusCode
-from servinglib.server.plane.metrics import ServerMetrics
-from servinglib.server.plane.stream_metrics import StreamMetrics, log_stream
-from servinglib.server.plane.streaming import StreamRecord
+from servinglib.server.observe.call_record import StreamRecord
+from servinglib.server.observe.metrics import ServerMetrics
+from servinglib.server.observe.stream_metrics import StreamMetrics, log_stream
 
 
 def record(code: StatusCode, parts: int, first_part_s: float | None) -> StreamRecord:

@@ -34,11 +34,11 @@ from opentelemetry.trace import SpanKind, StatusCode
 from servinglib.batching import BatchingParameters
 from servinglib.errors import StatusCode as ServingStatus
 from servinglib.server.config import ModelServerConfig
+from servinglib.server.observe.tracing import Tracing
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.tracing import Tracing
 from servinglib.server.server_core import ServerCore, ServerCoreOptions
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
-from tests.server.plane.test_statistics import Servers, python_model, serve_plane
+from tests.server.observe.test_statistics import Servers, python_model, serve_plane
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
@@ -195,7 +195,7 @@ def test_a_missing_extra_is_one_line_naming_the_install() -> None:
     """Without opentelemetry installed, Tracing fails with the pip install to run."""
     code = (
         "import sys; sys.modules['opentelemetry'] = None\n"
-        "from servinglib.server.plane.tracing import Tracing\n"
+        "from servinglib.server.observe.tracing import Tracing\n"
         "try:\n    Tracing.from_environment()\n"
         "except Exception as error:\n    print(type(error).__name__, error)\n"
     )

@@ -27,15 +27,15 @@ from servinglib.examples import HALF_PLUS_TWO
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.logging_config import LoggingConfig
 from servinglib.server.model_spec import ModelSpec
-from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.log_sink import FileLogSink, FileRetention, FileRotation, LogSink
-from servinglib.server.plane.request_logger import (
+from servinglib.server.observe.log_sink import FileLogSink, FileRetention, FileRotation, LogSink
+from servinglib.server.observe.request_logger import (
     DROPPED,
     LOGGED,
     NO_SINK,
     RequestLogger,
     RequestLogOptions,
 )
+from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until
 from servinglib.testing._servers import LocalGrpcServer
@@ -206,7 +206,7 @@ def test_the_queue_is_bounded_in_bytes_and_drops_are_counted_and_warned_once(
     args = ("m", 1, "serving_default", big, {}, None)
     logger.log(config, "m", "predict", *args)
     wait_until(lambda: len(sink.records) == 1, timeout_s=10)  # the one being written counts too
-    with caplog.at_level(logging.WARNING, "servinglib.server.plane.request_logger"):
+    with caplog.at_level(logging.WARNING, "servinglib.server.observe.request_logger"):
         for _ in range(9):
             logger.log(config, "m", "predict", *args)
     assert logger.counts() == {("m", DROPPED): 8}

@@ -21,13 +21,13 @@ from servinglib.errors import NotFoundError, StatusCode
 from servinglib.server import record_request
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
-from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.metrics import (
+from servinglib.server.observe.metrics import (
     DEFAULT_METRICS_PATH,
     UNKNOWN_MODEL,
     ServerMetrics,
     _Follower,
 )
+from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.rest import RestServer, create_app
 from servinglib.server.rest.metrics_endpoint import MetricsEndpoint
 from servinglib.server.server_core import ServerCore

@@ -18,7 +18,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Protocol, final
 
 from servinglib._install import install_hint
 from servinglib.core.servable_id import ServableId
@@ -29,13 +29,12 @@ from servinglib.errors import (
     FailedPreconditionError,
     StatusCode,
 )
-from servinglib.server.plane.model_labels import UNKNOWN_MODEL, ModelLabels
+from servinglib.server.observe.model_labels import UNKNOWN_MODEL, ModelLabels
 
 if TYPE_CHECKING:
     from servinglib.batching.scheduler import BatchRecord, SharedBatchScheduler
     from servinglib.core.servable_state_monitor import ServableStateMonitor
-    from servinglib.server.plane.data_plane import DataPlane
-    from servinglib.server.plane.worker_metrics import WorkerMetrics
+    from servinglib.server.observe.worker_metrics import WorkerMetrics
     from servinglib.server.server_core import ServerCore
     from servinglib.sources.remote_mirror import StoreEvent
 
@@ -52,6 +51,21 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 DEFAULT_METRICS_PATH = "/monitoring/prometheus/metrics"
 """Where TF Serving serves Prometheus metrics (the REST app also answers ``/metrics``)."""
+
+
+class _Counts(Protocol):
+    def counts(self) -> dict[tuple[str, str], int]: ...
+
+
+class PlaneGauges(Protocol):
+    """What the metrics read from a DataPlane at each scrape (a DataPlane is one)."""
+
+    @property
+    def request_logger(self) -> _Counts: ...
+
+    def overdue_calls(self) -> dict[str, int]: ...
+
+    def requests_in_flight(self) -> dict[str, int]: ...
 
 
 def _prometheus() -> Any:  # noqa: ANN401 - the module, imported lazily
@@ -154,7 +168,7 @@ class ServerMetrics:
         self._states: dict[ServableId, ManagerState] = {}  # guarded by: _lock
         self._times = TransitionTimes()
         self.scheduler: SharedBatchScheduler | None = None
-        self.plane: DataPlane | None = None
+        self.plane: PlaneGauges | None = None
         registry.register(_StateCollector(self, self._labels, prom))
         self._workers: WorkerMetrics | None = None
 
@@ -189,7 +203,7 @@ class ServerMetrics:
             self.scheduler = scheduler
             scheduler.add_observer(self.observe_batch)
 
-    def attach_plane(self, plane: DataPlane) -> None:
+    def attach_plane(self, plane: PlaneGauges) -> None:
         """Exports ``plane``'s calls running past their deadline, per model."""
         self.plane = plane
 
@@ -241,7 +255,7 @@ class ServerMetrics:
         """
         if self._workers is not None:
             return self._workers.render()
-        from servinglib.server.plane.exposition import render
+        from servinglib.server.observe.exposition import render
 
         return render(self.registry.collect())
 
@@ -250,7 +264,7 @@ class ServerMetrics:
 
         Requires: called once, before serving (``--num_workers`` workers do).
         """
-        from servinglib.server.plane.worker_metrics import WorkerMetrics
+        from servinglib.server.observe.worker_metrics import WorkerMetrics
 
         self._workers = WorkerMetrics(self.registry, directory, index)
         return self._workers

@@ -27,7 +27,7 @@ from servinglib.servable import CallStages
 
 INSTALL_HINT = install_hint("tracing")
 _DEFAULT_SERVICE_NAME = "servinglib"
-_log = logging.getLogger("servinglib.server.plane.tracing")
+_log = logging.getLogger("servinglib.server.observe.tracing")
 
 SHUTDOWN_TIMEOUT_S = 2.0
 """How long a stop waits for the span exporter before dropping what it still holds."""

@@ -25,7 +25,7 @@ import attrs
 import numpy as np
 
 from servinglib.server.logging_config import FILE_COLLECTOR, LoggingConfig
-from servinglib.server.plane.log_sink import (
+from servinglib.server.observe.log_sink import (
     FileLogSink,
     FileRetention,
     FileRotation,
@@ -146,7 +146,7 @@ class RequestLogger:
         """Queues a sampled request of ``kind`` (predict, classify, regress, multi_inference).
 
         ``args`` are the arguments of ``<kind>_record`` in
-        :mod:`~servinglib.server.plane.prediction_records`; the arrays and
+        :mod:`~servinglib.server.observe.prediction_records`; the arrays and
         messages must no longer change.  Never blocks: on a full queue (in records or in bytes)
         the request is dropped and counted (``RESOURCE_EXHAUSTED``).
         """
@@ -225,7 +225,7 @@ class RequestLogger:
         self._counts[key] = self._counts.get(key, 0) + 1
 
     def _write_all(self) -> None:
-        from servinglib.server.plane import prediction_records
+        from servinglib.server.observe import prediction_records
 
         while True:
             self._hurry.wait(WRITE_INTERVAL_S)

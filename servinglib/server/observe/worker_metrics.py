@@ -72,7 +72,7 @@ class WorkerMetrics:
         self.publish()
         files = sorted(self._directory.glob("worker-*.json"))
         workers = [(path.stem.removeprefix("worker-"), _read(path)) for path in files]
-        from servinglib.server.plane.exposition import render
+        from servinglib.server.observe.exposition import render
 
         return render(_Collector(_merged(workers)).collect())
 

@@ -1,0 +1,112 @@
+"""CallRecord: what one finished model call was, the one record every observer is fed.
+
+The DataPlane makes one when a call that reached a version ends (an answer,
+an error, a deadline), and one when a stream closes, and hands it to each
+:class:`CallObserver` it was given at construction, in order, on the thread
+that ended the call.  Statistics, tracing, request logging and stream
+metrics are such observers; a new one is one object with
+:meth:`CallObserver.call_finished`, and no change to the plane.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, final
+
+import attrs
+import numpy.typing as npt
+
+from servinglib.errors import StatusCode
+from servinglib.servable import CallStages
+
+
+@final
+@attrs.frozen(kw_only=True)
+class StreamRecord:
+    """What one finished stream was: where it ran, how it ended, its parts and timing.
+
+    ``code`` is OK for a stream read to its end, the error's code for one
+    that failed (DEADLINE_EXCEEDED past its deadline), CANCELLED for one
+    its reader closed early (the client left, the server stopped).
+    ``first_part_s`` runs from the stream's opening to its first part
+    reaching the reader (None: no part did); ``duration_s`` to its close.
+    Immutable, so thread-safe.
+    """
+
+    model_name: str
+    version: int
+    signature_name: str
+    code: StatusCode
+    parts: int
+    first_part_s: float | None
+    duration_s: float
+
+
+StreamObserver = Callable[[StreamRecord], None]
+"""Called once per closed stream, on its event loop: keep it quick, never raise."""
+
+
+@final
+@attrs.define(kw_only=True, slots=True)
+class CallRecord:
+    """One finished model call (or, with ``stream``, one closed stream) of a version.
+
+    ``model_name``, ``version`` and ``signature_name`` say where it ran
+    (``signature_name`` is the one the request named when the call failed
+    before its signature was resolved; "" for the default).  ``stages``
+    holds the ``time.perf_counter_ns()`` marks of the call's wait and run
+    (:class:`~servinglib.servable.CallStages`), between ``started_ns`` (the
+    plane took the request) and ``ended_ns``.  ``error`` is None for an
+    answer, else what the request failed with.  ``inputs`` and ``outputs``
+    are the request's tensors and the answer's (None without one), and
+    ``output_filter`` the outputs it asked for (None: all), for the request
+    log; ``log_request`` is False when the caller logs the request itself
+    (classify and regress).  A stream's record has ``stream`` set, and the
+    call's fields as far as the stream had them (no outputs: its parts went
+    to the reader).
+    Not mutated once handed to observers, who must not change it either:
+    read from one thread at a time, in observer order.
+    """
+
+    model_name: str
+    version: int
+    signature_name: str
+    started_ns: int
+    ended_ns: int
+    stages: CallStages
+    error: BaseException | None
+    inputs: Mapping[str, npt.NDArray[Any]]
+    outputs: Mapping[str, npt.NDArray[Any]] | None = None
+    output_filter: tuple[str, ...] | None = None
+    log_request: bool = True
+    stream: StreamRecord | None = None
+
+
+class CallObserver(Protocol):
+    """Told of every finished call of a DataPlane it was given to.
+
+    Important: :meth:`call_finished` runs on the thread that ended the call
+    (an event loop, a worker, a server thread), before the answer leaves:
+    keep it to microseconds (queue anything slower, as the request logger
+    does) and never raise; an exception it raises is logged and dropped.
+    Thread safety: called from many threads at once.
+    """
+
+    def call_finished(self, record: CallRecord) -> None:
+        """Takes note of ``record``."""
+
+
+@final
+class StreamObserverAdapter:
+    """Feeds a :data:`StreamObserver` function the stream records among the calls.
+
+    Thread-safe if the function is.
+    """
+
+    def __init__(self, on_stream: StreamObserver) -> None:
+        self._on_stream = on_stream
+
+    def call_finished(self, record: CallRecord) -> None:
+        """Calls the function with ``record.stream`` when there is one."""
+        if record.stream is not None:
+            self._on_stream(record.stream)
