@@ -46,7 +46,7 @@ from servinglib.server.plane.call_pool import (
     RunningCall,
     default_max_calls_per_model,
 )
-from servinglib.server.plane.calls_here import CallsHere, on_server_thread
+from servinglib.server.plane.calls_here import CallsHere, on_server_thread, run_to_completion
 from servinglib.server.plane.in_flight import InFlight
 from servinglib.server.plane.model_questions import ModelQuestions
 from servinglib.server.plane.public_errors import PublicErrors
@@ -286,6 +286,31 @@ class DataPlane:
                 None if output_filter is None else tuple(output_filter),
             )
         return result
+
+    def infer_blocking(
+        self,
+        model_spec: ModelSpec,
+        signature_name: str | None,
+        inputs: Tensors,
+        output_filter: Iterable[str] | None = None,
+        *,
+        deadline: float | None = None,
+        log_request: bool = True,
+    ) -> InferenceResult:
+        """:meth:`infer` for a thread with no event loop (a synchronous server's worker):
+        the same call, run where its placement runs calls for such a thread, blocking it
+        until the answer or the deadline.  Raises what :meth:`infer` raises.
+        """
+        return run_to_completion(
+            self.infer(
+                model_spec,
+                signature_name,
+                inputs,
+                output_filter,
+                deadline=deadline,
+                log_request=log_request,
+            )
+        )
 
     async def _infer_counted(
         self,
