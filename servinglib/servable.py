@@ -11,12 +11,14 @@ signature, so every protocol reports the same INVALID_ARGUMENT messages.
 from __future__ import annotations
 
 import abc
+import asyncio
 import contextlib
 import contextvars
 import enum
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from time import perf_counter_ns
-from typing import Any, final
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from time import monotonic, perf_counter_ns
+from typing import Any, TypeVar, final
 
 import attrs
 import numpy as np
@@ -24,6 +26,7 @@ import numpy.typing as npt
 
 from servinglib.core.argument_types import wrong_type
 from servinglib.errors import (
+    DeadlineExceededError,
     FailedPreconditionError,
     InternalError,
     InvalidArgumentError,
@@ -35,6 +38,8 @@ DEFAULT_SIGNATURE = "serving_default"
 PREDICT_METHOD = "tensorflow/serving/predict"
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
+
+_T = TypeVar("_T")
 
 Tensors = Mapping[str, npt.NDArray[Any]]
 """Tensor name → value; string tensors are object arrays of ``bytes``."""
@@ -348,6 +353,16 @@ class Servable(abc.ABC):
         """
         raise UnimplementedError(f"Signature '{signature_name}' cannot stream")
 
+    def placement(self, signature_name: str) -> Placement | None:
+        """Where calls of ``signature_name`` run, when the servable decides it (a batch queue,
+        its own instances); None, the default: where its execution mode says, on the plane's
+        own placements (the event loop, the worker pool, a server thread).
+
+        Requires: ``signature_name`` is in :attr:`signatures`.  Important:
+        cheap and stable for the servable's life (asked on every call).
+        """
+        return None
+
     def close(self) -> None:  # noqa: B027 - an optional hook: most servables hold nothing to close
         """Releases what the servable holds; called once when its version unloads.
 
@@ -501,6 +516,135 @@ async def call_resolved_async(
     wanted = _prepare(spec, inputs, output_filter)
     outputs = await servable.call_async(name, inputs, wanted)
     return _checked_outputs(name, spec, wanted, outputs)
+
+
+@final
+@attrs.frozen
+class CallSite:
+    """Which model, version and signature a call runs.  Immutable."""
+
+    model_name: str
+    version: int
+    signature_name: str
+
+    def __str__(self) -> str:
+        return f"model {self.model_name} version {self.version} signature {self.signature_name}"
+
+
+@final
+class ModelCall:
+    """One call of a signature on its way to where it runs: what, with what, until when.
+
+    ``release`` is to be called once, when the model's own call has ended
+    (at once if it never starts): it lets the version unload.  ``stages``
+    takes the call's time marks.  Not thread-safe: one placement runs it.
+    """
+
+    __slots__ = (
+        "deadline",
+        "inputs",
+        "output_filter",
+        "release",
+        "servable",
+        "site",
+        "spec",
+        "stages",
+    )
+
+    def __init__(  # noqa: PLR0917 - the call's parts, made once per request
+        self,
+        site: CallSite,
+        servable: Servable,
+        spec: SignatureSpec,
+        inputs: Tensors,
+        output_filter: Iterable[str] | None,
+        deadline: float | None,
+        stages: CallStages,
+        release: Callable[[], None],
+    ) -> None:
+        self.site = site
+        self.servable = servable
+        self.spec = spec
+        self.inputs = inputs
+        self.output_filter = output_filter
+        self.deadline = deadline
+        self.stages = stages
+        self.release = release
+
+    def run(self) -> dict[str, npt.NDArray[Any]]:
+        """The model's call, here and now (its :meth:`Servable.call`), marking the stages."""
+        return self.stages.call(
+            self.servable, self.site.signature_name, self.spec, self.inputs, self.output_filter
+        )
+
+    async def run_async(self) -> dict[str, npt.NDArray[Any]]:
+        """The model's coroutine (:meth:`Servable.call_async`) within the deadline, marking the
+        stages (a batch queue marks its own, through :func:`call_stages`); releases the call."""
+        stages = self.stages
+        stages.started_ns = stages.infer_started_ns = perf_counter_ns()
+        try:
+            with stages_scope(stages):
+                outputs = await within_deadline(
+                    call_resolved_async(
+                        self.servable,
+                        self.site.signature_name,
+                        self.spec,
+                        self.inputs,
+                        self.output_filter,
+                    ),
+                    self.deadline,
+                )
+        finally:
+            self.release()
+        if not stages.batch_size:
+            stages.infer_ended_ns = stages.ended_ns = perf_counter_ns()
+        return outputs
+
+
+class Placement(abc.ABC):
+    """Where the calls of a signature run: the event loop, a worker pool, a batch queue, ...
+
+    The DataPlane asks the servable (:meth:`Servable.placement`) and
+    otherwise places a call by its execution mode; either way it calls
+    :meth:`run` from a coroutine on an event loop and :meth:`run_blocking`
+    from a thread with none (a synchronous server's worker).
+    Important: both call ``call.release()`` exactly once, when the model's
+    call has ended or at once when it will not run; both fail with
+    DeadlineExceededError once ``call.deadline`` has passed (the model's
+    call may go on; ``release`` then waits for its end), and mark
+    ``call.stages`` (queued, started, around the model's call, ended).
+    Thread safety: called from many threads and event loops at once.
+    """
+
+    @abc.abstractmethod
+    async def run(self, call: ModelCall) -> dict[str, npt.NDArray[Any]]:
+        """Runs ``call`` for a coroutine on a running event loop; its outputs."""
+
+    @abc.abstractmethod
+    def run_blocking(self, call: ModelCall) -> dict[str, npt.NDArray[Any]]:
+        """Runs ``call`` for a thread with no event loop, blocking it; its outputs."""
+
+
+def deadline_exceeded() -> DeadlineExceededError:
+    """The error of a call whose deadline passed before the model answered."""
+    return DeadlineExceededError("Deadline exceeded before the model answered")
+
+
+async def within_deadline(awaitable: Awaitable[_T], deadline: float | None) -> _T:
+    """``await awaitable``, failing with DeadlineExceededError once ``deadline`` passes
+    (``time.monotonic()`` seconds; None: no bound); a coroutine cut off is closed."""
+    if deadline is None:
+        return await awaitable
+    remaining = deadline - monotonic()
+    try:
+        if remaining <= 0:
+            raise TimeoutError
+        async with asyncio.timeout(remaining):
+            return await awaitable
+    except TimeoutError:
+        if inspect.iscoroutine(awaitable):
+            awaitable.close()
+        raise deadline_exceeded() from None
 
 
 def _prepare(

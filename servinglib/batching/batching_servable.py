@@ -15,7 +15,7 @@ import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Hashable, Iterator, Mapping
-from typing import Self, final
+from typing import Final, Self, final
 
 from servinglib.batching._batch_request import BatchRequest, Outputs, Settlements
 from servinglib.batching.options import BatchingParameters
@@ -28,11 +28,16 @@ from servinglib.errors import (
 )
 from servinglib.servable import (
     ExecutionMode,
+    ModelCall,
+    Placement,
     Servable,
     SignatureSpec,
     Tensors,
+    call_resolved,
     call_stages,
+    deadline_exceeded,
     request_deadline,
+    stages_scope,
 )
 
 _log = logging.getLogger(__name__)
@@ -94,6 +99,12 @@ class BatchingServable(Servable):
     def signatures(self) -> Mapping[str, SignatureSpec]:
         return self._signatures
 
+    def placement(self, signature_name: str) -> Placement | None:
+        """The batch queue, for a batched signature; the wrapped servable's say otherwise."""
+        if signature_name in self._queues:
+            return _BATCH_QUEUE
+        return self._inner.placement(signature_name)
+
     def call(
         self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
     ) -> Outputs:
@@ -142,6 +153,38 @@ class BatchingServable(Servable):
         for queue in self._queues.values():
             queue.close()
         self._inner.close()
+
+
+@final
+class _BatchQueuePlacement(Placement):
+    """A batched signature's calls wait in its batch queue and run in a batch: awaited on
+    the event loop; a server thread blocks on the batch's result.  Thread-safe."""
+
+    async def run(self, call: ModelCall) -> Outputs:
+        return await call.run_async()
+
+    def run_blocking(self, call: ModelCall) -> Outputs:
+        stages = call.stages
+        try:
+            if call.deadline is not None and call.deadline <= time.monotonic():
+                raise deadline_exceeded()
+            stages.started_ns = stages.infer_started_ns = time.perf_counter_ns()
+            with stages_scope(stages):  # the batch marks the stages it reaches
+                outputs = call_resolved(
+                    call.servable,
+                    call.site.signature_name,
+                    call.spec,
+                    call.inputs,
+                    call.output_filter,
+                )
+        finally:
+            call.release()
+        if not stages.batch_size:
+            stages.infer_ended_ns = stages.ended_ns = time.perf_counter_ns()
+        return outputs
+
+
+_BATCH_QUEUE: Final = _BatchQueuePlacement()
 
 
 def _batchable(spec: SignatureSpec) -> bool:

@@ -51,7 +51,7 @@ from servinglib.server.cli.ports import check_ports, grpc_channel_arguments
 from servinglib.server.cli.worker_identity import WorkerIdentity
 from servinglib.server.config import ModelConfig, ModelServerConfig, read_model_server_config
 from servinglib.server.config_file_watcher import ModelConfigFileWatcher
-from servinglib.server.observe.call_record import StreamObserver
+from servinglib.server.observe.call_record import CallObserver, StreamObserverAdapter
 from servinglib.server.observe.log_sink import FileRetention
 from servinglib.server.observe.metrics import DEFAULT_METRICS_PATH, ServerMetrics
 from servinglib.server.observe.request_logger import RequestLogOptions
@@ -299,7 +299,7 @@ class ModelServer:
         self.plane = DataPlane(
             self.core,
             max_calls_per_model=flags.max_pool_calls_per_model or None,
-            on_stream=self._stream_observer(),
+            observers=self._call_observers(),
             request_log=request_log_options(flags),
             tracing=self.tracing,
             show_paths_in_errors=flags.show_paths_in_errors,
@@ -528,14 +528,15 @@ class ModelServer:
             observers.append(_log_request)
         return _each_of(observers)
 
-    def _stream_observer(self) -> StreamObserver | None:
-        """What each closed stream is reported to: the metrics, the request log."""
-        observers: list[StreamObserver] = []
+    def _call_observers(self) -> list[CallObserver]:
+        """What each finished call is reported to beyond the plane's own: the stream metrics,
+        the request log's line per stream."""
+        observers: list[CallObserver] = []
         if self.metrics is not None:
-            observers.append(StreamMetrics(self.metrics).observe)
+            observers.append(StreamMetrics(self.metrics))
         if self.flags.log_requests:
-            observers.append(log_stream)
-        return _each_of(observers)
+            observers.append(StreamObserverAdapter(log_stream))
+        return observers
 
     def _make_watcher(self) -> ModelConfigFileWatcher | None:
         flags = self.flags

@@ -25,6 +25,7 @@ import attrs
 import numpy as np
 
 from servinglib.server.logging_config import FILE_COLLECTOR, LoggingConfig
+from servinglib.server.observe.call_record import CallRecord
 from servinglib.server.observe.log_sink import (
     FileLogSink,
     FileRetention,
@@ -141,6 +142,25 @@ class RequestLogger:
         if config is None or self._sample() >= config.sampling_rate:
             return None
         return config
+
+    def call_finished(self, record: CallRecord) -> None:
+        """Queues a successful call, when sampled, as a predict request (a
+        :class:`CallObserver`); failures, streams and calls whose caller logs them are not."""
+        if record.error is not None or record.stream is not None or not record.log_request:
+            return
+        name = record.model_name
+        if (config := self.sampled(name)) is not None:
+            self.log(
+                config,
+                name,
+                "predict",
+                name,
+                record.version,
+                record.signature_name,
+                record.inputs,
+                record.outputs,
+                record.output_filter,
+            )
 
     def log(self, config: LoggingConfig, model_name: str, kind: str, *args: Any) -> None:  # noqa: ANN401 - the record's parts
         """Queues a sampled request of ``kind`` (predict, classify, regress, multi_inference).

@@ -31,6 +31,7 @@ from typing import final
 import attrs
 
 from servinglib.servable import CallStages
+from servinglib.server.observe.call_record import CallRecord
 
 
 @final
@@ -158,6 +159,19 @@ class InferenceStatistics:
                 batch[1] += compute_input
                 batch[2] += compute_infer
                 batch[3] += compute_output
+
+    def call_finished(self, record: CallRecord) -> None:
+        """Counts a finished call (a :class:`CallObserver`); streams are not counted."""
+        if record.stream is not None:
+            return
+        if record.error is None:
+            self.record_success(
+                record.model_name, record.version, record.started_ns, record.ended_ns, record.stages
+            )
+        else:
+            self.record_failure(
+                record.model_name, record.version, record.started_ns, record.ended_ns
+            )
 
     def record_failure(self, name: str, version: int, started_ns: int, ended_ns: int) -> None:
         """A request of ``name`` ``version`` failed (``time.perf_counter_ns()`` marks)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final, final
 
-from servinglib.server.observe.call_record import StreamRecord
+from servinglib.server.observe.call_record import CallRecord, StreamRecord
 
 if TYPE_CHECKING:
     from servinglib.server.observe.metrics import ServerMetrics
@@ -53,6 +53,11 @@ class StreamMetrics:
             buckets=_FIRST_PART_S_BUCKETS,
             registry=registry,
         )
+
+    def call_finished(self, record: CallRecord) -> None:
+        """Records a closed stream among the calls (a :class:`CallObserver`)."""
+        if record.stream is not None:
+            self.observe(record.stream)
 
     def observe(self, record: StreamRecord) -> None:
         """Records one closed stream."""

@@ -24,6 +24,7 @@ from typing import Any, final
 from servinglib._install import install_hint
 from servinglib.errors import FailedPreconditionError, InvalidArgumentError, StatusCode
 from servinglib.servable import CallStages
+from servinglib.server.observe.call_record import CallRecord
 
 INSTALL_HINT = install_hint("tracing")
 _DEFAULT_SERVICE_NAME = "servinglib"
@@ -119,6 +120,18 @@ class Tracing:
         )
         token = self._context.attach(self._trace.set_span_in_context(span, parent))
         return RequestSpan(span, token, self._context.detach, self._status, self._error)
+
+    def call_finished(self, record: CallRecord) -> None:
+        """Adds a finished call's stages to its request's span (a :class:`CallObserver`);
+        streams get none."""
+        if record.stream is None:
+            self.record_call(
+                record.model_name,
+                record.version,
+                record.signature_name or None,
+                record.stages,
+                record.error,
+            )
 
     def record_call(
         self,

@@ -16,6 +16,7 @@ from typing import Any, final
 import attrs
 
 from servinglib.errors import CancelledError, DeadlineExceededError, ServingError
+from servinglib.servable import CallSite
 
 _log = logging.getLogger("servinglib.server.plane.data_plane")
 
@@ -28,19 +29,6 @@ _Outputs = dict[str, Any]
 def default_max_calls_per_model(max_workers: int) -> int:
     """Half the pool (at least one call): a model whose calls hang leaves the rest to others."""
     return max(1, max_workers // 2)
-
-
-@final
-@attrs.frozen
-class CallSite:
-    """Which model, version and signature a pool call runs.  Immutable."""
-
-    model_name: str
-    version: int
-    signature_name: str
-
-    def __str__(self) -> str:
-        return f"model {self.model_name} version {self.version} signature {self.signature_name}"
 
 
 @final

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
 
 import attrs
@@ -21,34 +21,42 @@ from servinglib.errors import (
     UnimplementedError,
 )
 from servinglib.servable import (
+    CallSite,
     CallStages,
     ExecutionMode,
+    ModelCall,
+    Placement,
     Servable,
     SignatureSpec,
     Tensors,
-    call_resolved_async,
     check_inputs,
     deadline_scope,
     request_deadline,
     resolve_signature,
-    stages_scope,
     start_stream,
 )
 from servinglib.server.logging_config import LoggingConfig
 from servinglib.server.model_spec import ModelSpec
-from servinglib.server.observe.call_record import StreamObserver
+from servinglib.server.observe.call_record import (
+    CallObserver,
+    CallRecord,
+    StreamObserver,
+    StreamObserverAdapter,
+    StreamRecord,
+)
 from servinglib.server.observe.log_sink import LogSinkFactory
 from servinglib.server.observe.request_logger import RequestLogger, RequestLogOptions
 from servinglib.server.observe.statistics import InferenceStatistics
-from servinglib.server.plane.call_pool import (
-    CallPool,
-    CallSite,
-    RunningCall,
-    default_max_calls_per_model,
-)
-from servinglib.server.plane.calls_here import CallsHere, on_server_thread, run_to_completion
+from servinglib.server.plane.call_pool import CallPool, RunningCall, default_max_calls_per_model
+from servinglib.server.plane.calls_here import on_server_thread
 from servinglib.server.plane.in_flight import InFlight
 from servinglib.server.plane.model_questions import ModelQuestions
+from servinglib.server.plane.placements import (
+    CoroutinePlacement,
+    InlinePlacement,
+    PoolPlacement,
+    ServerThreadCalls,
+)
 from servinglib.server.plane.public_errors import PublicErrors
 from servinglib.server.plane.request_context import log_model_failure, request_id
 from servinglib.server.plane.signature_cache import SignatureCache
@@ -69,6 +77,14 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 _NO_SCOPE = contextlib.nullcontext()  # reusable: it holds no state
+
+
+def _scope(deadline: float | None) -> contextlib.AbstractContextManager[None]:
+    """The call's deadline as the request's (its own, not an enclosing request's); nothing to
+    enter for most requests."""
+    if deadline is None and request_deadline() is None:
+        return _NO_SCOPE
+    return deadline_scope(deadline)
 
 
 def _default_workers() -> int:
@@ -138,6 +154,7 @@ class DataPlane:
         *,
         max_workers: int | None = None,
         max_calls_per_model: int | None = None,
+        observers: Sequence[CallObserver] = (),
         on_stream: StreamObserver | None = None,
         log_sinks: Mapping[str, LogSinkFactory] | None = None,
         request_log: RequestLogOptions | None = None,
@@ -147,24 +164,36 @@ class DataPlane:
     ) -> None:
         workers = max_workers or _default_workers()
         self._core = core
-        self._on_stream = on_stream
         self._pool = CallPool(
             workers,
             max_calls_per_model or default_max_calls_per_model(workers),
             "servinglib-call",
         )
+        self._coroutines = CoroutinePlacement()
+        self._by_mode: dict[ExecutionMode, Placement] = {
+            ExecutionMode.INLINE: InlinePlacement(),
+            ExecutionMode.THREAD: PoolPlacement(self._pool),
+            ExecutionMode.ASYNC: self._coroutines,
+        }
+        self._here = ServerThreadCalls()
         self._signatures = SignatureCache(core)
-        self._here = CallsHere(self._pool)
         self._stream_limits = streams or StreamLimits()
         self._streams = OpenStreams(self._stream_limits.max_streams_per_model)
         self._stream_budget = StreamBudget(self._stream_limits.max_buffered_bytes)
-        self._in_flight = InFlight()
+        self._in_flight = InFlight(core.options.max_requests_in_flight_per_model)
         self._request_logger = RequestLogger(_logging_config_of(core), request_log, sinks=log_sinks)
-        self._statistics = InferenceStatistics()
         self._tracing = tracing
+        statistics = InferenceStatistics()
+        self._observers: tuple[CallObserver, ...] = (
+            statistics,
+            *(() if tracing is None else (tracing,)),
+            self._request_logger,
+            *(() if on_stream is None else (StreamObserverAdapter(on_stream),)),
+            *observers,
+        )
         self._questions = ModelQuestions(
             core,
-            self._statistics,
+            statistics,
             self._overdue,
             self._pool.starved,
             PublicErrors(core, show_paths=show_paths_in_errors),
@@ -262,30 +291,48 @@ class DataPlane:
         the model's own is logged once, with its traceback and the request's
         id (:mod:`~servinglib.server.plane.request_context`).  Raises the
         errors of :meth:`ServerCore.servable_handle` and
-        :func:`call_signature`, UnimplementedError for a servable without
-        signatures, DeadlineExceededError once ``deadline`` passes.
+        :func:`call_signature`, UnavailableError at once when the model is
+        at ``max_requests_in_flight_per_model``, UnimplementedError for a
+        servable without signatures, DeadlineExceededError once ``deadline``
+        passes.
         """
+        if on_server_thread():  # a coroutine driven by hand; goes when grpc/ no longer does it
+            return self.infer_blocking(
+                model_spec,
+                signature_name,
+                inputs,
+                output_filter,
+                deadline=deadline,
+                log_request=log_request,
+            )
         name = model_spec.name
         self._in_flight.enter(name)
         try:
-            result = await self._infer_counted(
-                model_spec, signature_name, inputs, output_filter, deadline
+            return await self._infer_admitted(
+                model_spec, signature_name, inputs, output_filter, deadline, log_request
             )
         finally:
             self._in_flight.leave(name)
-        if log_request and (logging := self._request_logger.sampled(name)) is not None:
-            self._request_logger.log(
-                logging,
-                name,
-                "predict",
-                name,
-                result.version,
-                result.signature_name,
-                inputs,
-                result.outputs,
-                None if output_filter is None else tuple(output_filter),
-            )
-        return result
+
+    async def _infer_admitted(  # noqa: PLR0917 - infer's arguments, in order
+        self,
+        model_spec: ModelSpec,
+        signature_name: str | None,
+        inputs: Tensors,
+        output_filter: Iterable[str] | None,
+        deadline: float | None,
+        log_request: bool,
+    ) -> InferenceResult:
+        started_ns = time.perf_counter_ns()
+        call, placement = self._place(model_spec, signature_name, inputs, output_filter, deadline)
+        try:
+            # Nothing to set for most requests: skip entering a deadline scope then.
+            with _scope(deadline):
+                outputs = await placement.run(call)
+        except BaseException as error:
+            self._failed(call, error, started_ns)
+            raise
+        return self._answered(call, outputs, started_ns, log_request)
 
     def infer_blocking(
         self,
@@ -297,124 +344,103 @@ class DataPlane:
         deadline: float | None = None,
         log_request: bool = True,
     ) -> InferenceResult:
-        """:meth:`infer` for a thread with no event loop (a synchronous server's worker):
-        the same call, run where its placement runs calls for such a thread, blocking it
-        until the answer or the deadline.  Raises what :meth:`infer` raises.
+        """:meth:`infer` for a thread with no event loop (a synchronous server's worker),
+        blocking it until the answer or the deadline: the call runs where its placement runs
+        calls for such a thread (a ``thread`` call on this very thread, in a place of its
+        model's share of the pool).  Raises what :meth:`infer` raises.
         """
-        return run_to_completion(
-            self.infer(
-                model_spec,
-                signature_name,
-                inputs,
-                output_filter,
-                deadline=deadline,
-                log_request=log_request,
-            )
-        )
-
-    async def _infer_counted(
-        self,
-        model_spec: ModelSpec,
-        signature_name: str | None,
-        inputs: Tensors,
-        output_filter: Iterable[str] | None,
-        deadline: float | None,
-    ) -> InferenceResult:
-        """The call, with its statistics and trace (Triton's statistics extension, tracing)."""
-        started_ns = time.perf_counter_ns()
-        handle = self._core.servable_handle(model_spec)
-        stages = CallStages()
+        name = model_spec.name
+        self._in_flight.enter(name)
         try:
-            outputs, name = await self._infer(
-                handle,
-                model_spec,
-                signature_name,
-                inputs,
-                output_filter=output_filter,
-                deadline=deadline,
-                stages=stages,
+            started_ns = time.perf_counter_ns()
+            call, placement = self._place(
+                model_spec, signature_name, inputs, output_filter, deadline
             )
-        except BaseException as error:
-            self._statistics.record_failure(
-                model_spec.name, handle.id.version, started_ns, time.perf_counter_ns()
-            )
-            if self._tracing is not None:
-                self._tracing.record_call(
-                    model_spec.name, handle.id.version, signature_name, stages, error
-                )
-            raise
-        self._statistics.record_success(
-            model_spec.name, handle.id.version, started_ns, time.perf_counter_ns(), stages
-        )
-        if self._tracing is not None:
-            self._tracing.record_call(model_spec.name, handle.id.version, name, stages, None)
-        return InferenceResult(outputs, model_spec.name, handle.id.version, name)
+            try:
+                with (
+                    _scope(deadline),
+                    self._here.running_here(call.site, deadline),
+                ):
+                    outputs = placement.run_blocking(call)
+            except BaseException as error:
+                self._failed(call, error, started_ns)
+                raise
+            return self._answered(call, outputs, started_ns, log_request)
+        finally:
+            self._in_flight.leave(name)
 
-    async def _infer(
+    def _place(
         self,
-        handle: ServableHandle[Any],
         model_spec: ModelSpec,
         signature_name: str | None,
         inputs: Tensors,
-        *,
         output_filter: Iterable[str] | None,
         deadline: float | None,
-        stages: CallStages,
-    ) -> tuple[dict[str, npt.NDArray[Any]], str]:
-        """Runs the call where its execution mode says; releases ``handle`` when it ends.
+    ) -> tuple[ModelCall, Placement]:
+        """The call of the version ``model_spec`` picks, and where it runs: the servable's
+        placement for its signature, or the plane's for its execution mode.
 
-        An exception of the model's own is logged once, with the request's id.
+        Raises what the lookup raises; what resolving the signature raises
+        (recorded as the version's failed call).
         """
+        handle = self._core.servable_handle(model_spec)
         try:
             servable = _servable_of(handle, model_spec)
             name, spec = resolve_signature(servable, signature_name)
-        except BaseException:
+        except BaseException as error:
             handle.release()
+            site = CallSite(model_spec.name, handle.id.version, signature_name or "")
+            log_model_failure(error, site.model_name, site.version, site.signature_name)
+            self._emit(_record(site, CallStages(), error, inputs, output_filter))
             raise
-        try:
-            # Nothing to set for most requests: skip entering a deadline scope then.
-            unset = deadline is None and request_deadline() is None
-            with _NO_SCOPE if unset else deadline_scope(deadline):
-                if spec.execution_mode is ExecutionMode.INLINE:  # no coroutine of its own
-                    try:
-                        outputs = stages.call(servable, name, spec, inputs, output_filter)
-                    finally:
-                        handle.release()
-                else:
-                    site = CallSite(model_spec.name, handle.id.version, name)
-                    started = time.monotonic()
-                    try:
-                        if on_server_thread():  # a synchronous gRPC server's thread runs it
-                            try:
-                                outputs = self._here.call(
-                                    site,
-                                    servable,
-                                    spec,
-                                    inputs,
-                                    output_filter,
-                                    deadline=deadline,
-                                    stages=stages,
-                                )
-                            finally:
-                                handle.release()
-                        else:
-                            outputs = await self._run(
-                                handle,
-                                site,
-                                servable,
-                                spec,
-                                inputs,
-                                output_filter=output_filter,
-                                deadline=deadline,
-                                stages=stages,
-                            )
-                    except (DeadlineExceededError, CancelledError, asyncio.CancelledError) as error:
-                        _log_gave_up(site, error, deadline, started)
-                        raise
-        except Exception as error:
-            log_model_failure(error, model_spec.name, handle.id.version, name)
-            raise
-        return outputs, name
+        site = CallSite(model_spec.name, handle.id.version, name)
+        call = ModelCall(
+            site, servable, spec, inputs, output_filter, deadline, CallStages(), handle.release
+        )
+        return call, servable.placement(name) or self._by_mode[spec.execution_mode]
+
+    def _answered(
+        self,
+        call: ModelCall,
+        outputs: dict[str, npt.NDArray[Any]],
+        started_ns: int,
+        log_request: bool,
+    ) -> InferenceResult:
+        site = call.site
+        self._emit(
+            _record(
+                site,
+                call.stages,
+                None,
+                call.inputs,
+                call.output_filter,
+                started_ns=started_ns,
+                outputs=outputs,
+                log_request=log_request,
+            )
+        )
+        return InferenceResult(outputs, site.model_name, site.version, site.signature_name)
+
+    def _failed(self, call: ModelCall, error: BaseException, started_ns: int) -> None:
+        """Logs a call that ended without the model's answer (one line, with the request's
+        id) or with the model's own exception (its traceback, once); records it."""
+        site = call.site
+        if isinstance(error, (DeadlineExceededError, CancelledError, asyncio.CancelledError)):
+            _log_gave_up(site, error, call.deadline, started_ns)
+        elif isinstance(error, Exception):
+            log_model_failure(error, site.model_name, site.version, site.signature_name)
+        self._emit(
+            _record(
+                site, call.stages, error, call.inputs, call.output_filter, started_ns=started_ns
+            )
+        )
+
+    def _emit(self, record: CallRecord) -> None:
+        for observer in self._observers:
+            try:
+                observer.call_finished(record)
+            except Exception:  # noqa: BLE001 - an observer never changes the answer
+                _log.exception("Observer %r failed on a call of %s", observer, record.model_name)
 
     def open_stream(
         self,
@@ -440,7 +466,13 @@ class DataPlane:
         at once when the model has ``streams.max_streams_per_model`` open.
         Close the stream (``async with``) on the event loop that reads it.
         """
-        self._streams.enter(model_spec.name)
+        name = model_spec.name
+        self._streams.enter(name)
+        try:
+            self._in_flight.enter(name)
+        except BaseException:
+            self._streams.leave(name)
+            raise
         try:
             stream = self._open_stream(
                 model_spec,
@@ -451,7 +483,8 @@ class DataPlane:
                 buffer_parts=buffer_parts,
             )
         except BaseException:
-            self._streams.leave(model_spec.name)
+            self._in_flight.leave(name)
+            self._streams.leave(name)
             raise
         self._streams.add(stream)
         return stream
@@ -483,31 +516,39 @@ class DataPlane:
                     batch_parts=buffer_parts,
                     budget=self._stream_budget,
                 )
-                release = handle.release
+                release_handle = handle.release
             else:
                 check_inputs(spec, inputs)
-                handle.release()  # infer takes its own: the call counts once, as any request
+                handle.release()  # the call takes its own, as any request
                 pinned = ModelSpec(model_spec.name, handle.id.version)
 
                 async def produce(
                     put: Callable[[Part], Awaitable[None]], _room: Callable[[], int]
                 ) -> None:
-                    result = await self.infer(
-                        pinned, name, inputs, output_filter, deadline=deadline
+                    result = await self._infer_admitted(
+                        pinned, name, inputs, output_filter, deadline, True
                     )
                     await put(result.outputs)
 
-                release = _no_release
+                release_handle = _no_release
         except BaseException:
             handle.release()
             raise
+
+        def release() -> None:  # the stream counts as one request in flight until it closes
+            release_handle()
+            self._in_flight.leave(model_spec.name)
+
+        def finished(record: StreamRecord) -> None:
+            self._emit(_record(site, CallStages(), None, inputs, output_filter, stream=record))
+
         return InferenceStream(
             site,
             produce,
             release=release,
             deadline=deadline,
             buffer_parts=buffer_parts,
-            observer=self._on_stream,
+            observer=finished,
             streaming=spec.streaming,
             on_close=self._streams.discard,
             budget=self._stream_budget,
@@ -517,52 +558,6 @@ class DataPlane:
     def open_streams(self) -> int:
         """How many streams :meth:`open_stream` opened are not closed yet."""
         return len(self._streams)
-
-    async def _run(
-        self,
-        handle: ServableHandle[Any],
-        site: CallSite,
-        servable: Servable,
-        spec: SignatureSpec,
-        inputs: Tensors,
-        *,
-        output_filter: Iterable[str] | None,
-        deadline: float | None,
-        stages: CallStages,
-    ) -> dict[str, npt.NDArray[Any]]:
-        name = site.signature_name
-        if spec.execution_mode is ExecutionMode.ASYNC:
-            stages.started_ns = stages.infer_started_ns = time.perf_counter_ns()
-            try:
-                with stages_scope(stages):  # a batching servable fills in its own marks
-                    outputs = await _bounded(
-                        call_resolved_async(servable, name, spec, inputs, output_filter), deadline
-                    )
-            finally:
-                handle.release()
-            if not stages.batch_size:
-                stages.infer_ended_ns = stages.ended_ns = time.perf_counter_ns()
-            return outputs
-        if deadline is not None and deadline <= time.monotonic():
-            handle.release()
-            raise _deadline_exceeded()
-        stages.queued_ns = time.perf_counter_ns()
-        try:
-            future = self._pool.submit(
-                site,
-                deadline,
-                handle.release,
-                stages.call,
-                servable,
-                name,
-                spec,
-                inputs,
-                output_filter,
-            )
-        except BaseException:  # not queued (the pool is closed): nobody else releases it
-            handle.release()
-            raise
-        return await future
 
     def public_error(self, error: ServingError) -> ServingError:
         """``error`` as a client reads it: the server's directories left out, unless the
@@ -579,7 +574,7 @@ class DataPlane:
         """Stops the worker pool (after its running calls), the core's events, the request log."""
         self._signatures.close()
         self._pool.close()
-        self._here.close()
+        self._coroutines.close()
         self._request_logger.close()
 
 
@@ -595,11 +590,44 @@ def _logging_config_of(core: ServerCore) -> Callable[[str], LoggingConfig | None
     return logging_config
 
 
+def _record(
+    site: CallSite,
+    stages: CallStages,
+    error: BaseException | None,
+    inputs: Tensors,
+    output_filter: Iterable[str] | None,
+    *,
+    started_ns: int | None = None,
+    outputs: Mapping[str, npt.NDArray[Any]] | None = None,
+    log_request: bool = True,
+    stream: StreamRecord | None = None,
+) -> CallRecord:
+    ended_ns = time.perf_counter_ns()
+    return CallRecord(
+        model_name=site.model_name,
+        version=site.version,
+        signature_name=site.signature_name,
+        started_ns=ended_ns if started_ns is None else started_ns,
+        ended_ns=ended_ns,
+        stages=stages,
+        error=error,
+        inputs=inputs,
+        outputs=outputs,
+        output_filter=None if output_filter is None else tuple(output_filter),
+        log_request=log_request,
+        stream=stream,
+    )
+
+
 def _log_gave_up(
-    site: CallSite, error: BaseException, deadline: float | None, started: float
+    site: CallSite, error: BaseException, deadline: float | None, started_ns: int
 ) -> None:
     """One line per request that ended without the model's answer, with the request's id."""
-    budget = "none" if deadline is None else f"{deadline - started:.3f} s"
+    if deadline is None:
+        budget = "none"
+    else:
+        started = time.monotonic() - (time.perf_counter_ns() - started_ns) / 1e9
+        budget = f"{deadline - started:.3f} s"
     what = "DEADLINE_EXCEEDED" if isinstance(error, DeadlineExceededError) else "cancelled"
     _log.warning(
         "Request %s: %s: %s (deadline %s after the call)", request_id() or "-", site, what, budget
@@ -613,23 +641,3 @@ def _servable_of(handle: ServableHandle[Any], model_spec: ModelSpec) -> Servable
             f"Model {model_spec.name} serves a {type(servable).__name__}, which has no signatures"
         )
     return servable
-
-
-def _deadline_exceeded() -> DeadlineExceededError:
-    return DeadlineExceededError("Deadline exceeded before the model answered")
-
-
-async def _bounded(awaitable: Any, deadline: float | None) -> dict[str, npt.NDArray[Any]]:  # noqa: ANN401 - a coroutine or a future
-    if deadline is None:
-        result: dict[str, npt.NDArray[Any]] = await awaitable
-        return result
-    remaining = deadline - time.monotonic()
-    try:
-        if remaining <= 0:
-            raise TimeoutError
-        async with asyncio.timeout(remaining):
-            return await awaitable  # type: ignore[no-any-return]
-    except TimeoutError:
-        if asyncio.iscoroutine(awaitable):
-            awaitable.close()
-        raise _deadline_exceeded() from None

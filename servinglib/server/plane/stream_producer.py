@@ -14,8 +14,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Final, final
 
-from servinglib.servable import ExecutionMode, SignatureSpec, checked_part
-from servinglib.server.plane.call_pool import CallPool, CallSite
+from servinglib.servable import CallSite, ExecutionMode, SignatureSpec, checked_part
+from servinglib.server.plane.call_pool import CallPool
 from servinglib.server.plane.stream_budget import StreamBudget, part_bytes
 from servinglib.server.plane.streaming import DEFAULT_BUFFER_PARTS, Part
 

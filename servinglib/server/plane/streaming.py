@@ -33,8 +33,8 @@ from servinglib.errors import (
     StatusCode,
     UnavailableError,
 )
+from servinglib.servable import CallSite
 from servinglib.server.observe.call_record import StreamObserver, StreamRecord
-from servinglib.server.plane.call_pool import CallSite
 from servinglib.server.plane.stream_budget import StreamBudget, part_bytes
 
 DEFAULT_BUFFER_PARTS: Final = 8

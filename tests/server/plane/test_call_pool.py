@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from servinglib.errors import CancelledError, DeadlineExceededError, UnavailableError
-from servinglib.server.plane.call_pool import CallPool, CallSite, default_max_calls_per_model
+from servinglib.servable import CallSite
+from servinglib.server.plane.call_pool import CallPool, default_max_calls_per_model
 from servinglib.testing import wait_until
 
 HANG = CallSite("hang", 1, "serving_default")
