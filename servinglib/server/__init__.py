@@ -9,6 +9,10 @@ from servinglib.server.config_file_watcher import (
     ModelConfigFileWatcher as ModelConfigFileWatcher,
 )
 from servinglib.server.logging_config import LoggingConfig as LoggingConfig
+from servinglib.server.management.model_management import ModelManagement as ModelManagement
+from servinglib.server.management.model_management import (
+    ModelManagementOptions as ModelManagementOptions,
+)
 from servinglib.server.model_spec import ModelSpec as ModelSpec
 from servinglib.server.observe.request_record import RequestObserver as RequestObserver
 from servinglib.server.observe.request_record import RequestRecord as RequestRecord
@@ -17,10 +21,6 @@ from servinglib.server.plane.data_plane import DataPlane as DataPlane
 from servinglib.server.plane.data_plane import InferenceResult as InferenceResult
 from servinglib.server.plane.metadata import signature_def_map as signature_def_map
 from servinglib.server.plane.metadata import v2_model_metadata as v2_model_metadata
-from servinglib.server.plane.model_management import ModelManagement as ModelManagement
-from servinglib.server.plane.model_management import (
-    ModelManagementOptions as ModelManagementOptions,
-)
 from servinglib.server.plane.model_questions import ModelQuestions as ModelQuestions
 from servinglib.server.plane.model_questions import ModelReadiness as ModelReadiness
 from servinglib.server.server_core import ServerCore as ServerCore

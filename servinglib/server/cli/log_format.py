@@ -20,7 +20,7 @@ import json
 import logging
 from typing import Any, Final, final
 
-from servinglib.server.plane.request_context import request_id
+from servinglib.server.observe.request_context import request_id
 
 LOG_FORMATS: Final = ("text", "json")
 """The values of ``--log_format``."""

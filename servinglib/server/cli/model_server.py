@@ -51,6 +51,7 @@ from servinglib.server.cli.ports import check_ports, grpc_channel_arguments
 from servinglib.server.cli.worker_identity import WorkerIdentity
 from servinglib.server.config import ModelConfig, ModelServerConfig, read_model_server_config
 from servinglib.server.config_file_watcher import ModelConfigFileWatcher
+from servinglib.server.management.model_management import ModelManagement, ModelManagementOptions
 from servinglib.server.observe.call_record import CallObserver, StreamObserverAdapter
 from servinglib.server.observe.log_sink import FileRetention
 from servinglib.server.observe.metrics import DEFAULT_METRICS_PATH, ServerMetrics
@@ -64,7 +65,6 @@ from servinglib.server.observe.stream_metrics import StreamMetrics, log_stream
 from servinglib.server.observe.tracing import Tracing
 from servinglib.server.observe.worker_metrics import WorkerMetrics
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.model_management import ModelManagement, ModelManagementOptions
 from servinglib.server.plane.stream_limits import StreamLimits
 from servinglib.server.server_core import ServerCore
 from servinglib.server.server_core_options import ServerCoreOptions

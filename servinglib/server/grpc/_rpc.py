@@ -33,14 +33,14 @@ from servinglib.errors import (
     StatusCode,
     bounded_message,
 )
-from servinglib.server.observe.request_record import RequestObserver, RequestRecord
-from servinglib.server.plane.calls_here import run_to_completion, unwatch_client, watch_client
-from servinglib.server.plane.request_context import (
+from servinglib.server.observe.request_context import (
     begin_request,
     end_request,
     request_id,
     was_logged,
 )
+from servinglib.server.observe.request_record import RequestObserver, RequestRecord
+from servinglib.server.plane.calls_here import run_to_completion, unwatch_client, watch_client
 
 if TYPE_CHECKING:
     from servinglib.server.observe.tracing import RequestSpan, Tracing

@@ -14,11 +14,11 @@ from servinglib.protos import grpc_service_pb2 as v2
 from servinglib.server.grpc._convert import cached_spec, deadline_of
 from servinglib.server.grpc._rpc import Rpc
 from servinglib.server.grpc._v2_tensors import decode_inputs, encode_outputs
+from servinglib.server.management.model_management import ModelManagement
+from servinglib.server.management.repository import ModelRepository
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.observe.statistics import StatisticDuration
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.model_management import ModelManagement
-from servinglib.server.plane.repository import ModelRepository
 
 SERVICE: Final = "inference.GRPCInferenceService"
 SERVER_NAME: Final = "servinglib"

@@ -11,9 +11,9 @@ from servinglib.protos import get_model_status_pb2, model_management_pb2
 from servinglib.server.config import ModelServerConfig
 from servinglib.server.grpc._convert import model_spec_of
 from servinglib.server.grpc._rpc import Rpc
+from servinglib.server.management.model_management import ModelManagement
 from servinglib.server.plane.calls_here import off_loop
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.model_management import ModelManagement
 
 SERVICE: Final = "tensorflow.serving.ModelService"
 

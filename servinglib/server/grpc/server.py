@@ -33,9 +33,9 @@ from servinglib.server.grpc._rpc import (
     stream_handler,
 )
 from servinglib.server.grpc.options import GrpcServerOptions, SslConfig
+from servinglib.server.management.model_management import ModelManagement
 from servinglib.server.observe.request_record import RequestObserver, RequestRecord
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.model_management import ModelManagement
 from servinglib.server.server_core import ServerCore
 
 

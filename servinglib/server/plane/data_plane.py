@@ -45,6 +45,7 @@ from servinglib.server.observe.call_record import (
     StreamRecord,
 )
 from servinglib.server.observe.log_sink import LogSinkFactory
+from servinglib.server.observe.request_context import log_model_failure, request_id
 from servinglib.server.observe.request_logger import RequestLogger, RequestLogOptions
 from servinglib.server.observe.statistics import InferenceStatistics
 from servinglib.server.plane.call_pool import CallPool, RunningCall, default_max_calls_per_model
@@ -58,7 +59,6 @@ from servinglib.server.plane.placements import (
     ServerThreadCalls,
 )
 from servinglib.server.plane.public_errors import PublicErrors
-from servinglib.server.plane.request_context import log_model_failure, request_id
 from servinglib.server.plane.signature_cache import SignatureCache
 from servinglib.server.plane.stream_budget import StreamBudget
 from servinglib.server.plane.stream_limits import StreamLimits
@@ -106,46 +106,36 @@ class InferenceResult:
 class DataPlane:
     """Runs one request against a ServerCore the way every protocol must.
 
-    Looks the version up (:meth:`ServerCore.servable_handle`: in-flight
-    bound, labels), resolves the signature, and runs it where its execution
-    mode says: THREAD on this plane's bounded worker pool, INLINE on the
-    calling event loop, ASYNC as the servable's coroutine (batched
-    signatures are ASYNC: they complete through the batch scheduler).  The
-    deadline (``time.monotonic()`` seconds) bounds the whole call: past it
-    the request fails with DEADLINE_EXCEEDED, and batching queues see it
-    through :func:`servinglib.servable.request_deadline`.  The handle is
-    released when the model call ends, even if the request gave up earlier,
-    so a version never unloads under a running call.
-
-    Request logging: models whose config has a ``logging_config`` have
-    their sampled requests written by :attr:`request_logger`, to the file
-    sink or a sink of ``log_sinks`` (collector type → factory), within the
-    bounds of ``request_log`` (the queue's requests and bytes, the files kept).
+    Admits it (``max_requests_in_flight_per_model`` of the core's options:
+    past it, UNAVAILABLE at once), looks the version up
+    (:meth:`ServerCore.servable_handle`: labels, latest), resolves the
+    signature and chooses, once, where the call runs: the servable's own
+    :class:`~servinglib.servable.Placement` (a batch queue) or the plane's
+    for the execution mode (:mod:`~servinglib.server.plane.placements`:
+    INLINE where it is asked, THREAD on the bounded worker pool, ASYNC as the
+    servable's coroutine).  :meth:`infer` runs it for an event loop,
+    :meth:`infer_blocking` for a thread with none (a synchronous server's).
+    The deadline (``time.monotonic()`` seconds) bounds the whole call (past
+    it: DEADLINE_EXCEEDED, logged one line per request; batching queues see
+    it through :func:`~servinglib.servable.request_deadline`).  The handle
+    is released when the model call ends, even if the request gave up
+    earlier, so a version never unloads under a running call.
     Isolation: the worker pool (``max_workers`` threads, default 4 per CPU
     up to 32) is shared, but at most ``max_calls_per_model`` calls of one
-    model run on it at once (default half the pool); the model's further
-    calls wait for its own calls to return, within their deadline.  Calls
-    that outlive their deadline still hold their model's share until they
-    return; :meth:`overdue_calls` counts them.  Every DEADLINE_EXCEEDED is
-    logged, one line per request.
-    Every request that reaches a version is counted in Triton's statistics
-    (outcomes, queue and compute durations, batches;
-    ``questions.model_statistics``); with ``tracing``, its stages become
-    spans (:class:`Tracing`).  Questions about models (readiness, status,
-    metadata, which version a label or "latest" means) are answered by
+    model run on it at once (default half the pool); calls that outlive
+    their deadline hold their model's share until they return
+    (:meth:`overdue_calls`).
+    Observers: each call that reached a version, and each closed stream, is
+    one :class:`~servinglib.server.observe.call_record.CallRecord` handed to
+    the plane's observers: Triton's statistics (``questions``), ``tracing``,
+    the :attr:`request_logger` (models with a ``logging_config``: sampled
+    requests to the file sink or one of ``log_sinks``, within
+    ``request_log``'s bounds), ``on_stream``, then ``observers``.
+    Questions about models (readiness, status, metadata) are answered by
     :attr:`questions`, for every front end alike; they count as no request.
-    Errors reach clients through :meth:`public_error`: the server's own
-    directories (models' local base paths, the model cache) are written
-    ``<model name>`` / ``<model cache>`` unless ``show_paths_in_errors``.
-    On a thread with no running event loop (a synchronous server's
-    worker, which drives :meth:`infer`'s coroutine with
-    :func:`~servinglib.server.plane.calls_here.run_to_completion`), the
-    coroutine never suspends: THREAD calls run on that thread (in a place
-    of their model's share of the pool, waiting for one there, the thread
-    held, when the share is full), batched calls block it until their batch
-    ran, ASYNC ones run on a helper loop while it waits; the deadline bounds
-    the waits as above.
-    Thread-safe; its coroutines run on any event loop, or on a server thread.
+    Errors reach clients through :meth:`public_error` (the server's own
+    directories hidden unless ``show_paths_in_errors``).
+    Thread-safe; :meth:`infer` runs on any event loop.
     """
 
     def __init__(
@@ -289,7 +279,7 @@ class DataPlane:
         logged as predict requests (``log_request=False``: the caller logs
         the request itself, as classify and regress do).  An exception of
         the model's own is logged once, with its traceback and the request's
-        id (:mod:`~servinglib.server.plane.request_context`).  Raises the
+        id (:mod:`~servinglib.server.observe.request_context`).  Raises the
         errors of :meth:`ServerCore.servable_handle` and
         :func:`call_signature`, UnavailableError at once when the model is
         at ``max_requests_in_flight_per_model``, UnimplementedError for a

@@ -25,7 +25,7 @@ from servinglib.server.plane.metadata import (
     v2_model_metadata,
 )
 from servinglib.server.plane.public_errors import PublicErrors
-from servinglib.server.plane.repository import RepositoryEntry, repository_index
+from servinglib.server.plane.repository_index import RepositoryEntry, repository_index
 from servinglib.server.server_core import ServerCore
 from servinglib.server.status import ModelMetadata, ModelStatus
 

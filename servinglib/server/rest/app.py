@@ -20,11 +20,11 @@ from servinglib.errors import (
     UnavailableError,
     bounded_message,
 )
+from servinglib.server.management.model_management import ModelManagement
+from servinglib.server.observe.request_context import begin_request, was_logged
+from servinglib.server.observe.request_context import request_id as current_request_id
 from servinglib.server.observe.request_record import RequestObserver, RequestRecord
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.model_management import ModelManagement
-from servinglib.server.plane.request_context import begin_request, was_logged
-from servinglib.server.plane.request_context import request_id as current_request_id
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.content_encoding import (
     DecodedTooLargeError,

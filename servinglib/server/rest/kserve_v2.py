@@ -22,10 +22,10 @@ import numpy.typing as npt
 from servinglib.codecs import decode_raw, encode_raw, numpy_to_v2_datatype, v2_datatype_to_numpy
 from servinglib.codecs.limits import DecodeLimits, element_count
 from servinglib.errors import InvalidArgumentError, NotFoundError, ServingError
+from servinglib.server.management.model_management import ModelManagement
+from servinglib.server.management.repository import ModelRepository
 from servinglib.server.observe.statistics import StatisticDuration, VersionStatistics
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.model_management import ModelManagement
-from servinglib.server.plane.repository import ModelRepository
 from servinglib.server.rest import json_codec
 from servinglib.server.rest.exchange import RestRequest, RestResponse
 from servinglib.server.rest.options import RestOptions

@@ -10,7 +10,7 @@ from tritonclient.utils import InferenceServerException
 
 from servinglib.server.cli import FlagError, parse_flags
 from servinglib.server.cli.model_server import management_options
-from servinglib.server.plane.model_management import ModelManagementOptions
+from servinglib.server.management.model_management import ModelManagementOptions
 from servinglib.testing import wait_until
 from tests.server.cli.test_model_server import CONFIG, Server, python_model
 

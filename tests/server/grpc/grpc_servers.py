@@ -18,8 +18,8 @@ import grpc
 from servinglib.examples import HALF_PLUS_TWO, PYTHON_HALF_PLUS_TWO
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.grpc import GrpcServer, GrpcServerOptions, RpcRecord, create_server
+from servinglib.server.management.model_management import ModelManagement, ModelManagementOptions
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.model_management import ModelManagement, ModelManagementOptions
 from servinglib.server.server_core import ServerCore
 from servinglib.sources.version_policy import ServableVersionPolicy
 

@@ -14,7 +14,7 @@ from tritonclient.utils import InferenceServerException
 
 from servinglib.protos import grpc_service_pb2
 from servinglib.server.config import ModelServerConfig
-from servinglib.server.plane.model_management import ModelManagementOptions
+from servinglib.server.management.model_management import ModelManagementOptions
 from servinglib.server.server_core import ServerCore
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 

@@ -21,7 +21,7 @@ from servinglib.core.servable_state import ManagerState
 from servinglib.examples import HALF_PLUS_TWO
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.logging_config import LoggingConfig
-from servinglib.server.plane.model_management import ModelManagementOptions
+from servinglib.server.management.model_management import ModelManagementOptions
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS

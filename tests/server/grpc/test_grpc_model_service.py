@@ -15,7 +15,7 @@ from tensorflow_serving.apis import (
 )
 
 from servinglib.server.config import ModelServerConfig
-from servinglib.server.plane.model_management import ModelManagementOptions
+from servinglib.server.management.model_management import ModelManagementOptions
 from servinglib.server.server_core import ServerCore
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 

@@ -20,9 +20,9 @@ from servinglib.errors import (
 )
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
+from servinglib.server.observe.request_context import begin_request, end_request
 from servinglib.server.plane.calls_here import run_to_completion
 from servinglib.server.plane.data_plane import DataPlane
-from servinglib.server.plane.request_context import begin_request, end_request
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS

@@ -12,7 +12,7 @@ import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
 from servinglib.server.config import ModelServerConfig
-from servinglib.server.plane.model_management import ModelManagement, ModelManagementOptions
+from servinglib.server.management.model_management import ModelManagement, ModelManagementOptions
 from servinglib.server.rest import RestServer, create_app, create_server
 from servinglib.server.server_core import ServerCore
 from tests.server.grpc.grpc_servers import write_python_model
