@@ -247,6 +247,15 @@ def shortened(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
     return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
+def wrong_type(what: str, expected: str, value: object) -> TypeError:
+    """A TypeError saying that ``what`` must be ``expected``, and what it was instead.
+
+    For a public call's argument of the wrong type; request-path callers test with
+    a plain ``isinstance`` (cheap) and call this only when it fails.
+    """
+    return TypeError(f"{what} must be {expected}, not {type(value).__name__}")
+
+
 def bounded_message(message: str, limit_bytes: int = MAX_MESSAGE_BYTES) -> str:
     """``message`` whole if its UTF-8 holds at most ``limit_bytes``, else cut to fit, saying so.
 

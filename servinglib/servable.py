@@ -22,12 +22,12 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from servinglib.core.argument_types import wrong_type
 from servinglib.errors import (
     FailedPreconditionError,
     InternalError,
     InvalidArgumentError,
     UnimplementedError,
+    wrong_type,
 )
 
 DEFAULT_SIGNATURE = "serving_default"
