@@ -124,6 +124,10 @@ def test_classify_records_send_serialized_examples_merged_with_context(tmp_path:
     features = example.features.feature
     assert features["country"].bytes_list.value == [b"nz"]
     assert features["age"].int64_list.value == [40]  # the example's own feature wins
+    # TF Serving's bytes: the context's serialization, then the example's.
+    assert serialized[0] == (  # type: ignore[index]
+        with_context.context.SerializeToString() + with_context.examples[0].SerializeToString()
+    )
 
 
 def test_a_failing_warmup_request_fails_the_load_and_unloads(tmp_path: Path) -> None:
