@@ -248,11 +248,8 @@ def shortened(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
 
 
 def wrong_type(what: str, expected: str, value: object) -> TypeError:
-    """A TypeError saying that ``what`` must be ``expected``, and what it was instead.
-
-    For a public call's argument of the wrong type; request-path callers test with
-    a plain ``isinstance`` (cheap) and call this only when it fails.
-    """
+    """The TypeError for a public call's argument ``what``: it must be ``expected``, and what
+    it was instead (request-path callers test a cheap ``isinstance`` first)."""
     return TypeError(f"{what} must be {expected}, not {type(value).__name__}")
 
 

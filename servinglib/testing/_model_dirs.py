@@ -53,11 +53,8 @@ def write_python_model(
 ) -> Path:
     """Writes ``source`` as ``base/name/<version>/model.py`` beside ``files``; returns base/name.
 
-    The layout the python platform loads with a default PythonPlatformConfig
-    entry point (so ``source`` defines its ``Model`` class); ``source`` is
-    dedented first, so it may be an indented triple-quoted string.  The
-    version is written as :func:`make_version_dirs` writes one, aside and
-    then renamed into place, and raises as it does.
+    A version of the python platform's default layout (``source``, dedented first, defines
+    its ``Model``), written and raising as :func:`make_version_dirs` writes a version.
     Thread safety: as make_version_dirs.
     """
     model_files = {**(files or {}), "model.py": textwrap.dedent(source)}

@@ -84,20 +84,17 @@ class ServerMetrics:
     """
 
     def __init__(self) -> None:
-        prom = _prometheus()
-        self._prom = prom
-        self.registry = prom.CollectorRegistry(auto_describe=True)
-        registry = self.registry
+        self.registry = registry = _prometheus().CollectorRegistry(auto_describe=True)
         self._labels = ModelLabels()
         self._requests = _RequestStats(SCRAPED["request_latency"].buckets)
-        registry.register(_RequestCollector(self._requests, prom))
-        self._recorded = {key: series.metric(prom, registry) for key, series in RECORDED.items()}
+        registry.register(_RequestCollector(self._requests))
+        self._recorded = {key: series.metric(registry) for key, series in RECORDED.items()}
         self._lock = threading.Lock()
         self._states: dict[ServableId, ManagerState] = {}  # guarded by: _lock
         self._times = TransitionTimes()
         self.scheduler: SharedBatchScheduler | None = None
         self.plane: PlaneGauges | None = None
-        registry.register(_StateCollector(self, self._labels, prom))
+        registry.register(_StateCollector(self, self._labels))
         self._workers: WorkerMetrics | None = None
 
     def observe_request(
@@ -291,21 +288,22 @@ class _RequestStats:
 class _RequestCollector:
     """TF Serving's ``request_count`` and ``request_latency`` families from a _RequestStats."""
 
-    def __init__(self, stats: _RequestStats, prom: Any) -> None:  # noqa: ANN401 - the module
+    def __init__(self, stats: _RequestStats) -> None:
+        from prometheus_client.utils import floatToGoString
+
         self._stats = stats
-        self._prom = prom
-        self._bounds = [prom.utils.floatToGoString(bound) for bound in stats.bounds] + ["+Inf"]
+        self._bounds = [floatToGoString(bound) for bound in stats.bounds] + ["+Inf"]  # type: ignore[no-untyped-call]
 
     def describe(self) -> list[Any]:
         return []
 
     def collect(self) -> Iterator[Any]:
         counts, latencies = self._stats.snapshot()
-        requests = SCRAPED["request_count"].family(self._prom)
+        requests = SCRAPED["request_count"].family()
         for (model_name, status), count in sorted(counts.items()):
             requests.add_metric([model_name, status], count)
         yield requests
-        latency = SCRAPED["request_latency"].family(self._prom)
+        latency = SCRAPED["request_latency"].family()
         for key, row in sorted(latencies.items()):
             cumulative = list(itertools.accumulate(row[:-1]))
             latency.add_metric(list(key), list(zip(self._bounds, cumulative, strict=True)), row[-1])
@@ -316,32 +314,26 @@ class _RequestCollector:
 class _StateCollector:
     """Computed at scrape time: version states, overdue calls, request logs, load gauges."""
 
-    def __init__(
-        self,
-        metrics: ServerMetrics,
-        labels: ModelLabels,
-        prom: Any,  # noqa: ANN401 - the module
-    ) -> None:
+    def __init__(self, metrics: ServerMetrics, labels: ModelLabels) -> None:
         self._metrics = metrics
         self._labels = labels
-        self._prom = prom
 
     def describe(self) -> list[Any]:
         return []
 
     def collect(self) -> Iterator[Any]:
-        states = SCRAPED["version_state"].family(self._prom)
+        states = SCRAPED["version_state"].family()
         ordered = sorted(self._metrics.states().items(), key=lambda i: (i[0].name, i[0].version))
         for servable, state in ordered:
             states.add_metric([servable.name, str(servable.version), state.value], 1)
         yield states
         plane = self._metrics.plane
         if plane is not None:
-            overdue = SCRAPED["calls_past_deadline"].family(self._prom)
+            overdue = SCRAPED["calls_past_deadline"].family()
             for name, count in sorted(plane.overdue_calls().items()):
                 overdue.add_metric([name], count)
             yield overdue
-            logged = SCRAPED["request_log_count"].family(self._prom)
+            logged = SCRAPED["request_log_count"].family()
             for (name, outcome), count in sorted(plane.request_logger.counts().items()):
                 logged.add_metric([name, outcome], count)
             yield logged
@@ -366,8 +358,8 @@ class _StateCollector:
             model = queue.split("/", 1)[0]
             queued[model] = queued.get(model, 0) + stats.queued_tasks
         models |= in_flight.keys() | queued.keys()
-        flying = SCRAPED["requests_in_flight"].family(self._prom)
-        waiting = SCRAPED["requests_queued"].family(self._prom)
+        flying = SCRAPED["requests_in_flight"].family()
+        waiting = SCRAPED["requests_queued"].family()
         for model in sorted(models):
             flying.add_metric([model], in_flight.get(model, 0))
             waiting.add_metric([model], queued.get(model, 0))
@@ -375,7 +367,7 @@ class _StateCollector:
         yield waiting
         if scheduler is None:
             return
-        depth = SCRAPED["batch_queue_depth"].family(self._prom)
+        depth = SCRAPED["batch_queue_depth"].family()
         for name, stats in sorted(queues.items()):
             depth.add_metric([name], stats.queued_tasks)
         yield depth

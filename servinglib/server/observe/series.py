@@ -1,7 +1,6 @@
 """Every Prometheus series servinglib exports, declared once: name, kind, help, labels, buckets.
 
-The metrics build from these tables (:class:`~servinglib.server.observe.metrics.ServerMetrics`
-and :class:`~servinglib.server.observe.stream_metrics.StreamMetrics`), and the test of
+ServerMetrics and StreamMetrics build their metrics from these tables, and the test of
 docs/reference/metrics.md reads them.  TF Serving's names and units (microseconds) are kept
 byte for byte; servinglib's own series are named ``servinglib_*``, in seconds.
 """
@@ -17,8 +16,9 @@ import attrs
 @final
 @attrs.frozen
 class Series:
-    """One metric family: its name, kind, help text, label names and (histograms) buckets.
+    """One metric family: name, kind, help text, label names and (histograms) buckets.
 
+    Needs ``prometheus-client`` (the ``metrics`` extra), imported when first built.
     Immutable, so thread-safe.
     """
 
@@ -28,21 +28,20 @@ class Series:
     labels: tuple[str, ...]
     buckets: tuple[float, ...] = ()
 
-    def metric(self, prom: Any, registry: Any) -> Any:  # noqa: ANN401 - prometheus_client's
+    def metric(self, registry: Any) -> Any:  # noqa: ANN401 - prometheus_client's types
         """A prometheus_client metric of this series, registered in ``registry``."""
-        make = {"counter": prom.Counter, "gauge": prom.Gauge, "histogram": prom.Histogram}
-        buckets = {"buckets": self.buckets} if self.buckets else {}
-        return make[self.kind](self.name, self.help, self.labels, registry=registry, **buckets)
+        import prometheus_client
 
-    def family(self, prom: Any) -> Any:  # noqa: ANN401 - prometheus_client's
+        make = getattr(prometheus_client, self.kind.capitalize())  # Counter, Gauge, Histogram
+        buckets = {"buckets": self.buckets} if self.buckets else {}
+        return make(self.name, self.help, self.labels, registry=registry, **buckets)
+
+    def family(self) -> Any:  # noqa: ANN401 - prometheus_client's types
         """An empty metric family of this series, for a collector to fill at scrape time."""
-        core = prom.metrics_core
-        make = {
-            "counter": core.CounterMetricFamily,
-            "gauge": core.GaugeMetricFamily,
-            "histogram": core.HistogramMetricFamily,
-        }
-        return make[self.kind](self.name, self.help, labels=self.labels)
+        from prometheus_client import metrics_core
+
+        make = getattr(metrics_core, f"{self.kind.capitalize()}MetricFamily")
+        return make(self.name, self.help, labels=self.labels)
 
 
 # Microsecond buckets for request and queueing latencies: 50 µs .. 60 s.
@@ -60,86 +59,65 @@ _POOL = ("thread_pool_name",)
 _MODEL = ("model_name",)
 
 RECORDED: Final[Mapping[str, Series]] = {
-    "queuing_latency": Series(
-        ":tensorflow:serving:batching_session:queuing_latency", "histogram",
+    "queuing_latency": Series(":tensorflow:serving:batching_session:queuing_latency", "histogram",
         "Time a request waited in a batch queue, in microseconds.", _POOL, _LATENCY_US),
-    "input_batch_size": Series(
-        ":tensorflow:serving:batching_session:input_batch_size", "histogram",
+    "input_batch_size": Series(":tensorflow:serving:batching_session:input_batch_size", "histogram",
         "Rows of the requests in each batch, before padding.", _POOL, _BATCH_SIZE),
     "processed_batch_size": Series(
         ":tensorflow:serving:batching_session:processed_batch_size", "histogram",
         "Rows each batch ran with, padding included.", _POOL, _BATCH_SIZE),
-    "padding_size": Series(
-        ":tensorflow:serving:batching_session:padding_size", "histogram",
+    "padding_size": Series(":tensorflow:serving:batching_session:padding_size", "histogram",
         "Padding rows added to each batch.", _POOL, (0, *_BATCH_SIZE)),
-    "batches": Series(
-        ":tensorflow:serving:batching_session:wrapped_run_count", "counter",
+    "batches": Series(":tensorflow:serving:batching_session:wrapped_run_count", "counter",
         "The number of batches run.", _POOL),
-    "load_seconds": Series(
-        "servinglib_model_load_seconds", "histogram",
+    "load_seconds": Series("servinglib_model_load_seconds", "histogram",
         "Time from a version's LOADING to AVAILABLE (its load and warmup), in seconds.",
         _MODEL, _LOAD_S),
-    "load_failures": Series(
-        "servinglib_model_load_failures", "counter",
+    "load_failures": Series("servinglib_model_load_failures", "counter",
         "Versions that ended with an error, by model.", _MODEL),
-    "download_bytes": Series(
-        "servinglib_model_download_bytes", "counter",
-        "Bytes of versions downloaded from object storage into the local cache, by model.",
-        _MODEL),
-    "download_seconds": Series(
-        "servinglib_model_download_seconds", "histogram",
+    "download_bytes": Series("servinglib_model_download_bytes", "counter",
+        "Bytes of versions downloaded from object storage into the local cache, by model.", _MODEL),
+    "download_seconds": Series("servinglib_model_download_seconds", "histogram",
         "Time to download one version from object storage, in seconds.", _MODEL, _LOAD_S),
-    "storage_errors": Series(
-        "servinglib_model_storage_errors", "counter",
+    "storage_errors": Series("servinglib_model_storage_errors", "counter",
         "Failed listings and downloads of a model's object-storage base path.",
         ("model_name", "operation")),
 }  # fmt: skip
 """What ServerMetrics records as it happens, by its own name for each."""
 
 SCRAPED: Final[Mapping[str, Series]] = {
-    "request_count": Series(
-        ":tensorflow:serving:request_count", "counter",
+    "request_count": Series(":tensorflow:serving:request_count", "counter",
         "The number of requests, by model and status.", ("model_name", "status")),
-    "request_latency": Series(
-        ":tensorflow:serving:request_latency", "histogram",
+    "request_latency": Series(":tensorflow:serving:request_latency", "histogram",
         "Request latency in microseconds, by model, API and entrypoint (REST or GRPC).",
         ("model_name", "API", "entrypoint"), _LATENCY_US),
-    "version_state": Series(
-        "servinglib_model_version_state", "gauge",
+    "version_state": Series("servinglib_model_version_state", "gauge",
         "1 for each version's current state (START, LOADING, AVAILABLE, UNLOADING).",
         ("model_name", "version", "state")),
-    "calls_past_deadline": Series(
-        "servinglib_model_calls_past_deadline", "gauge",
+    "calls_past_deadline": Series("servinglib_model_calls_past_deadline", "gauge",
         "Model calls still running after their request's deadline: each holds a worker "
         "of the model's share until it returns.", _MODEL),
-    "request_log_count": Series(
-        ":tensorflow:serving:request_log_count", "counter",
+    "request_log_count": Series(":tensorflow:serving:request_log_count", "counter",
         "Sampled requests of models with a logging_config, by outcome: OK (written), "
         "RESOURCE_EXHAUSTED (dropped: queue full), INTERNAL (sink failed), NOT_FOUND "
         "(no such collector).", ("model_name", "status_code")),
-    "requests_in_flight": Series(
-        "servinglib_model_requests_in_flight", "gauge",
+    "requests_in_flight": Series("servinglib_model_requests_in_flight", "gauge",
         "Inference requests a model is answering now (queued, batched or running).", _MODEL),
-    "requests_queued": Series(
-        "servinglib_model_requests_queued", "gauge",
+    "requests_queued": Series("servinglib_model_requests_queued", "gauge",
         "Requests of a model waiting in its batch queues (0 when it is not batched).", _MODEL),
-    "batch_queue_depth": Series(
-        "servinglib_batch_queue_depth", "gauge",
+    "batch_queue_depth": Series("servinglib_batch_queue_depth", "gauge",
         "Requests waiting in each batch queue (model/version/signature).", ("queue",)),
 }  # fmt: skip
 """What ServerMetrics' collectors compute at each scrape, by their own name for each."""
 
 STREAMS: Final[Mapping[str, Series]] = {
-    "streams": Series(
-        "servinglib_streams", "counter",
+    "streams": Series("servinglib_streams", "counter",
         "Streamed answers (gRPC ModelStreamInfer, REST generate and generate_stream) ended, "
         "by model and outcome (OK, CANCELLED when the client left, or the error's code).",
         ("model_name", "outcome")),
-    "parts": Series(
-        "servinglib_stream_parts", "histogram",
+    "parts": Series("servinglib_stream_parts", "histogram",
         "Parts each stream handed to its client.", _MODEL, _PARTS),
-    "first_part": Series(
-        "servinglib_stream_first_part_seconds", "histogram",
+    "first_part": Series("servinglib_stream_first_part_seconds", "histogram",
         "Time from a stream's start to its first part, in seconds.", _MODEL, _FIRST_PART_S),
 }  # fmt: skip
 """What StreamMetrics records, by its own name for each."""

@@ -25,19 +25,15 @@ class StreamMetrics:
     """The stream metrics of one server.  Thread-safe (prometheus-client's metrics are)."""
 
     def __init__(self, metrics: ServerMetrics) -> None:
-        import prometheus_client as prom  # ServerMetrics exists: the metrics extra is installed
-
-        recorded = {key: series.metric(prom, metrics.registry) for key, series in STREAMS.items()}
-        self._streams, self._parts = recorded["streams"], recorded["parts"]
-        self._first_part = recorded["first_part"]
+        self._recorded = {key: series.metric(metrics.registry) for key, series in STREAMS.items()}
 
     def observe(self, record: StreamRecord) -> None:
         """Records one closed stream."""
-        name = record.model_name
-        self._streams.labels(name, record.code.name).inc()
-        self._parts.labels(name).observe(record.parts)
+        name, recorded = record.model_name, self._recorded
+        recorded["streams"].labels(name, record.code.name).inc()
+        recorded["parts"].labels(name).observe(record.parts)
         if record.first_part_s is not None:
-            self._first_part.labels(name).observe(record.first_part_s)
+            recorded["first_part"].labels(name).observe(record.first_part_s)
 
 
 def log_stream(record: StreamRecord) -> None:
