@@ -38,8 +38,8 @@ from _servers import run_bound
 from servinglib.errors import InvalidArgumentError, StatusCode
 from servinglib.servable import Tensors, call_resolved, deadline_scope, resolve_signature
 from servinglib.server import ModelSpec, ServerCore
-from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.observe.metrics import ServerMetrics
+from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.rest import RestServer
 
 INLINE, THREAD = "plus_one_inline", "plus_one"

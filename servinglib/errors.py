@@ -247,6 +247,12 @@ def shortened(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
     return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
+def wrong_type(what: str, expected: str, value: object) -> TypeError:
+    """The TypeError for a public call's argument ``what``: it must be ``expected``, and what
+    it was instead (request-path callers test a cheap ``isinstance`` first)."""
+    return TypeError(f"{what} must be {expected}, not {type(value).__name__}")
+
+
 def bounded_message(message: str, limit_bytes: int = MAX_MESSAGE_BYTES) -> str:
     """``message`` whole if its UTF-8 holds at most ``limit_bytes``, else cut to fit, saying so.
 

@@ -24,13 +24,13 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from servinglib.core.argument_types import wrong_type
 from servinglib.errors import (
     DeadlineExceededError,
     FailedPreconditionError,
     InternalError,
     InvalidArgumentError,
     UnimplementedError,
+    wrong_type,
 )
 
 DEFAULT_SIGNATURE = "serving_default"

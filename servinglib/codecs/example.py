@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from servinglib.errors import InvalidArgumentError
-from servinglib.protos import example_pb2
+from servinglib.protos import example_pb2, input_pb2
 
 FeatureScalar: TypeAlias = bytes | str | float | int | bool | np.generic
 """One value of a feature."""
@@ -98,6 +98,22 @@ def serialize_examples(
     serialized = np.empty(len(examples), dtype=object)
     serialized[:] = [prefix + example.SerializeToString() for example in examples]
     return serialized
+
+
+def serialize_input(model_input: input_pb2.Input) -> npt.NDArray[Any]:
+    """The examples of a TF Serving ``Input``, serialized by :func:`serialize_examples`.
+
+    TF Serving's ``InputToSerializedExampleTensor``: an ``example_list``'s
+    examples as they are, an ``example_list_with_context``'s each preceded by
+    the context.  Raises InvalidArgumentError for an Input of neither kind.
+    """
+    kind = model_input.WhichOneof("kind")
+    if kind == "example_list":
+        return serialize_examples(model_input.example_list.examples)
+    if kind == "example_list_with_context":
+        with_context = model_input.example_list_with_context
+        return serialize_examples(with_context.examples, with_context.context)
+    raise InvalidArgumentError("Input is empty: set example_list or example_list_with_context")
 
 
 def _as_list(value: FeatureInput) -> list[Any]:

@@ -1,7 +1,6 @@
-"""TypeErrors for arguments of the wrong type, raised where a public call receives them.
+"""The type checks of core's own arguments (ServableId, ServableData, Loader).
 
-Callers on the request path test with a plain ``isinstance`` (cheap) and call
-these only when it fails; control-path callers call them directly.
+Each raises (or returns) the TypeError of :func:`servinglib.errors.wrong_type`.
 """
 
 from __future__ import annotations
@@ -9,11 +8,7 @@ from __future__ import annotations
 from servinglib.core.loader import Loader
 from servinglib.core.servable_data import ServableData
 from servinglib.core.servable_id import ServableId
-
-
-def wrong_type(what: str, expected: str, value: object) -> TypeError:
-    """A TypeError saying that ``what`` must be ``expected``, and what it was instead."""
-    return TypeError(f"{what} must be {expected}, not {type(value).__name__}")
+from servinglib.errors import wrong_type
 
 
 def not_a_servable_request(request: object) -> TypeError:

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, final
 
 import attrs
-import numpy as np
-import numpy.typing as npt
 
 from servinglib.errors import DataLossError, InvalidArgumentError, ServingError
 from servinglib.servable import Servable, call_signature, resolve_signature
@@ -107,29 +104,12 @@ def _predict(servable: Servable, request: predict_pb2.PredictRequest) -> None:
 
 def _examples(servable: Servable, signature_name: str, model_input: input_pb2.Input) -> None:
     """Calls a classify/regress signature with the serialized examples of ``model_input``."""
+    from servinglib.codecs.example import serialize_input
+
     name, spec = resolve_signature(servable, signature_name)
     if len(spec.inputs) != 1:
         raise InvalidArgumentError(
             f"Signature '{name}' takes {len(spec.inputs)} inputs; classify and regress need one"
         )
     (input_name,) = spec.inputs
-    call_signature(servable, name, {input_name: _serialized_examples(model_input)})
-
-
-def _serialized_examples(model_input: input_pb2.Input) -> npt.NDArray[Any]:
-    """The examples of an Input, each merged with the context (its features win)."""
-    kind = model_input.WhichOneof("kind")
-    if kind == "example_list":
-        examples: Iterable[Any] = model_input.example_list.examples
-        serialized = [e.SerializeToString() for e in examples]
-    elif kind == "example_list_with_context":
-        with_context = model_input.example_list_with_context
-        serialized = []
-        for example in with_context.examples:
-            merged = type(with_context.context)()
-            merged.CopyFrom(with_context.context)
-            merged.MergeFrom(example)
-            serialized.append(merged.SerializeToString())
-    else:
-        raise InvalidArgumentError("Warmup classify/regress request has no examples")
-    return np.array(serialized, dtype=object)
+    call_signature(servable, name, {input_name: serialize_input(model_input)})

@@ -11,7 +11,6 @@ from typing import Any, final
 import attrs
 
 from servinglib.batching.scheduler import SharedBatchScheduler
-from servinglib.core.argument_types import wrong_type
 from servinglib.core.aspired_versions_manager import AspiredVersionsManager
 from servinglib.core.clock import Clock
 from servinglib.core.event_bus import EventBus
@@ -32,6 +31,7 @@ from servinglib.errors import (
     UnavailableError,
     UnimplementedError,
     UnknownError,
+    wrong_type,
 )
 from servinglib.loaders.model_batching import ModelBatching
 from servinglib.loaders.registry import PlatformRegistry, default_registry

@@ -3,7 +3,8 @@
 The doubles servinglib's own tests use (:class:`FakeLoader`, :class:`FakeSource`,
 :class:`FakeStoragePathSourceAdapter`, :class:`FakeClock`,
 :class:`RecordingTarget`), waiters that wait on conditions instead of
-sleeping, model-directory builders, a manager serving given objects
+sleeping, model-directory builders (:func:`make_version_dirs`,
+:func:`write_python_model`), a manager serving given objects
 (:func:`static_manager`), a :class:`ServableHarness` that runs one Loader in
 a real manager, and the conformance checks :func:`check_loader` and
 :func:`check_source`.  The pytest fixtures are in :mod:`servinglib.testing.plugin`
@@ -27,6 +28,7 @@ from servinglib.testing._loader_conformance import (
 )
 from servinglib.testing._loader_conformance import check_loader as check_loader
 from servinglib.testing._model_dirs import make_version_dirs as make_version_dirs
+from servinglib.testing._model_dirs import write_python_model as write_python_model
 from servinglib.testing._recording_target import AspiredVersionsCall as AspiredVersionsCall
 from servinglib.testing._recording_target import RecordingTarget as RecordingTarget
 from servinglib.testing._servable_harness import ServableHarness as ServableHarness
@@ -67,5 +69,6 @@ __all__ = [
     "wait_until",
     "wait_until_available",
     "wait_until_state",
+    "write_python_model",
     "zero_inputs",
 ]

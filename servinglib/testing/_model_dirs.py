@@ -1,9 +1,11 @@
-"""make_version_dirs: model base paths with numbered version directories, written safely."""
+"""make_version_dirs and write_python_model: model base paths with numbered version directories,
+written safely."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import textwrap
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path, PurePosixPath
@@ -39,6 +41,24 @@ def make_version_dirs(
         content = files(version) if callable(files) else files
         _publish(model_dir, version, content if content is not None else {})
     return model_dir
+
+
+def write_python_model(
+    base: str | os.PathLike[str],
+    name: str,
+    source: str,
+    *,
+    version: int = 1,
+    files: Files | None = None,
+) -> Path:
+    """Writes ``source`` as ``base/name/<version>/model.py`` beside ``files``; returns base/name.
+
+    A version of the python platform's default layout (``source``, dedented first, defines
+    its ``Model``), written and raising as :func:`make_version_dirs` writes a version.
+    Thread safety: as make_version_dirs.
+    """
+    model_files = {**(files or {}), "model.py": textwrap.dedent(source)}
+    return make_version_dirs(base, name, [version], model_files)
 
 
 def _publish(model_dir: Path, version: int, files: Files) -> None:

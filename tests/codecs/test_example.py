@@ -10,9 +10,14 @@ import tensorflow as tf
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servinglib.codecs.example import features_of, make_example, serialize_examples
+from servinglib.codecs.example import (
+    features_of,
+    make_example,
+    serialize_examples,
+    serialize_input,
+)
 from servinglib.errors import InvalidArgumentError
-from servinglib.protos import example_pb2
+from servinglib.protos import example_pb2, input_pb2
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 FLOAT32 = st.floats(width=32, allow_nan=False)
@@ -159,3 +164,20 @@ def test_serialize_examples_merges_the_context_and_the_example_wins() -> None:
     assert merged[1] == {"lang": [b"en"], "shared": [1], "x": [2.5]}
     alone = serialize_examples(examples)
     assert features_of(example_pb2.Example.FromString(alone[1])) == {"x": [2.5]}
+
+
+def test_serialize_input_gives_tf_servings_bytes_for_each_kind() -> None:
+    """An Input's examples are serialized as they are, or each after the context's bytes."""
+    context, example = make_example({"lang": "en"}), make_example({"x": 1.5})
+    listed = input_pb2.Input()
+    listed.example_list.examples.append(example)
+    with_context = input_pb2.Input()
+    with_context.example_list_with_context.context.CopyFrom(context)
+    with_context.example_list_with_context.examples.append(example)
+
+    assert list(serialize_input(listed)) == [example.SerializeToString()]
+    assert list(serialize_input(with_context)) == [
+        context.SerializeToString() + example.SerializeToString()
+    ]
+    with pytest.raises(InvalidArgumentError, match="Input is empty"):
+        serialize_input(input_pb2.Input())

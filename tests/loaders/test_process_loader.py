@@ -6,7 +6,6 @@ import logging
 import os
 import shutil
 import signal
-import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from servinglib.loaders.python import PythonLoader, PythonPlatformConfig
 from servinglib.loaders.tensorflow import SavedModelLoader, TensorFlowPlatformConfig
 from servinglib.loaders.warmup import WarmupOptions
 from servinglib.servable import ExecutionMode, call_signature, deadline_scope
-from servinglib.testing import wait_until
+from servinglib.testing import wait_until, write_python_model
 
 TF_FACTORY = "servinglib.loaders.tensorflow.saved_model_loader:SavedModelLoader"
 PY_FACTORY = "servinglib.loaders.python:PythonLoader"
@@ -86,10 +85,7 @@ class Model(PythonModel):
 
 @pytest.fixture
 def python_model(tmp_path: Path) -> Path:
-    version = tmp_path / "model" / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(MODEL_PY)
-    return version
+    return write_python_model(tmp_path, "model", MODEL_PY) / "1"
 
 
 @pytest.fixture
@@ -263,22 +259,17 @@ def test_unload_ends_the_process(python_model: Path) -> None:
 
 
 def test_a_streaming_signature_fails_the_load(tmp_path: Path) -> None:
-    version = tmp_path / "1"
-    version.mkdir()
-    (version / "model.py").write_text(
-        textwrap.dedent(
-            """
-            from servinglib.loaders import PythonModel, signature
-            from servinglib.servable import TensorSpec
+    source = """
+        from servinglib.loaders import PythonModel, signature
+        from servinglib.servable import TensorSpec
 
-            class Model(PythonModel):
-                @signature(name="tokens", inputs=[TensorSpec("x", "float32", [-1])],
-                           outputs=[TensorSpec("y", "float32", [-1])])
-                def tokens(self, x):
-                    yield {"y": x}
-            """
-        )
-    )
+        class Model(PythonModel):
+            @signature(name="tokens", inputs=[TensorSpec("x", "float32", [-1])],
+                       outputs=[TensorSpec("y", "float32", [-1])])
+            def tokens(self, x):
+                yield {"y": x}
+    """
+    version = write_python_model(tmp_path, "m", source) / "1"
     with pytest.raises(UnimplementedError, match=r"Streaming signatures cannot run in a model"):
         ProcessLoader(str(version), PY_FACTORY, PY_CONFIG).load()
 

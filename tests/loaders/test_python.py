@@ -6,7 +6,6 @@ import asyncio
 import gc
 import subprocess
 import sys
-import textwrap
 import weakref
 from pathlib import Path
 
@@ -38,7 +37,7 @@ from servinglib.loaders.python import (
 )
 from servinglib.servable import ExecutionMode, call_signature, call_signature_async
 from servinglib.sources.target import connect
-from servinglib.testing import run_until
+from servinglib.testing import run_until, write_python_model
 
 HALF_PLUS_TWO = """
 import numpy as np
@@ -76,11 +75,8 @@ class Model(PythonModel):
 
 def write_model(base: Path, version: int, source: str, offset: float = 2.0) -> Path:
     """Writes a version directory holding ``model.py`` and an ``offset.txt``."""
-    path = base / str(version)
-    path.mkdir(parents=True)
-    (path / "model.py").write_text(textwrap.dedent(source))
-    (path / "offset.txt").write_text(str(offset))
-    return path
+    files = {"offset.txt": str(offset)}
+    return write_python_model(base, "m", source, version=version, files=files) / str(version)
 
 
 def load(path: Path) -> tuple[PythonLoader, PythonServable]:

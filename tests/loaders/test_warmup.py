@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ from servinglib.errors import DataLossError, InvalidArgumentError, StatusCode
 from servinglib.loaders.python import PythonLoader, PythonPlatformConfig, PythonServable
 from servinglib.loaders.warmup import MAX_WARMUP_RECORDS, WARMUP_FILE, WarmupOptions
 from servinglib.protos import example_pb2, prediction_log_pb2
-from servinglib.testing import FakeClock
+from servinglib.testing import FakeClock, write_python_model
 
 COUNTING_MODEL = """
 import numpy as np
@@ -68,9 +67,7 @@ def predict_log(values: list[float], signature_name: str = "") -> bytes:
 
 def model_dir(tmp_path: Path, records: list[bytes] | None = None) -> Path:
     """A Python model version directory, with a warmup file holding ``records`` if given."""
-    path = tmp_path / "m" / "1"
-    path.mkdir(parents=True)
-    (path / "model.py").write_text(textwrap.dedent(COUNTING_MODEL))
+    path = write_python_model(tmp_path, "m", COUNTING_MODEL) / "1"
     if records is not None:
         (path / "assets.extra").mkdir()
         write_records(path / WARMUP_FILE, records)
@@ -124,6 +121,10 @@ def test_classify_records_send_serialized_examples_merged_with_context(tmp_path:
     features = example.features.feature
     assert features["country"].bytes_list.value == [b"nz"]
     assert features["age"].int64_list.value == [40]  # the example's own feature wins
+    # TF Serving's bytes: the context's serialization, then the example's.
+    assert serialized[0] == (  # type: ignore[index]
+        with_context.context.SerializeToString() + with_context.examples[0].SerializeToString()
+    )
 
 
 def test_a_failing_warmup_request_fails_the_load_and_unloads(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from servinglib.examples import PYTHON_HALF_PLUS_TWO
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.server_core import ServerCore
+from servinglib.testing import write_python_model
 
 MODEL_PY = '''
 import asyncio
@@ -90,12 +91,9 @@ def write_stream_model(root: Path) -> ModelServerConfig:
 
     The config also serves the bundled ``python_half_plus_two``, a model that does not stream.
     """
-    version = root / "stream" / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(MODEL_PY)
     return ModelServerConfig(
         [
-            ModelConfig("stream", str(root / "stream"), "python"),
+            ModelConfig.python("stream", write_python_model(root, "stream", MODEL_PY)),
             ModelConfig("python_half_plus_two", PYTHON_HALF_PLUS_TWO, "python"),
         ]
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from servinglib.server.config import read_model_server_config
 from servinglib.server.config_file_watcher import ModelConfigFileWatcher
 from servinglib.server.server_core import ServerCore
 from servinglib.server.server_core_options import ServerCoreOptions
-from servinglib.testing import FakeClock, wait_until
+from servinglib.testing import FakeClock, wait_until, write_python_model
 
 MODEL_PY = """
 from servinglib.loaders import PythonModel, signature
@@ -55,8 +54,7 @@ def write_atomically(path: Path, text: str) -> None:
 def served(tmp_path: Path) -> Iterator[tuple[ServerCore, Path]]:
     """A core serving model a from models.config (relative paths: next to the file)."""
     for name in ("a", "b"):
-        (tmp_path / name / "1").mkdir(parents=True)
-        (tmp_path / name / "1" / "model.py").write_text(textwrap.dedent(MODEL_PY))
+        write_python_model(tmp_path, name, MODEL_PY)
     config_file = tmp_path / "models.config"
     config_file.write_text(config_text("a"))
     options = ServerCoreOptions(

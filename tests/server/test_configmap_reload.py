@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import textwrap
 from pathlib import Path
 
 from servinglib.loaders.python import PythonPlatformConfig
@@ -11,7 +10,7 @@ from servinglib.server.config import read_model_server_config
 from servinglib.server.config_file_watcher import ModelConfigFileWatcher
 from servinglib.server.server_core import ServerCore, ServerCoreOptions
 from servinglib.sources import FileSystemStoragePathSourceConfig
-from servinglib.testing import wait_until
+from servinglib.testing import wait_until, write_python_model
 from tests.server.configmap_volume import DATA_DIR, write_configmap
 from tests.server.test_config_file_watcher import MODEL_PY
 
@@ -32,8 +31,7 @@ def _config(models: Path, *names: str) -> str:
 
 def _models(root: Path) -> Path:
     for name in ("a", "b"):
-        (root / name / "1").mkdir(parents=True)
-        (root / name / "1" / "model.py").write_text(textwrap.dedent(MODEL_PY))
+        write_python_model(root, name, MODEL_PY)
     return root
 
 

@@ -7,7 +7,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from servinglib.core.servable_state import ManagerState
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.server_core import ServerCore
-from servinglib.testing import wait_until
+from servinglib.testing import wait_until, write_python_model
 from servinglib.testing._servers import LocalGrpcServer, LocalRestServer
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
@@ -50,10 +49,7 @@ class Model(PythonModel):
 
 def write_model(root: Path, name: str, source: str = MODEL_PY) -> ModelConfig:
     """Version 1 of python model ``name`` under ``root``, with ``source`` as its model.py."""
-    version = root / name / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(textwrap.dedent(source))
-    return ModelConfig.python(name, root / name)
+    return ModelConfig.python(name, write_python_model(root, name, source))
 
 
 @attrs.frozen

@@ -26,7 +26,7 @@ from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.server_core import ServerCore
 from servinglib.server.server_core_options import ServerCoreOptions
-from servinglib.testing import wait_until
+from servinglib.testing import wait_until, write_python_model
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
 MODEL_PY = """
@@ -48,12 +48,8 @@ PARAMS = BatchingParameters(max_batch_size=32, batch_timeout_s=0.001, num_batch_
 
 
 def python_model(root: Path, name: str, batching_params: str | None = None) -> ModelConfig:
-    version = root / name / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(MODEL_PY)
-    if batching_params is not None:
-        (version / BATCHING_PARAMS_FILENAME).write_text(batching_params)
-    return ModelConfig(name, str(root / name), "python")
+    files = {BATCHING_PARAMS_FILENAME: batching_params} if batching_params is not None else None
+    return ModelConfig.python(name, write_python_model(root, name, MODEL_PY, files=files))
 
 
 def with_batching(**overrides: object) -> ServerCoreOptions:

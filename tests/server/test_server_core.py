@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +30,7 @@ from servinglib.server.model_spec import ModelSpec
 from servinglib.server.server_core import ServerCore
 from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.sources.version_policy import ServableVersionPolicy
-from servinglib.testing import wait_until
+from servinglib.testing import wait_until, write_python_model
 
 MODEL_PY = """
 import numpy as np
@@ -57,14 +56,8 @@ class Model(PythonModel):
 
 def add_version(base: Path, version: int, *, broken: bool = False) -> Path:
     """Publishes a Python model version under ``base`` the safe way (write aside, rename)."""
-    staging = base / f"{version}.tmp"
-    staging.mkdir(parents=True)
-    (staging / "model.py").write_text(textwrap.dedent(MODEL_PY))
-    if broken:
-        (staging / "BROKEN").write_text("")
-    final = base / str(version)
-    os.rename(staging, final)
-    return final
+    files = {"BROKEN": ""} if broken else None
+    return write_python_model(base.parent, base.name, MODEL_PY, version=version, files=files)
 
 
 def python_model(base: Path, name: str, **kwargs: object) -> ModelConfig:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import concurrent.futures
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.server_core import ServerCore
 from servinglib.sources.version_policy import ServableVersionPolicy
-from servinglib.testing import wait_until
+from servinglib.testing import wait_until, write_python_model
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
 # Loads only once the test writes GO beside it (or 120 s pass), noting that its load began.
@@ -51,12 +50,8 @@ OPTIONS = attrs.evolve(
 
 
 def model(root: Path, name: str, *, loads: bool = True) -> ModelConfig:
-    version = root / name / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(textwrap.dedent(MODEL_PY))
-    if loads:
-        (version / "GO").write_text("")
-    return ModelConfig(name, str(root / name), "python")
+    base = write_python_model(root, name, MODEL_PY, files={"GO": ""} if loads else None)
+    return ModelConfig(name, str(base), "python")
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ from servinglib.sources.cache_claim import CLAIM_FILE
 from servinglib.sources.remote_base_paths import RemoteBasePaths
 from servinglib.sources.remote_mirror import StoreEvent
 from servinglib.sources.remote_store import _tf_serving_s3_options, check_installed
-from servinglib.testing import wait_until
+from servinglib.testing import wait_until, write_python_model
 from tests.server.cli.test_model_server import Server
 from tests.sources.object_stores import (
     SCALER_PY,
@@ -222,16 +222,14 @@ def test_a_store_whose_extra_is_missing_is_one_line_naming_the_install(
 def test_the_cli_serves_s3_and_local_models_from_one_config(s3: S3Store, tmp_path: Path) -> None:
     """servinglib-server with a models.config naming an s3:// and a local model serves both."""
     s3.put_model("remote", 1, 2.0)
-    local = tmp_path / "local" / "1"
-    local.mkdir(parents=True)
-    (local / "model.py").write_text(textwrap.dedent(SCALER_PY.format(factor=5.0)))
+    local = write_python_model(tmp_path, "local", SCALER_PY.format(factor=5.0))
     config = tmp_path / "models.config"
     config.write_text(
         textwrap.dedent(
             f"""
             model_config_list {{
               config {{ name: "remote" base_path: "s3://models/remote" model_platform: "python" }}
-              config {{ name: "local" base_path: "{local.parent}" model_platform: "python" }}
+              config {{ name: "local" base_path: "{local}" model_platform: "python" }}
             }}
             """
         )

@@ -1,12 +1,16 @@
-"""Tests for make_version_dirs: version directories written aside and renamed into place."""
+"""Tests for make_version_dirs and write_python_model: version directories written aside and
+renamed into place."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from servinglib.loaders import PythonLoader
+from servinglib.servable import call_signature
 from servinglib.sources import (
     FileSystemStoragePathSource,
     FileSystemStoragePathSourceConfig,
@@ -15,7 +19,7 @@ from servinglib.sources import (
     StoragePath,
     connect,
 )
-from servinglib.testing import RecordingTarget, make_version_dirs
+from servinglib.testing import RecordingTarget, make_version_dirs, write_python_model
 
 
 def test_makes_one_directory_per_version_holding_the_files(tmp_path: Path) -> None:
@@ -82,3 +86,36 @@ def test_a_file_system_source_sees_exactly_the_versions(tmp_path: Path) -> None:
     versions = target.last("m")
     assert versions is not None
     assert sorted(item.id.version for item in versions) == [1, 2, 7]
+
+
+def test_write_python_model_writes_a_version_the_python_platform_serves(tmp_path: Path) -> None:
+    """The indented source becomes <name>/<version>/model.py beside the files, and it loads."""
+    source = """
+        from pathlib import Path
+
+        from servinglib.loaders import PythonModel, signature
+        from servinglib.servable import TensorSpec
+
+        class Model(PythonModel):
+            def load(self, path):
+                self.offset = float((Path(path) / "offset.txt").read_text())
+
+            @signature(name="serving_default", inputs=[TensorSpec("x", "float32", [-1])],
+                       outputs=[TensorSpec("y", "float32", [-1])])
+            def add(self, x):
+                return {"y": x + self.offset}
+    """
+
+    base = write_python_model(tmp_path, "m", source, version=3, files={"offset.txt": "0.5"})
+
+    assert base == tmp_path / "m"
+    assert sorted(os.listdir(base / "3")) == ["model.py", "offset.txt"]
+    loader = PythonLoader(str(base / "3"))
+    loader.load()
+    try:
+        outputs = call_signature(loader.servable(), None, {"x": np.array([1.0], np.float32)})
+    finally:
+        loader.unload()
+    assert outputs["y"].tolist() == [1.5]
+    with pytest.raises(FileExistsError, match="already exists"):
+        write_python_model(tmp_path, "m", source, version=3)

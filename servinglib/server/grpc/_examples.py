@@ -6,28 +6,20 @@ from typing import Any
 
 import numpy.typing as npt
 
-from servinglib.codecs.example import serialize_examples
+from servinglib.codecs.example import serialize_input
 from servinglib.errors import InvalidArgumentError
-from servinglib.protos import classification_pb2, input_pb2, regression_pb2
+from servinglib.protos import classification_pb2, regression_pb2
 
 
 def serialized_examples(request: Any, has_input: bool) -> npt.NDArray[Any]:  # noqa: ANN401 - any request with an ``input``
     """The examples of ``request.input`` as an object array of bytes, shape [n].
 
-    With a context, each example is the context merged with the example (its
-    features win), as TF Serving merges them (:func:`serialize_examples`).
-    Raises InvalidArgumentError when the input is missing or holds no kind.
+    As TF Serving serializes them (:func:`serialize_input`). Raises
+    InvalidArgumentError when the input is missing or holds no kind.
     """
     if not has_input:
         raise InvalidArgumentError("Missing Input in the request")
-    given: input_pb2.Input = request.input
-    kind = given.WhichOneof("kind")
-    if kind == "example_list":
-        return serialize_examples(given.example_list.examples)
-    if kind == "example_list_with_context":
-        with_context = given.example_list_with_context
-        return serialize_examples(with_context.examples, with_context.context)
-    raise InvalidArgumentError("Input is empty: set example_list or example_list_with_context")
+    return serialize_input(request.input)
 
 
 def classification_result(

@@ -35,7 +35,7 @@ def render(families: Iterable[Any]) -> bytes:
         name: str = family.name
         kind: str = family.type
         tf_serving = name.startswith(TF_SERVING_PREFIX)
-        exported = name + "_total" if kind == "counter" and not tf_serving else name
+        exported = exported_name(name, kind)
         kind = {"unknown": "untyped", "info": "gauge", "stateset": "gauge"}.get(kind, kind)
         documentation = family.documentation.replace("\\", r"\\").replace("\n", r"\n")
         lines.append(f"# HELP {exported} {documentation}\n")
@@ -53,6 +53,11 @@ def render(families: Iterable[Any]) -> bytes:
             value = floatToGoString(sample.value)  # type: ignore[no-untyped-call]
             lines.append(f"{sample_name}{label_text} {value}\n")
     return "".join(lines).encode("utf-8")
+
+
+def exported_name(name: str, kind: str) -> str:
+    """The name a family of ``kind`` is written under: servinglib's counters end in ``_total``."""
+    return name + "_total" if kind == "counter" and not name.startswith(TF_SERVING_PREFIX) else name
 
 
 def _escaped(value: str) -> str:

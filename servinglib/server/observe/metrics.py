@@ -30,6 +30,7 @@ from servinglib.errors import (
     StatusCode,
 )
 from servinglib.server.observe.model_labels import UNKNOWN_MODEL, ModelLabels
+from servinglib.server.observe.series import RECORDED, SCRAPED
 
 if TYPE_CHECKING:
     from servinglib.batching.scheduler import BatchRecord, SharedBatchScheduler
@@ -37,14 +38,6 @@ if TYPE_CHECKING:
     from servinglib.server.observe.worker_metrics import WorkerMetrics
     from servinglib.server.server_core import ServerCore
     from servinglib.sources.remote_mirror import StoreEvent
-
-# Microsecond buckets for request and queueing latencies: 50 µs .. 60 s.
-_LATENCY_US_BUCKETS = (
-    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
-    500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000,
-)  # fmt: skip
-_BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-_LOAD_S_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The content type of :meth:`ServerMetrics.render` (Prometheus text format 0.0.4)."""
@@ -91,85 +84,17 @@ class ServerMetrics:
     """
 
     def __init__(self) -> None:
-        prom = _prometheus()
-        self._prom = prom
-        self.registry = prom.CollectorRegistry(auto_describe=True)
-        registry = self.registry
+        self.registry = registry = _prometheus().CollectorRegistry(auto_describe=True)
         self._labels = ModelLabels()
-        self._requests = _RequestStats(_LATENCY_US_BUCKETS)
-        registry.register(_RequestCollector(self._requests, prom))
-        self._queuing_latency = prom.Histogram(
-            ":tensorflow:serving:batching_session:queuing_latency",
-            "Time a request waited in a batch queue, in microseconds.",
-            ["thread_pool_name"],
-            buckets=_LATENCY_US_BUCKETS,
-            registry=registry,
-        )
-        self._input_batch_size = prom.Histogram(
-            ":tensorflow:serving:batching_session:input_batch_size",
-            "Rows of the requests in each batch, before padding.",
-            ["thread_pool_name"],
-            buckets=_BATCH_SIZE_BUCKETS,
-            registry=registry,
-        )
-        self._processed_batch_size = prom.Histogram(
-            ":tensorflow:serving:batching_session:processed_batch_size",
-            "Rows each batch ran with, padding included.",
-            ["thread_pool_name"],
-            buckets=_BATCH_SIZE_BUCKETS,
-            registry=registry,
-        )
-        self._padding_size = prom.Histogram(
-            ":tensorflow:serving:batching_session:padding_size",
-            "Padding rows added to each batch.",
-            ["thread_pool_name"],
-            buckets=(0, *_BATCH_SIZE_BUCKETS),
-            registry=registry,
-        )
-        self._batches = prom.Counter(
-            ":tensorflow:serving:batching_session:wrapped_run_count",
-            "The number of batches run.",
-            ["thread_pool_name"],
-            registry=registry,
-        )
-        self._load_seconds = prom.Histogram(
-            "servinglib_model_load_seconds",
-            "Time from a version's LOADING to AVAILABLE (its load and warmup), in seconds.",
-            ["model_name"],
-            buckets=_LOAD_S_BUCKETS,
-            registry=registry,
-        )
-        self._load_failures = prom.Counter(
-            "servinglib_model_load_failures",
-            "Versions that ended with an error, by model.",
-            ["model_name"],
-            registry=registry,
-        )
-        self._download_bytes = prom.Counter(
-            "servinglib_model_download_bytes",
-            "Bytes of versions downloaded from object storage into the local cache, by model.",
-            ["model_name"],
-            registry=registry,
-        )
-        self._download_seconds = prom.Histogram(
-            "servinglib_model_download_seconds",
-            "Time to download one version from object storage, in seconds.",
-            ["model_name"],
-            buckets=_LOAD_S_BUCKETS,
-            registry=registry,
-        )
-        self._storage_errors = prom.Counter(
-            "servinglib_model_storage_errors",
-            "Failed listings and downloads of a model's object-storage base path.",
-            ["model_name", "operation"],
-            registry=registry,
-        )
+        self._requests = _RequestStats(SCRAPED["request_latency"].buckets)
+        registry.register(_RequestCollector(self._requests))
+        self._recorded = {key: series.metric(registry) for key, series in RECORDED.items()}
         self._lock = threading.Lock()
         self._states: dict[ServableId, ManagerState] = {}  # guarded by: _lock
         self._times = TransitionTimes()
         self.scheduler: SharedBatchScheduler | None = None
         self.plane: PlaneGauges | None = None
-        registry.register(_StateCollector(self, self._labels, prom))
+        registry.register(_StateCollector(self, self._labels))
         self._workers: WorkerMetrics | None = None
 
     def observe_request(
@@ -209,12 +134,12 @@ class ServerMetrics:
 
     def observe_batch(self, record: BatchRecord) -> None:
         """Records one batch: sizes, padding and each request's queueing latency."""
-        pool = record.thread_pool_name
-        self._batches.labels(pool).inc()
-        self._input_batch_size.labels(pool).observe(record.size)
-        self._processed_batch_size.labels(pool).observe(record.padded_size)
-        self._padding_size.labels(pool).observe(record.padded_size - record.size)
-        queuing = self._queuing_latency.labels(pool)
+        pool, recorded = record.thread_pool_name, self._recorded
+        recorded["batches"].labels(pool).inc()
+        recorded["input_batch_size"].labels(pool).observe(record.size)
+        recorded["processed_batch_size"].labels(pool).observe(record.padded_size)
+        recorded["padding_size"].labels(pool).observe(record.padded_size - record.size)
+        queuing = recorded["queuing_latency"].labels(pool)
         for latency_s in record.queueing_latencies_s:
             queuing.observe(latency_s * 1e6)
 
@@ -229,19 +154,19 @@ class ServerMetrics:
             else:
                 self._states[servable] = state
         if state is ManagerState.AVAILABLE and took_s is not None:
-            self._load_seconds.labels(servable.name).observe(took_s)
+            self._recorded["load_seconds"].labels(servable.name).observe(took_s)
         if state is ManagerState.END and not event.ok:
-            self._load_failures.labels(servable.name).inc()
+            self._recorded["load_failures"].labels(servable.name).inc()
 
     def _record_store_event(self, event: StoreEvent) -> None:
         """Counts a remote base path's download or failure."""
         name = event.servable_name
         if event.kind == "downloaded":
-            self._download_bytes.labels(name).inc(event.size_bytes)
-            self._download_seconds.labels(name).observe(event.seconds)
+            self._recorded["download_bytes"].labels(name).inc(event.size_bytes)
+            self._recorded["download_seconds"].labels(name).observe(event.seconds)
         else:
             operation = "list" if event.kind == "listing_failed" else "download"
-            self._storage_errors.labels(name, operation).inc()
+            self._recorded["storage_errors"].labels(name, operation).inc()
 
     def states(self) -> dict[ServableId, ManagerState]:
         """Every version's current state (versions that ended are left out)."""
@@ -363,30 +288,22 @@ class _RequestStats:
 class _RequestCollector:
     """TF Serving's ``request_count`` and ``request_latency`` families from a _RequestStats."""
 
-    def __init__(self, stats: _RequestStats, prom: Any) -> None:  # noqa: ANN401 - the module
+    def __init__(self, stats: _RequestStats) -> None:
+        from prometheus_client.utils import floatToGoString
+
         self._stats = stats
-        self._counter = prom.metrics_core.CounterMetricFamily
-        self._histogram = prom.metrics_core.HistogramMetricFamily
-        self._bounds = [prom.utils.floatToGoString(bound) for bound in stats.bounds] + ["+Inf"]
+        self._bounds = [floatToGoString(bound) for bound in stats.bounds] + ["+Inf"]  # type: ignore[no-untyped-call]
 
     def describe(self) -> list[Any]:
         return []
 
     def collect(self) -> Iterator[Any]:
         counts, latencies = self._stats.snapshot()
-        requests = self._counter(
-            ":tensorflow:serving:request_count",
-            "The number of requests, by model and status.",
-            labels=["model_name", "status"],
-        )
+        requests = SCRAPED["request_count"].family()
         for (model_name, status), count in sorted(counts.items()):
             requests.add_metric([model_name, status], count)
         yield requests
-        latency = self._histogram(
-            ":tensorflow:serving:request_latency",
-            "Request latency in microseconds, by model, API and entrypoint (REST or GRPC).",
-            labels=["model_name", "API", "entrypoint"],
-        )
+        latency = SCRAPED["request_latency"].family()
         for key, row in sorted(latencies.items()):
             cumulative = list(itertools.accumulate(row[:-1]))
             latency.add_metric(list(key), list(zip(self._bounds, cumulative, strict=True)), row[-1])
@@ -397,48 +314,26 @@ class _RequestCollector:
 class _StateCollector:
     """Computed at scrape time: version states, overdue calls, request logs, load gauges."""
 
-    def __init__(
-        self,
-        metrics: ServerMetrics,
-        labels: ModelLabels,
-        prom: Any,  # noqa: ANN401 - the module
-    ) -> None:
+    def __init__(self, metrics: ServerMetrics, labels: ModelLabels) -> None:
         self._metrics = metrics
         self._labels = labels
-        self._gauge = prom.metrics_core.GaugeMetricFamily
-        self._counter = prom.metrics_core.CounterMetricFamily
 
     def describe(self) -> list[Any]:
         return []
 
     def collect(self) -> Iterator[Any]:
-        states = self._gauge(
-            "servinglib_model_version_state",
-            "1 for each version's current state (START, LOADING, AVAILABLE, UNLOADING).",
-            labels=["model_name", "version", "state"],
-        )
+        states = SCRAPED["version_state"].family()
         ordered = sorted(self._metrics.states().items(), key=lambda i: (i[0].name, i[0].version))
         for servable, state in ordered:
             states.add_metric([servable.name, str(servable.version), state.value], 1)
         yield states
         plane = self._metrics.plane
         if plane is not None:
-            overdue = self._gauge(
-                "servinglib_model_calls_past_deadline",
-                "Model calls still running after their request's deadline: each holds a worker "
-                "of the model's share until it returns.",
-                labels=["model_name"],
-            )
+            overdue = SCRAPED["calls_past_deadline"].family()
             for name, count in sorted(plane.overdue_calls().items()):
                 overdue.add_metric([name], count)
             yield overdue
-            logged = self._counter(
-                ":tensorflow:serving:request_log_count",
-                "Sampled requests of models with a logging_config, by outcome: OK (written), "
-                "RESOURCE_EXHAUSTED (dropped: queue full), INTERNAL (sink failed), NOT_FOUND "
-                "(no such collector).",
-                labels=["model_name", "status_code"],
-            )
+            logged = SCRAPED["request_log_count"].family()
             for (name, outcome), count in sorted(plane.request_logger.counts().items()):
                 logged.add_metric([name, outcome], count)
             yield logged
@@ -463,16 +358,8 @@ class _StateCollector:
             model = queue.split("/", 1)[0]
             queued[model] = queued.get(model, 0) + stats.queued_tasks
         models |= in_flight.keys() | queued.keys()
-        flying = self._gauge(
-            "servinglib_model_requests_in_flight",
-            "Inference requests a model is answering now (queued, batched or running).",
-            labels=["model_name"],
-        )
-        waiting = self._gauge(
-            "servinglib_model_requests_queued",
-            "Requests of a model waiting in its batch queues (0 when it is not batched).",
-            labels=["model_name"],
-        )
+        flying = SCRAPED["requests_in_flight"].family()
+        waiting = SCRAPED["requests_queued"].family()
         for model in sorted(models):
             flying.add_metric([model], in_flight.get(model, 0))
             waiting.add_metric([model], queued.get(model, 0))
@@ -480,11 +367,7 @@ class _StateCollector:
         yield waiting
         if scheduler is None:
             return
-        depth = self._gauge(
-            "servinglib_batch_queue_depth",
-            "Requests waiting in each batch queue (model/version/signature).",
-            labels=["queue"],
-        )
+        depth = SCRAPED["batch_queue_depth"].family()
         for name, stats in sorted(queues.items()):
             depth.add_metric([name], stats.queued_tasks)
         yield depth

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import signal
-import textwrap
 
 import grpc
 import pytest
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
+from servinglib.testing import write_python_model
 from tests.server.cli.test_model_server import Server
 
 MODEL_PY = """
@@ -29,9 +29,7 @@ FORGED = "FORGED INFO servinglib.requests= REST m predict 200 0.10 ms"
 def output(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The text log of a server that got a forged REST path and a forged gRPC model name."""
     root = tmp_path_factory.mktemp("models")
-    version = root / "m" / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(textwrap.dedent(MODEL_PY))
+    write_python_model(root, "m", MODEL_PY)
     server = Server(
         "--model_name=m",
         f"--model_base_path={root / 'm'}",

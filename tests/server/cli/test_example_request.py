@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from servinglib import (
     TensorSpec,
 )
 from servinglib.server.cli.example_request import example_request, try_command
+from servinglib.testing import write_python_model
 
 ALLOW_PYTHON = ServerCoreOptions(
     platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)}
@@ -58,12 +58,7 @@ MODELS = {
 
 
 def write_model(root: Path, name: str, signature: str, inputs: str) -> Path:
-    version = root / name / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(
-        textwrap.dedent(MODEL_PY.format(inputs=inputs, signature=signature))
-    )
-    return root / name
+    return write_python_model(root, name, MODEL_PY.format(inputs=inputs, signature=signature))
 
 
 def spec(*inputs: TensorSpec) -> dict[str, SignatureSpec]:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
-import textwrap
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -13,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from servinglib.server.cli.file_budget import FileBudget
-from servinglib.testing import wait_until
+from servinglib.testing import wait_until, write_python_model
 from tests.server.cli.test_model_server import CONFIG, MODEL_PY, Server, python_model
 
 FD_LIMIT = 256
@@ -89,10 +87,7 @@ def test_silent_grpc_connections_past_the_file_limit_leave_rest_and_models_worki
         response = server.predict("triple", [1.0])
         assert response.status_code == 200, response.text
         assert server.health() == 1
-        staging = tmp_path / "staging"
-        staging.mkdir()
-        (staging / "model.py").write_text(textwrap.dedent(MODEL_PY % 4))
-        os.rename(staging, tmp_path / "triple" / "2")
+        write_python_model(tmp_path, "triple", MODEL_PY % 4, version=2)
         wait_until(lambda: server.predict("triple", [1.0]).json() == {"predictions": [4.0]}, 60)
         assert sum(_closed(client) for client in silent) >= SILENT_CONNECTIONS - FD_LIMIT
     assert server.health() == 1

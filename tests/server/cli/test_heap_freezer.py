@@ -16,6 +16,7 @@ from servinglib.server.cli import heap_freezer
 from servinglib.server.cli.flags import parse_flags
 from servinglib.server.cli.heap_freezer import HeapAction, HeapFreezer
 from servinglib.server.cli.model_server import ModelServer
+from servinglib.testing import write_python_model
 
 
 @pytest.fixture(autouse=True)
@@ -120,8 +121,7 @@ class Model(PythonModel):
 
 def test_the_server_freezes_before_its_models_load(tmp_path: Path) -> None:
     """ModelServer freezes the heap before loading, so a model's objects stay collectable."""
-    (tmp_path / "m" / "1").mkdir(parents=True)
-    (tmp_path / "m" / "1" / "model.py").write_text(MODEL_PY)
+    write_python_model(tmp_path, "m", MODEL_PY)
     before = Node()
     flags = parse_flags(
         [

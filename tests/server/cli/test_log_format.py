@@ -6,7 +6,6 @@ import json
 import logging
 import signal
 import sys
-import textwrap
 from typing import Any
 
 import grpc
@@ -15,6 +14,7 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from servinglib.examples import HALF_PLUS_TWO
 from servinglib.server.cli.log_format import TextFormatter
+from servinglib.testing import write_python_model
 from tests.server.cli.test_model_server import Server
 
 MODEL_PY = """
@@ -40,9 +40,7 @@ def json_lines(output: str) -> list[dict[str, Any]]:
 def logged(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     """The JSON lines of a server that served a good and a failing request on each protocol."""
     root = tmp_path_factory.mktemp("models")
-    version = root / "m" / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(textwrap.dedent(MODEL_PY))
+    write_python_model(root, "m", MODEL_PY)
     server = Server(
         "--model_name=m",
         f"--model_base_path={root / 'm'}",

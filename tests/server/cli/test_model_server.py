@@ -22,7 +22,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from servinglib.examples import HALF_PLUS_TWO
-from servinglib.testing import wait_until
+from servinglib.testing import wait_until, write_python_model
 
 MODEL_PY = """
 from servinglib.loaders import PythonModel, signature
@@ -50,10 +50,7 @@ def free_port() -> int:
 
 
 def python_model(root: Path, name: str, factor: int) -> Path:
-    version = root / name / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(textwrap.dedent(MODEL_PY % factor))
-    return root / name
+    return write_python_model(root, name, MODEL_PY % factor)
 
 
 class Server:
@@ -405,14 +402,10 @@ class Model(PythonModel):
 
 
 def slow_model(root: Path, name: str, *, broken: bool = False, load_delay_s: float = 0) -> Path:
-    version = root / name / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(textwrap.dedent(SLOW_MODEL_PY))
-    if broken:
-        (version / "BROKEN").write_text("")
+    flags = {"BROKEN": ""} if broken else {}
     if load_delay_s:
-        (version / "LOAD_DELAY").write_text(str(load_delay_s))
-    return root / name
+        flags["LOAD_DELAY"] = str(load_delay_s)
+    return write_python_model(root, name, SLOW_MODEL_PY, files=flags)
 
 
 def config_of(root: Path, *names: str) -> Path:
@@ -540,10 +533,7 @@ def test_help_lists_the_flags() -> None:
 
 def test_a_new_version_is_served_without_a_restart(server: Server, models: Path) -> None:
     """A version directory renamed into place under a base path serves, replacing the old one."""
-    staging = models.parent / "staging"
-    staging.mkdir()
-    (staging / "model.py").write_text(textwrap.dedent(MODEL_PY % 4))
-    os.rename(staging, models.parent / "triple" / "2")
+    write_python_model(models.parent, "triple", MODEL_PY % 4, version=2)
     wait_until(lambda: server.predict("triple", [1.0]).json() == {"predictions": [4.0]}, 30)
 
 
@@ -653,8 +643,7 @@ def test_the_try_line_really_succeeds(served: str, tmp_path: Path) -> None:
     elif served == "python_half_plus_two":
         args = [f"--model_base_path={PYTHON_HALF_PLUS_TWO}", "--allow_python_code_execution"]
     else:
-        (tmp_path / "m" / "1").mkdir(parents=True)
-        (tmp_path / "m" / "1" / "model.py").write_text(textwrap.dedent(ROWS_OF_3_PY))
+        write_python_model(tmp_path, "m", ROWS_OF_3_PY)
         args = [f"--model_base_path={tmp_path / 'm'}", "--allow_python_code_execution"]
     running = Server(*args)
     try:

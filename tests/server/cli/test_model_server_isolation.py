@@ -6,7 +6,6 @@ import concurrent.futures
 import os
 import re
 import signal
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
-from servinglib.testing import wait_until
+from servinglib.testing import wait_until, write_python_model
 from tests.server.cli.test_model_server import Server
 
 # A model whose calls block until the test writes GO (or 120 s pass), noting each call started;
@@ -59,12 +58,9 @@ X_GRPC_TIMEOUT_S = 3.0
 
 
 def gated_model(root: Path, name: str, *, answers: bool = False) -> Path:
-    version = root / name / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(textwrap.dedent(GATED_MODEL_PY))
-    if answers:
-        (version / "GO").write_text("")
-    return version
+    return (
+        write_python_model(root, name, GATED_MODEL_PY, files={"GO": ""} if answers else None) / "1"
+    )
 
 
 def keep_gone_and_etc(root: Path) -> Path:
@@ -431,9 +427,7 @@ class Model(PythonModel):
 
 def test_a_coroutine_cut_off_at_shutdown_gets_a_json_503(tmp_path: Path) -> None:
     """An async signature still awaiting when the grace ends: JSON 503, not a plain-text 500."""
-    version = tmp_path / "never" / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(textwrap.dedent(NEVER_ENDING_PY))
+    version = write_python_model(tmp_path, "never", NEVER_ENDING_PY) / "1"
     config = tmp_path / "models.config"
     config.write_text(config_text(tmp_path, "never"))
     server = Process(f"--model_config_file={config}", "--shutdown_grace_seconds=1")

@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from servinglib.loaders.warmup import WarmupOptions
 from servinglib.server.cli import FlagError, parse_flags
 from servinglib.server.cli.model_server import platform_configs, worker_intra_op_threads
+from servinglib.testing import write_python_model
 from tests.server.cli.test_model_server import config_of, free_port
 
 PID_MODEL_PY = """
@@ -66,10 +66,7 @@ def wait_until(
 
 
 def pid_model(root: Path, name: str) -> Path:
-    version = root / name / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(textwrap.dedent(PID_MODEL_PY))
-    return root / name
+    return write_python_model(root, name, PID_MODEL_PY)
 
 
 class Workers:
@@ -352,9 +349,7 @@ def test_sighup_reloads_the_config_in_every_worker(tmp_path: Path) -> None:
 
 def test_a_worker_that_cannot_start_stops_the_server(tmp_path: Path) -> None:
     """A model that fails to load in the workers exits 1 with the worker's error and the cause."""
-    base = tmp_path / "broken" / "1"
-    base.mkdir(parents=True)
-    (base / "model.py").write_text("raise ValueError('this version is broken')\n")
+    write_python_model(tmp_path, "broken", "raise ValueError('this version is broken')\n")
     running = Workers(
         tmp_path,
         f"--model_config_file={config_of(tmp_path, 'broken')}",

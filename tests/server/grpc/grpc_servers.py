@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from servinglib import testing
 from servinglib.examples import HALF_PLUS_TWO, PYTHON_HALF_PLUS_TWO
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.grpc import GrpcServer, GrpcServerOptions, RpcRecord, create_server
@@ -74,10 +75,7 @@ class Model(PythonModel):
 
 def write_python_model(root: Path, name: str = "py") -> ModelConfig:
     """Writes MODEL_PY as version 1 of ``name`` under ``root``; its ModelConfig."""
-    version = root / name / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(MODEL_PY)
-    return ModelConfig(name, str(root / name), "python")
+    return ModelConfig(name, str(testing.write_python_model(root, name, MODEL_PY)), "python")
 
 
 def example_config(root: Path) -> ModelServerConfig:

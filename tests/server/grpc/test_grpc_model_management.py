@@ -17,6 +17,7 @@ from grpc_servers import Served, serving, write_python_model
 from tensorflow_serving.apis import model_management_pb2, model_service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
+from servinglib import testing
 from servinglib.core.servable_state import ManagerState
 from servinglib.examples import HALF_PLUS_TWO
 from servinglib.server.config import ModelConfig, ModelServerConfig
@@ -246,11 +247,9 @@ def test_a_symlink_repointed_after_the_check_is_not_followed(
 
 def test_a_failed_load_is_rolled_back(core: ServerCore, layout: Path) -> None:
     """A RepositoryModelLoad whose model fails answers why and leaves it unconfigured: ready."""
-    broken = layout / "models" / "broken" / "1"
-    broken.mkdir(parents=True)
-    (broken / "model.py").write_text("def (:\n")
+    broken = testing.write_python_model(layout / "models", "broken", "def (:\n")
     with serving(core, ModelManagementOptions(enabled=True, allow_python_models=True)) as served:
-        code, message = triton_error(served, "broken", broken.parent, "python")
+        code, message = triton_error(served, "broken", broken, "python")
         client = triton_client(served)
         assert client.is_server_ready()
         client.close()

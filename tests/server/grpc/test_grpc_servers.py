@@ -18,6 +18,7 @@ from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.grpc import GrpcServerOptions
 from servinglib.server.grpc.options import SERVERS
 from servinglib.server.server_core import ServerCore
+from servinglib.testing import write_python_model
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
 BATCHED_MODEL_PY = """
@@ -39,8 +40,7 @@ CLIENTS = 16
 def batched_core(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerCore]:
     """A core serving one Python model batched (up to 16 rows, 200 ms to fill a batch)."""
     root = tmp_path_factory.mktemp("batched")
-    (root / "b" / "1").mkdir(parents=True)
-    (root / "b" / "1" / "model.py").write_text(BATCHED_MODEL_PY)
+    write_python_model(root, "b", BATCHED_MODEL_PY)
     options = attrs.evolve(
         TEST_SERVER_CORE_OPTIONS,
         batching_parameters=BatchingParameters(

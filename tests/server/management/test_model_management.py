@@ -16,6 +16,7 @@ from servinglib.server import (
     ModelServerConfig,
     ServerCore,
 )
+from servinglib.testing import write_python_model
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
 MODEL_PY = """
@@ -35,9 +36,7 @@ class Model(PythonModel):
 
 def python_model(root: Path, name: str) -> ModelConfig:
     """Version 1 of a python model ``name`` under ``root``."""
-    (root / name / "1").mkdir(parents=True)
-    (root / name / "1" / "model.py").write_text(MODEL_PY)
-    return ModelConfig.python(name, root / name)
+    return ModelConfig.python(name, write_python_model(root, name, MODEL_PY))
 
 
 @pytest.fixture
@@ -113,13 +112,11 @@ def test_a_reload_to_failing_models_leaves_the_core_not_ready(
     core: ServerCore, tmp_path: Path
 ) -> None:
     """A reload replacing every model with one that fails leaves nothing served: not ready."""
-    broken = tmp_path / "models" / "broken" / "1"
-    broken.mkdir(parents=True)
-    (broken / "model.py").write_text("def (:\n")
+    broken = write_python_model(tmp_path / "models", "broken", "def (:\n")
     options = ModelManagementOptions(enabled=True, allow_python_models=True)
     management = ModelManagement(core, options)
     assert core.ready()
     with pytest.raises(InvalidArgumentError, match="broken"):
-        management.reload_config(ModelServerConfig([ModelConfig.python("broken", broken.parent)]))
+        management.reload_config(ModelServerConfig([ModelConfig.python("broken", broken)]))
     assert core.failed_models().keys() == {"broken"}
     assert not core.ready()

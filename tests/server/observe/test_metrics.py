@@ -31,7 +31,7 @@ from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.rest import RestServer, create_app
 from servinglib.server.rest.metrics_endpoint import MetricsEndpoint
 from servinglib.server.server_core import ServerCore
-from servinglib.testing import FakeClock, wait_until
+from servinglib.testing import FakeClock, wait_until, write_python_model
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
 MODEL_PY = """
@@ -119,10 +119,7 @@ def test_two_servers_in_one_process_keep_their_own_metrics() -> None:
 
 def test_attached_core_reports_states_loads_and_batches(tmp_path: Path) -> None:
     """Attached to a ServerCore: version states, load times, batch sizes and queue depth."""
-    version = tmp_path / "m" / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(MODEL_PY)
-    config = ModelServerConfig([ModelConfig("m", str(tmp_path / "m"), "python")])
+    config = ModelServerConfig([ModelConfig.python("m", write_model(tmp_path, "m"))])
     options = attrs.evolve(
         TEST_SERVER_CORE_OPTIONS,
         batching_parameters=BatchingParameters(max_batch_size=8, num_batch_threads=1),
@@ -177,10 +174,7 @@ class Model(PythonModel):
 
 def write_model(root: Path, name: str, source: str = MODEL_PY) -> str:
     """A base path holding version 1 of a Python model."""
-    version = root / name / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(source)
-    return str(root / name)
+    return str(write_python_model(root, name, source))
 
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

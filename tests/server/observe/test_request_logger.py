@@ -37,7 +37,7 @@ from servinglib.server.observe.request_logger import (
 )
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.server_core import ServerCore
-from servinglib.testing import wait_until
+from servinglib.testing import wait_until, write_python_model
 from servinglib.testing._servers import LocalGrpcServer
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
@@ -55,10 +55,7 @@ class Model(PythonModel):
 
 def write_model(root: Path, version: int = 1) -> Path:
     """Version ``version`` of the Python model ``m`` under ``root``; its directory."""
-    directory = root / "m" / str(version)
-    directory.mkdir(parents=True)
-    (directory / "model.py").write_text(MODEL_PY)
-    return directory
+    return write_python_model(root, "m", MODEL_PY, version=version) / str(version)
 
 
 def logged_config(root: Path, rate: float, prefix: Path) -> ModelServerConfig:

@@ -33,6 +33,7 @@ from servinglib.server.observe.statistics import (
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.rest import RestServer, create_app
 from servinglib.server.server_core import ServerCore, ServerCoreOptions
+from servinglib.testing import write_python_model
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
 MODEL_PY = """
@@ -60,10 +61,7 @@ class Model(PythonModel):
 
 
 def python_model(root: Path, name: str) -> ModelConfig:
-    version = root / name / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(MODEL_PY)
-    return ModelConfig(name, str(root / name), "python")
+    return ModelConfig(name, str(write_python_model(root, name, MODEL_PY)), "python")
 
 
 @attrs.define

@@ -24,7 +24,7 @@ from servinglib.server.observe.request_context import begin_request, end_request
 from servinglib.server.plane.calls_here import run_to_completion
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.server_core import ServerCore
-from servinglib.testing import wait_until
+from servinglib.testing import wait_until, write_python_model
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
 MODEL_PY = """
@@ -74,10 +74,7 @@ SPEC = ModelSpec.latest("m")
 
 
 def write_model(root: Path) -> ModelServerConfig:
-    version = root / "m" / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(MODEL_PY)
-    return ModelServerConfig([ModelConfig("m", str(root / "m"), "python")])
+    return ModelServerConfig([ModelConfig.python("m", write_python_model(root, "m", MODEL_PY))])
 
 
 def release_gated_calls(root: Path) -> None:

@@ -10,7 +10,6 @@ codes are compared through servinglib's one error table.
 from __future__ import annotations
 
 import concurrent.futures
-import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +32,7 @@ from tensorflow_serving.apis import (
 from servinglib.errors import ServingError, StatusCode
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.server_core import ServerCore
-from servinglib.testing import wait_until
+from servinglib.testing import wait_until, write_python_model
 from servinglib.testing._servers import LocalGrpcServer, LocalRestServer
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
@@ -64,14 +63,8 @@ Question = tuple[str, int | None, str | None]  # model, version, label
 
 
 def write_model(root: Path, name: str, *, broken: bool = False, wait: bool = False) -> ModelConfig:
-    staging = root / name / ".1.partial"
-    staging.mkdir(parents=True)
-    for flag, wanted in (("BROKEN", broken), ("WAIT", wait)):
-        if wanted:
-            (staging / flag).write_text("")
-    (staging / "model.py").write_text(textwrap.dedent(MODEL_PY))
-    staging.rename(root / name / "1")
-    return ModelConfig(name, str(root / name), "python")
+    flags = {flag: "" for flag, wanted in (("BROKEN", broken), ("WAIT", wait)) if wanted}
+    return ModelConfig.python(name, write_python_model(root, name, MODEL_PY, files=flags))
 
 
 def grpc_status(error: grpc.RpcError) -> int:

@@ -13,7 +13,7 @@ from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.plane.public_errors import PublicErrors
 from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.sources.file_system_storage_path_source import FileSystemStoragePathSourceConfig
-from servinglib.testing import wait_until
+from servinglib.testing import wait_until, write_python_model
 from tests.server.cli.test_model_server import Server
 
 BROKEN_MODEL_PY = """
@@ -61,9 +61,7 @@ def test_a_failed_load_reaches_clients_without_the_servers_paths(tmp_path: Path)
     """A version whose load failed naming its files: REST status and predict, and gRPC
     Predict, say <name>/1/...; the server's log has the full path; --show_paths_in_errors
     shows it to clients too."""
-    version = tmp_path / "broken" / "1"
-    version.mkdir(parents=True)
-    (version / "model.py").write_text(BROKEN_MODEL_PY)
+    version = write_python_model(tmp_path, "broken", BROKEN_MODEL_PY) / "1"
     config = tmp_path / "models.config"
     config.write_text(
         "model_config_list { config { name: 'broken' base_path: '%s' model_platform: 'python' } }"

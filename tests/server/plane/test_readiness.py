@@ -6,7 +6,6 @@ readiness probe must fail while one has none).
 
 from __future__ import annotations
 
-import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ from servinglib import FileSystemStoragePathSourceConfig
 from servinglib.errors import ServingError
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.server_core import ServerCore
-from servinglib.testing import wait_until
+from servinglib.testing import wait_until, write_python_model
 from servinglib.testing._servers import LocalGrpcServer, LocalRestServer
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
@@ -50,17 +49,8 @@ class Model(PythonModel):
 
 def write_model(root: Path, name: str, *, broken: bool = False, wait: bool = False) -> ModelConfig:
     """Version 1 of a Python model ``name`` under ``root`` (broken, or loading until WAIT goes)."""
-    # Written beside the version, then renamed into place: a watching source never sees a
-    # half-written model.py.
-    staging = root / name / ".1.partial"
-    staging.mkdir(parents=True)
-    if broken:
-        (staging / "BROKEN").write_text("")
-    if wait:
-        (staging / "WAIT").write_text("")
-    (staging / "model.py").write_text(textwrap.dedent(MODEL_PY))
-    staging.rename(root / name / "1")
-    return ModelConfig(name, str(root / name), "python")
+    flags = {flag: "" for flag, wanted in (("BROKEN", broken), ("WAIT", wait)) if wanted}
+    return ModelConfig.python(name, write_python_model(root, name, MODEL_PY, files=flags))
 
 
 @attrs.define

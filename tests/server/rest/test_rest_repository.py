@@ -11,6 +11,7 @@ import requests
 import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
+from servinglib import testing
 from servinglib.server.config import ModelServerConfig
 from servinglib.server.management.model_management import ModelManagement, ModelManagementOptions
 from servinglib.server.rest import RestServer, create_app, create_server
@@ -135,9 +136,8 @@ def test_a_failed_load_leaves_readiness_as_it_was(
 ) -> None:
     """A load whose model fails answers its error; the model is unconfigured, the server ready."""
     _, root, address = managed
-    (root / "broken" / "1").mkdir(parents=True)
-    (root / "broken" / "1" / "model.py").write_text("def (:\n")
-    config = json.dumps({"base_path": str(root / "broken"), "platform": "python"})
+    broken = testing.write_python_model(root, "broken", "def (:\n")
+    config = json.dumps({"base_path": str(broken), "platform": "python"})
     url = f"http://{address}/v2/repository/models/broken/load"
     answer = requests.post(url, json={"parameters": {"config": config}}, timeout=60)
     assert answer.status_code == 400

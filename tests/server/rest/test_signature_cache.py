@@ -10,7 +10,7 @@ from servinglib import FileSystemStoragePathSourceConfig
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.rest import create_app
 from servinglib.server.server_core import ServerCore
-from servinglib.testing import wait_until
+from servinglib.testing import wait_until, write_python_model
 from tests.server.rest.conftest import CORE_OPTIONS, Client
 
 MODEL_PY = """
@@ -30,10 +30,9 @@ class Model(PythonModel):
 
 
 def publish(base: Path, version: int, dtype: str) -> None:
-    staging = base.parent / f"staging-{version}"
-    staging.mkdir()
-    (staging / "model.py").write_text(MODEL_PY.format(dtype=dtype, version=version))
-    staging.rename(base / str(version))  # atomic: the source never sees a half-written version
+    write_python_model(
+        base.parent, base.name, MODEL_PY.format(dtype=dtype, version=version), version=version
+    )
 
 
 def test_new_version_and_new_signature_are_picked_up(tmp_path: Path) -> None:
