@@ -10,7 +10,7 @@ from typing import final
 from servinglib.core.event_bus import EventBus
 from servinglib.core.servable_state import ManagerState
 from servinglib.core.servable_state_monitor import ServableStateAndTime, ServableStateMonitor
-from servinglib.errors import DeadlineExceededError, ServingError
+from servinglib.errors import DeadlineExceededError, ServingError, StatusCode
 
 
 @final
@@ -74,6 +74,15 @@ class ReloadWaits:
     def wake_all(self) -> None:
         """Has every wait look at each of its models again (say, the core is draining)."""
         self._wake_all.publish(None)
+
+
+def failure_error(failures: Mapping[str, ServingError]) -> ServingError:
+    """The error a reload raises for the models that failed its wait: naming each, of their
+    errors' code when they share one, else UNKNOWN.  Requires: ``failures`` not empty."""
+    listed = "; ".join(f"{name}: {error.message}" for name, error in sorted(failures.items()))
+    message = f"{len(failures)} model(s) did not become available: {listed}"
+    codes = {error.code for error in failures.values()}
+    return ServingError.from_code(codes.pop() if len(codes) == 1 else StatusCode.UNKNOWN, message)
 
 
 @final

@@ -7,8 +7,6 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, final
 
-import attrs
-
 from servinglib.batching.scheduler import SharedBatchScheduler
 from servinglib.core.argument_types import wrong_type
 from servinglib.core.aspired_versions_manager import AspiredVersionsManager
@@ -26,19 +24,23 @@ from servinglib.errors import (
     StatusCode,
     UnavailableError,
     UnimplementedError,
-    UnknownError,
 )
 from servinglib.loaders.registry import PlatformRegistry, default_registry
 from servinglib.servable import Servable
 from servinglib.server.config import ModelConfig, ModelServerConfig
+from servinglib.server.config_change import (
+    ConfigChange,
+    check_labels,
+    resolve_base_paths,
+    warn_if_moved,
+)
 from servinglib.server.model_spec import ModelSpec
-from servinglib.server.reload_wait import ReloadWaits
+from servinglib.server.reload_wait import ReloadWaits, failure_error
 from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.server.serving_pipeline import ServingPipeline
 from servinglib.server.state_log import ServableStateLog
 from servinglib.server.status import ModelMetadata, ModelStatus, VersionStatus
 from servinglib.sources.remote_mirror import StoreEvent
-from servinglib.sources.remote_store import local_path
 
 # ServerCoreOptions is re-exported: earlier releases defined it here.
 __all__ = ["ServerCore", "ServerCoreOptions"]
@@ -52,9 +54,9 @@ class ServerCore:
 
     Its :class:`ServingPipeline`: a source of each model's base path (local
     or in an object store) → router by platform → one adapter per platform
-    → AspiredVersionsManager, with the state monitor following the
-    manager's events and the source's storage conditions; the core asks the
-    monitor how models are, never the source.  Constructing it with a config loads that config
+    → AspiredVersionsManager; the state monitor follows the manager's events
+    and the source's storage conditions, and the core asks it, never the
+    source, how models are.  Constructing it with a config loads that config
     and waits until each model has an available version (see
     :meth:`reload_config`); a failure raises (or, with ``start_degraded``,
     is recorded and the healthy models serve).  ``state_listeners`` are
@@ -80,7 +82,6 @@ class ServerCore:
         if options is not None and not isinstance(options, ServerCoreOptions):
             raise wrong_type("ServerCore's options", "a ServerCoreOptions or None", options)
         self._options = options if options is not None else ServerCoreOptions()
-        self._registry = registry if registry is not None else default_registry
         self._reload_lock = threading.Lock()
         self._lock = threading.Lock()
         self._config = ModelServerConfig()  # guarded by: _reload_lock (writes)
@@ -89,19 +90,11 @@ class ServerCore:
         self._labels: Mapping[str, Mapping[str, int]] = {}  # replaced whole
         self._failed: dict[str, ServingError] = {}  # guarded by: _lock
         self._in_flight: dict[str, int] = {}  # guarded by: _lock
-        self._closed = False
-        self._closer: threading.Thread | None = None  # guarded by: _lock
-        self._close_error: BaseException | None = None  # set by the closer thread
+        self._closed = False  # guarded by: _lock (writes)
         self._draining = False
-        if (
-            self._options.enable_per_model_batching_parameters
-            and self._options.batching_parameters is None
-        ):
-            # Checked before any thread starts, so a bad combination leaves nothing running.
-            raise InvalidArgumentError(
-                "enable_per_model_batching_parameters needs batching_parameters (batching on)"
-            )
-        self._pipeline = ServingPipeline(self._options, self._registry, clock)
+        self._pipeline = ServingPipeline(
+            self._options, registry if registry is not None else default_registry, clock
+        )
         self._bus = self._pipeline.event_bus
         self._monitor = self._pipeline.monitor
         self._manager = self._pipeline.manager
@@ -396,7 +389,7 @@ class ServerCore:
 
     def _remove_if_unchanged(self, model: ModelConfig) -> None:
         """Removes ``model`` (as load_model configured it) unless its config changed since."""
-        (applied,) = self._resolved([model])
+        (applied,) = resolve_base_paths([model], self._options.model_config_list_root_dir)
 
         def without(current: ModelServerConfig) -> ModelServerConfig:
             if current.model(model.name) != applied:
@@ -427,37 +420,9 @@ class ServerCore:
         the background.  Calling it again waits again (for ``timeout_s``).
         """
         with self._lock:
-            closer = self._closer
-            if closer is None:
-                self._closed = True
-                closer = self._closer = threading.Thread(
-                    target=self._close_all, name="servinglib-close", daemon=True
-                )
-                closer.start()
+            self._closed = True
         self._waits.wake_all()
-        closer.join(timeout_s)
-        if closer.is_alive():
-            held = self._manager.basic_manager.held_handles()
-            listed = ", ".join(
-                f"{servable_id} ({count} handle(s), {waited_s:.1f} s)"
-                for servable_id, (count, waited_s) in sorted(held.items())
-            )
-            _log.warning(
-                "ServerCore.close() returns after %g s; unloading goes on in the background, "
-                "waiting for handles still held: %s",
-                timeout_s,
-                listed or "none (an unload or a load is still running)",
-            )
-            return False
-        if self._close_error is not None:
-            raise self._close_error
-        return True
-
-    def _close_all(self) -> None:
-        try:
-            self._pipeline.close()
-        except BaseException as error:  # noqa: BLE001 - raised again by close() on the caller's thread
-            self._close_error = error
+        return self._pipeline.close(timeout_s)
 
     def __enter__(self) -> ServerCore:
         return self
@@ -494,15 +459,11 @@ class ServerCore:
             self._failed.update((n, e) for n, e in failures.items() if self._config.model(n))
         if not failures:
             return
-        listed = "; ".join(f"{name}: {error.message}" for name, error in sorted(failures.items()))
-        message = f"{len(failures)} model(s) did not become available: {listed}"
+        error = failure_error(failures)
         if initial and self._options.start_degraded:
-            _log.error("%s; serving the others (start_degraded)", message)
+            _log.error("%s; serving the others (start_degraded)", error.message)
             return
-        codes = {error.code for error in failures.values()}
-        if len(codes) == 1:
-            raise ServingError.from_code(codes.pop(), message)
-        raise UnknownError(message)
+        raise error
 
     def _apply_locked(
         self, config: ModelServerConfig
@@ -510,117 +471,28 @@ class ServerCore:
         """Makes ``config`` the desired state; returns the new models, with their states before."""
         if self._closed:
             raise FailedPreconditionError("The server core is closed")
-        old = self._config
-        # The diff: only added and changed models are resolved, validated and converted.
-        changed = [m for m in config.models if (prev := old.model(m.name)) is not m and prev != m]
-        resolved = self._resolved(changed)
-        self._validate(resolved)
-        if resolved != changed:
-            by_name = {m.name: m for m in resolved}
-            config = ModelServerConfig(by_name.get(m.name, m) for m in config.models)
-        removed = [name for name in old.names if config.model(name) is None]
-        new_names = [m.name for m in changed if old.model(m.name) is None]
-        for model in resolved:
-            previous = old.model(model.name)
-            if previous is not None and previous.base_path != model.base_path:
-                self._warn_moved(previous, model)
-        self._apply_labels(resolved, removed)
-        self._config = config
+        root = self._options.model_config_list_root_dir
+        change = ConfigChange.of(self._config, config, root=root, check=self._check)
+        for model in change.changed:
+            warn_if_moved(self._config.model(model.name), model, self._monitor)
+        labels = {name: v for name, v in self._labels.items() if name not in change.removed}
+        # Labels change before models are added, as in TF Serving.
+        self._labels = {**labels, **{m.name: dict(m.version_labels) for m in change.changed}}
+        self._config = config = change.config
         self._known = {**self._known, **{m.name: m for m in config.models}}
         with self._lock:
-            for name in removed:
+            for name in change.removed:
                 self._failed.pop(name, None)
         # States published before this reload (say, a re-added model's old END) do not count.
         before: dict[str, Mapping[int, ServableStateAndTime]] = {
-            name: self._monitor.get_version_states(name) for name in new_names
+            name: self._monitor.get_version_states(name) for name in change.added
         }
-        self._pipeline.serve(config.models, resolved, removed)
+        self._pipeline.serve(config.models, change.changed, change.removed)
         return before
 
-    def _warn_moved(self, previous: ModelConfig, model: ModelConfig) -> None:
-        """Says that versions loaded from the old base path keep serving (as in TF Serving)."""
-        loaded = sorted(
-            version
-            for version, state in self._monitor.get_version_states(model.name).items()
-            if state.state.manager_state is ManagerState.AVAILABLE
-        )
-        if not loaded:
-            return
-        listed = ", ".join(map(str, loaded))
-        _log.warning(
-            "Model %s: base_path changed from %s to %s; version %s stays loaded from the old "
-            "base path (a version is known by its number, so the same number under the new "
-            "one is not loaded again). To serve new files, give them a new version number, "
-            "or remove the model from the config and add it back.",
-            model.name,
-            previous.base_path,
-            model.base_path,
-            listed,
-        )
-
-    def _apply_labels(self, changed: list[ModelConfig], removed: list[str]) -> None:
-        """Updates labels (before models are added, as TF Serving)."""
-        labels = dict(self._labels)
-        for name in removed:
-            labels.pop(name, None)
-        for model in changed:
-            labels[model.name] = dict(model.version_labels)
-        self._labels = labels
-
-    def _resolved(self, models: list[ModelConfig]) -> list[ModelConfig]:
-        models = [
-            attrs.evolve(m, base_path=local_path(m.base_path))
-            if m.base_path.lower().startswith("file://")
-            else m
-            for m in models
-        ]
-        root = self._options.model_config_list_root_dir
-        relative = [m for m in models if m.base_path_is_relative]
-        if not relative:
-            return models
-        if root is None:
-            model = relative[0]
-            raise InvalidArgumentError(
-                f"Model {model.name} has a relative base_path {model.base_path!r}: use an "
-                "absolute path, or set model_config_list_root_dir"
-            )
-        return [m.resolve_base_path(root) for m in models]
-
-    def _validate(self, models: list[ModelConfig]) -> None:
-        for model in models:
-            self._pipeline.check(model)
-            old = self._config.model(model.name)
-            if old is not None and old.model_platform != model.model_platform:
-                raise InvalidArgumentError(
-                    f"Illegal to change a model's platform: model {model.name} from "
-                    f"'{old.model_platform}' to '{model.model_platform}'"
-                )
-            self._validate_labels(model)
-
-    def _validate_labels(self, model: ModelConfig) -> None:
-        if not model.version_labels:
-            return
-        if not self._options.allow_version_labels:
-            raise FailedPreconditionError(
-                f"Model {model.name} has version labels, which this server does not allow "
-                "(allow_version_labels)"
-            )
-        available = {
-            v
-            for v, s in self._monitor.get_version_states(model.name).items()
-            if s.state.manager_state is ManagerState.AVAILABLE
-        }
-        current = self._labels.get(model.name, {})
-        for label, version in model.version_labels.items():
-            if version in available:
-                continue
-            unchanged_or_new = current.get(label, version) == version
-            if self._options.allow_version_labels_for_unavailable_models and unchanged_or_new:
-                continue
-            raise FailedPreconditionError(
-                f"Request to assign label {label} to version {version} of model {model.name}, "
-                "which is not currently available for inference"
-            )
+    def _check(self, model: ModelConfig) -> None:
+        self._pipeline.check(model)
+        check_labels(model, self._options, self._monitor, self._labels.get(model.name, {}))
 
     def _abandoned(self, name: str) -> ServingError | None:
         """Why waiting for ``name`` is pointless now (closed, removed, nothing to load), or None."""

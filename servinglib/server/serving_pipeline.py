@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Iterable, Sequence
 from typing import final
 
@@ -30,6 +32,8 @@ from servinglib.sources.storage_path_source_config import ServableToMonitor
 from servinglib.sources.target import connect
 from servinglib.sources.version_check import VersionCheck
 
+_log = logging.getLogger("servinglib.server.server_core")  # what ServerCore.close() logs
+
 
 @final
 class ServingPipeline:
@@ -41,14 +45,23 @@ class ServingPipeline:
     publishes on :attr:`event_bus`; the :attr:`monitor` follows those states
     and the source's storage conditions, and tells the source which versions
     are still in use (so their remote copies stay).  Nothing polls until
-    :meth:`start`.  Thread-safe, but :meth:`serve` calls must not overlap
-    (ServerCore makes them under its reload lock).
+    :meth:`start`.  Raises InvalidArgumentError, before any thread starts,
+    for ``enable_per_model_batching_parameters`` without
+    ``batching_parameters``.  Thread-safe, but :meth:`serve` calls must not
+    overlap (ServerCore makes them under its reload lock).
     """
 
     def __init__(
         self, options: ServerCoreOptions, registry: PlatformRegistry, clock: Clock | None
     ) -> None:
+        if options.enable_per_model_batching_parameters and options.batching_parameters is None:
+            raise InvalidArgumentError(
+                "enable_per_model_batching_parameters needs batching_parameters (batching on)"
+            )
         self._options = options
+        self._lock = threading.Lock()
+        self._closer: threading.Thread | None = None  # guarded by: _lock
+        self._close_error: BaseException | None = None  # set by the closer thread
         self.event_bus: EventBus[ServableState] = EventBus()
         """Where the manager publishes every version's lifecycle events."""
         self.source = BasePathSource(options.source, clock=clock, in_use=self._versions_in_use)
@@ -130,13 +143,49 @@ class ServingPipeline:
         servables = [self._watched[m.name] for m in models]
         self.source.update_config(attrs.evolve(self._options.source, servables=servables))
 
-    def close(self) -> None:
-        """Stops the source, unloads every version (waiting for handles), stops batching."""
-        self.source.close()
-        self.manager.close()
-        if self.batching is not None:
-            self.batching.close()
-        self.monitor.close()
+    def close(self, timeout_s: float | None = None) -> bool:
+        """Stops the source, unloads every version (waiting for handles), stops batching; True
+        once done.  Idempotent.
+
+        It is done on a thread of its own, waited for up to ``timeout_s``:
+        past it, the handles still held are logged and False returned, the
+        unloading going on in the background (calling again waits again).
+        What closing raised is raised here.
+        """
+        with self._lock:
+            if self._closer is None:
+                self._closer = threading.Thread(
+                    target=self._close_all, name="servinglib-close", daemon=True
+                )
+                self._closer.start()
+            closer = self._closer
+        closer.join(timeout_s)
+        if closer.is_alive():
+            held = self.manager.basic_manager.held_handles()
+            listed = ", ".join(
+                f"{servable_id} ({count} handle(s), {waited_s:.1f} s)"
+                for servable_id, (count, waited_s) in sorted(held.items())
+            )
+            _log.warning(
+                "ServerCore.close() returns after %g s; unloading goes on in the background, "
+                "waiting for handles still held: %s",
+                timeout_s,
+                listed or "none (an unload or a load is still running)",
+            )
+            return False
+        if self._close_error is not None:
+            raise self._close_error
+        return True
+
+    def _close_all(self) -> None:
+        try:
+            self.source.close()
+            self.manager.close()
+            if self.batching is not None:
+                self.batching.close()
+            self.monitor.close()
+        except BaseException as error:  # noqa: BLE001 - raised again by close() on the caller's thread
+            self._close_error = error
 
     def _versions_in_use(self, name: str) -> set[int]:
         """The versions of ``name`` the manager holds and has not ended: their files stay."""

@@ -51,7 +51,8 @@ def _unique_names(
 @final
 @attrs.frozen
 class FileSystemStoragePathSourceConfig:
-    """What a FileSystemStoragePathSource watches, and how.
+    """What a storage path source watches, and how (FileSystemStoragePathSource's,
+    RemoteStoragePathSource's and BasePathSource's config).
 
     ``file_system_poll_wait_seconds``: poll period; 0 polls once when
     connected, a negative value never polls by itself (call ``poll_once``).
@@ -67,7 +68,7 @@ class FileSystemStoragePathSourceConfig:
     the moment something under its base path is created, written, moved or
     deleted (watchdog); polling stays the source of truth.
     ``model_cache_dir``: where versions of remote base paths (``s3://``,
-    ``gs://``, ``az://``) are downloaded (None: ``servinglib-model-cache``
+    ``gs://``, ``az://``) are downloaded by the remote source (None: ``servinglib-model-cache``
     under the system temp directory); ``download_concurrency``: files
     downloaded at once within a version (see :class:`RemoteMirror`).
     Immutable, so thread-safe.

@@ -654,9 +654,11 @@ def test_an_object_store_base_path_is_refused_naming_the_remote_source(tmp_path:
     """An s3:// base path is no directory: the file-system source refuses it at once."""
     with pytest.raises(InvalidArgumentError, match="RemoteStoragePathSource"):
         FileSystemStoragePathSource(config(ServableToMonitor("m", "s3://bucket/m")))
-    with FileSystemStoragePathSource(config()) as source:
-        with pytest.raises(InvalidArgumentError, match="RemoteStoragePathSource"):
-            source.update_config(config(ServableToMonitor("m", "s3://bucket/m")))
+    with (
+        FileSystemStoragePathSource(config()) as source,
+        pytest.raises(InvalidArgumentError, match="RemoteStoragePathSource"),
+    ):
+        source.update_config(config(ServableToMonitor("m", "s3://bucket/m")))
 
 
 def test_version_dir_deleted_while_serving_is_unloaded(
