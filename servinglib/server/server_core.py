@@ -142,7 +142,7 @@ class ServerCore:
     @property
     def store_events(self) -> EventBus[StoreEvent]:
         """What the object stores of remote base paths did: downloads, failed listings."""
-        return self._pipeline.store_events
+        return self._pipeline.source.store_events
 
     def store_work(self) -> list[str]:
         """What the stores of remote base paths are doing now (listings and downloads running,

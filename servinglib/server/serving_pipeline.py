@@ -23,7 +23,6 @@ from servinglib.loaders.registry import PlatformRegistry
 from servinglib.server.config import ModelConfig
 from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.sources.base_path_source import BasePathSource
-from servinglib.sources.remote_mirror import StoreEvent
 from servinglib.sources.remote_store import check_installed
 from servinglib.sources.source import StoragePath
 from servinglib.sources.source_adapter import ErrorInjectingSourceAdapter
@@ -63,16 +62,13 @@ class ServingPipeline:
         self._closer: threading.Thread | None = None  # guarded by: _lock
         self._close_error: BaseException | None = None  # set by the closer thread
         self.event_bus: EventBus[ServableState] = EventBus()
-        """Where the manager publishes every version's lifecycle events."""
         self.source = BasePathSource(options.source, clock=clock, in_use=self._versions_in_use)
-        """The source of every model's aspired versions."""
         self.monitor = ServableStateMonitor(
             self.event_bus,
             storage=self.source.storage_conditions,
             max_count_log_events=1000,
             clock=clock,
         )
-        """The states of every version, and the storage condition of every model."""
         limit = options.total_model_memory_limit_bytes
         self.manager = AspiredVersionsManager(
             options.aspired_version_policy,
@@ -85,8 +81,7 @@ class ServingPipeline:
             event_bus=self.event_bus,
             clock=clock,
         )
-        self.batching: ModelBatching | None = None
-        """The batching stage; None without ``batching_parameters``."""
+        self.batching: ModelBatching | None = None  # None without batching_parameters
         if options.batching_parameters is not None:
             self.batching = ModelBatching(
                 options.batching_parameters, per_model=options.enable_per_model_batching_parameters
@@ -95,16 +90,6 @@ class ServingPipeline:
         self._router, self._ports, self._version_checks = self._connect_platforms(registry)
         self._routes: dict[str, int] = {}  # guarded by: serve's callers
         self._watched: dict[str, ServableToMonitor] = {}  # guarded by: serve's callers
-
-    @property
-    def platforms(self) -> list[str]:
-        """The platforms models may name, sorted."""
-        return sorted(self._ports)
-
-    @property
-    def store_events(self) -> EventBus[StoreEvent]:
-        """What the object stores of remote base paths did: downloads, failed listings."""
-        return self.source.store_events
 
     def start(self) -> None:
         """Connects the source: its polls begin (call once)."""
@@ -116,7 +101,7 @@ class ServingPipeline:
         if model.model_platform not in self._ports:
             raise InvalidArgumentError(
                 f"Model {model.name} requested unsupported platform "
-                f"'{model.model_platform}'; known platforms: {', '.join(self.platforms)}"
+                f"'{model.model_platform}'; known platforms: {', '.join(sorted(self._ports))}"
             )
         check_installed(model.base_path)  # a remote store's extra: one line naming it
 

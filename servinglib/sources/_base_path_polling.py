@@ -182,24 +182,24 @@ class BasePathPolling(Source[StoragePath], abc.ABC):
     def _refusal(self, servable: ServableToMonitor) -> str | None:
         """Why this source does not take ``servable``'s base path, or None."""
 
+    # Hooks.  Under the poll lock: ``servable`` was removed or changed; a full poll ended.
     def _forget(self, servable: ServableToMonitor, *, removed: bool) -> None:
-        """Hook, under the poll lock: ``servable`` was removed or changed.  Default: forgets
-        what is known of its version directories."""
         self._settling.forget(servable.base_path)
 
     def _polled_all_locked(self) -> None:
-        """Hook, under the poll lock, after a full poll.  Default: nothing."""
+        pass
 
+    # No lock held: after update_config; when settle windows end (clock times).
     def _config_changed(
         self,
         old: FileSystemStoragePathSourceConfig,
         new: FileSystemStoragePathSourceConfig,
         changed: Sequence[ServableToMonitor],
     ) -> None:
-        """Hook, after :meth:`update_config` (no lock held).  Default: nothing."""
+        pass
 
     def _schedule_recheck(self, due: Mapping[str, float]) -> None:
-        """Hook: polls ``due``'s servables again at those clock times.  Default: nothing."""
+        pass
 
     # -- polling --------------------------------------------------------------
 
