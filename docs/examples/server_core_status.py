@@ -1,4 +1,4 @@
-"""Readiness, status, metadata, the in-flight limit, and close()."""
+"""Readiness, status, metadata, handles, and close()."""
 
 from servinglib import (
     ModelConfig,
@@ -8,13 +8,12 @@ from servinglib import (
     ServerCore,
     ServerCoreOptions,
 )
-from servinglib.errors import FailedPreconditionError, UnavailableError
+from servinglib.errors import FailedPreconditionError
 from servinglib.examples import PYTHON_HALF_PLUS_TWO
 
 config = ModelServerConfig((ModelConfig.python("m", PYTHON_HALF_PLUS_TWO),))
 options = ServerCoreOptions(
     platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)},
-    max_requests_in_flight_per_model=2,
 )
 
 core = ServerCore(config, options)
@@ -27,15 +26,8 @@ for name, signature in metadata.signatures.items():
     print(f"m version {metadata.version} ({metadata.platform}) signature {name}: inputs {inputs}")
 
 spec = ModelSpec.latest("m")
-first, second = core.servable_handle(spec), core.servable_handle(spec)  # two in flight
-try:
-    core.servable_handle(spec)
-except UnavailableError as error:
-    print(f"a third request: {error}")
-first.release()
-with core.servable_handle(spec) as handle:  # a slot is free again
-    print(f"after a release: version {handle.id.version}")
-second.release()
+with core.servable_handle(spec) as handle:  # the version cannot unload while it is held
+    print(f"a handle: version {handle.id.version}")
 
 core.close()  # unloads everything (waiting for handles still held); idempotent
 core.close()

@@ -44,6 +44,7 @@ from servinglib.core.servable_state import ServableState as ServableState
 from servinglib.core.servable_state_monitor import ServableStateAndTime as ServableStateAndTime
 from servinglib.core.servable_state_monitor import ServableStateMonitor as ServableStateMonitor
 from servinglib.core.simple_loader import SimpleLoader as SimpleLoader
+from servinglib.core.storage_condition import StorageCondition as StorageCondition
 
 __all__ = [
     "Action",
@@ -78,6 +79,7 @@ __all__ = [
     "ServableStateMonitor",
     "ServableStateSnapshot",
     "SimpleLoader",
+    "StorageCondition",
     "Subscription",
     "SystemClock",
     "Timer",

@@ -1,4 +1,4 @@
-"""ServableStateMonitor: remembers the states published on an event bus, and waits on them."""
+"""ServableStateMonitor: remembers the states (and storage conditions) published, and waits."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from servinglib.core.event_bus import EventBus
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_request import AutoVersionPolicy, ServableRequest
 from servinglib.core.servable_state import ManagerState, ServableState
+from servinglib.core.storage_condition import StorageCondition
 
 NotifyFn = Callable[[bool, Mapping[ServableId, ManagerState]], None]
 
@@ -35,6 +36,10 @@ class ServableStateMonitor:
     """Tracks every servable's latest state from an event bus; answers queries and waits.
 
     ``max_count_log_events`` bounds the event log (0 keeps none), as TF Serving.
+    ``storage``: a bus of the :class:`StorageCondition` a source publishes;
+    the latest per name is kept (:meth:`storage_condition`), so a servable's
+    health is asked here, whichever source watches it.  Every state or
+    condition recorded is then announced on :attr:`changes`.
     Thread-safe.
     """
 
@@ -42,6 +47,7 @@ class ServableStateMonitor:
         self,
         bus: EventBus[ServableState],
         *,
+        storage: EventBus[StorageCondition] | None = None,
         max_count_log_events: int = 0,
         clock: Clock | None = None,
     ) -> None:
@@ -52,11 +58,33 @@ class ServableStateMonitor:
             maxlen=max_count_log_events
         )  # guarded by: _lock
         self._waiters: list[_Notification] = []  # guarded by: _lock
-        self._subscription = bus.subscribe(self._handle_event)
+        self._storage: dict[str, StorageCondition] = {}  # guarded by: _lock; none clear
+        self._changes = EventBus[str]()
+        self._subscriptions = [bus.subscribe(self._handle_event)]
+        if storage is not None:
+            self._subscriptions.append(storage.subscribe(self._handle_storage))
 
     def close(self) -> None:
-        """Stops listening to the bus; queries keep answering from what was seen."""
-        self._subscription.cancel()
+        """Stops listening to the buses; queries keep answering from what was seen."""
+        for subscription in self._subscriptions:
+            subscription.cancel()
+
+    @property
+    def changes(self) -> EventBus[str]:
+        """Publishes a servable's name each time a state or storage condition of it was recorded.
+
+        Delivered on the publishing thread once the record is made, so a
+        subscriber's queries see it: subscribe to wait for something about a
+        servable (a reload's wait does) instead of polling.  Subscribers must
+        be quick and must not publish on the buses this monitor follows.
+        """
+        return self._changes
+
+    def storage_condition(self, name: str) -> StorageCondition:
+        """What the source last found in ``name``'s storage; a clear condition if nothing."""
+        with self._lock:
+            found = self._storage.get(name)
+        return found if found is not None else StorageCondition(name)
 
     def get_state(self, servable_id: ServableId) -> ServableState | None:
         """The last state of ``servable_id``, or None if never seen."""
@@ -180,6 +208,15 @@ class ServableStateMonitor:
             self._waiters = [w for w in self._waiters if w not in fired]
         for waiter in fired:
             waiter.fire()
+        self._changes.publish(state.id.name)
+
+    def _handle_storage(self, condition: StorageCondition) -> None:
+        with self._lock:
+            if condition.clear:
+                self._storage.pop(condition.servable_name, None)
+            else:
+                self._storage[condition.servable_name] = condition
+        self._changes.publish(condition.servable_name)
 
 
 def _unloaded(state: ServableState) -> bool:

@@ -4,25 +4,18 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, final
-
-import attrs
 
 from servinglib.batching.scheduler import SharedBatchScheduler
 from servinglib.core.aspired_versions_manager import AspiredVersionsManager
 from servinglib.core.clock import Clock
 from servinglib.core.event_bus import EventBus
-from servinglib.core.loader import Loader
-from servinglib.core.resource_tracker import ResourceTracker
-from servinglib.core.resources import ResourceAllocation
 from servinglib.core.servable_handle import ServableHandle
 from servinglib.core.servable_request import ServableRequest
 from servinglib.core.servable_state import ManagerState, ServableState
 from servinglib.core.servable_state_monitor import ServableStateAndTime, ServableStateMonitor
 from servinglib.errors import (
-    DeadlineExceededError,
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
@@ -30,29 +23,24 @@ from servinglib.errors import (
     StatusCode,
     UnavailableError,
     UnimplementedError,
-    UnknownError,
     wrong_type,
 )
-from servinglib.loaders.model_batching import ModelBatching
 from servinglib.loaders.registry import PlatformRegistry, default_registry
 from servinglib.servable import Servable
 from servinglib.server.config import ModelConfig, ModelServerConfig
+from servinglib.server.config_change import (
+    ConfigChange,
+    check_labels,
+    resolve_base_paths,
+    warn_if_moved,
+)
 from servinglib.server.model_spec import ModelSpec
+from servinglib.server.reload_wait import ReloadWaits, failure_error
 from servinglib.server.server_core_options import ServerCoreOptions
+from servinglib.server.serving_pipeline import ServingPipeline
 from servinglib.server.state_log import ServableStateLog
 from servinglib.server.status import ModelMetadata, ModelStatus, VersionStatus
-from servinglib.sources.file_system_storage_path_source import (
-    FileSystemStoragePathSource,
-    FileSystemStoragePathSourceConfig,
-    ServableToMonitor,
-)
 from servinglib.sources.remote_mirror import StoreEvent
-from servinglib.sources.remote_store import check_installed, local_path
-from servinglib.sources.source import StoragePath
-from servinglib.sources.source_adapter import ErrorInjectingSourceAdapter
-from servinglib.sources.source_router import DynamicSourceRouter
-from servinglib.sources.target import connect
-from servinglib.sources.version_check import VersionCheck
 
 # ServerCoreOptions is re-exported: earlier releases defined it here.
 __all__ = ["ServerCore", "ServerCoreOptions"]
@@ -64,8 +52,11 @@ _log = logging.getLogger(__name__)
 class ServerCore:
     """Serves the models of a ModelServerConfig: builds the pipeline, loads, swaps, answers.
 
-    Source (file system) → router by platform → one adapter per platform →
-    AspiredVersionsManager.  Constructing it with a config loads that config
+    Its :class:`ServingPipeline`: a source of each model's base path (local
+    or in an object store) → router by platform → one adapter per platform
+    → AspiredVersionsManager; the state monitor follows the manager's events
+    and the source's storage conditions, and the core asks it, never the
+    source, how models are.  Constructing it with a config loads that config
     and waits until each model has an available version (see
     :meth:`reload_config`); a failure raises (or, with ``start_degraded``,
     is recorded and the healthy models serve).  ``state_listeners`` are
@@ -91,43 +82,27 @@ class ServerCore:
         if options is not None and not isinstance(options, ServerCoreOptions):
             raise wrong_type("ServerCore's options", "a ServerCoreOptions or None", options)
         self._options = options if options is not None else ServerCoreOptions()
-        self._registry = registry if registry is not None else default_registry
         self._reload_lock = threading.Lock()
         self._lock = threading.Lock()
         self._config = ModelServerConfig()  # guarded by: _reload_lock (writes)
         # Every model config served, now or before (the repository index): replaced whole.
         self._known: Mapping[str, ModelConfig] = {}
         self._labels: Mapping[str, Mapping[str, int]] = {}  # replaced whole
-        self._routes: dict[str, int] = {}  # guarded by: _reload_lock
-        self._monitored: dict[str, ServableToMonitor] = {}  # guarded by: _reload_lock
         self._failed: dict[str, ServingError] = {}  # guarded by: _lock
-        self._in_flight: dict[str, int] = {}  # guarded by: _lock
-        self._closed = False
-        self._closer: threading.Thread | None = None  # guarded by: _lock
-        self._close_error: BaseException | None = None  # set by the closer thread
+        self._closed = False  # guarded by: _lock (writes)
         self._draining = False
-        self._bus: EventBus[ServableState] = EventBus()
-        self._stopping: EventBus[None] = EventBus()  # drain() and close(): waits end
-        self._monitor = ServableStateMonitor(self._bus, max_count_log_events=1000, clock=clock)
+        self._pipeline = ServingPipeline(
+            self._options, registry if registry is not None else default_registry, clock
+        )
+        self._bus = self._pipeline.event_bus
+        self._monitor = self._pipeline.monitor
+        self._manager = self._pipeline.manager
+        self._waits = ReloadWaits(self._monitor)  # drain() and close() wake them all
         self._bus.subscribe(self._on_state)
         self._bus.subscribe(ServableStateLog().on_state)
         for listener in state_listeners:
             self._bus.subscribe(listener)
-        if (
-            self._options.enable_per_model_batching_parameters
-            and self._options.batching_parameters is None
-        ):
-            # Checked before any thread starts, so a bad combination leaves nothing running.
-            raise InvalidArgumentError(
-                "enable_per_model_batching_parameters needs batching_parameters (batching on)"
-            )
-        self._manager = self._make_manager(clock)
-        self._batching = self._make_batching()
-        self._ports = self._connect_platforms()
-        self._source = FileSystemStoragePathSource(
-            self._source_config(()), clock=clock, in_use=self._versions_in_use
-        )
-        connect(self._source, self._router)
+        self._pipeline.start()
         if config is not None:
             try:
                 self._initial_load(config)
@@ -135,69 +110,11 @@ class ServerCore:
                 self.close()
                 raise
 
-    def _versions_in_use(self, name: str) -> set[int]:
-        """The versions of ``name`` the manager holds and has not ended: their files stay."""
-        states = self._monitor.get_version_states(name)
-        return {v for v, s in states.items() if s.state.manager_state is not ManagerState.END}
-
     def _on_state(self, state: ServableState) -> None:
         """A model that failed and now has an available version is failed no more."""
         if state.manager_state is ManagerState.AVAILABLE:
             with self._lock:
                 self._failed.pop(state.id.name, None)
-
-    # -- wiring -------------------------------------------------------------
-
-    def _make_manager(self, clock: Clock | None) -> AspiredVersionsManager:
-        options = self._options
-        limit = options.total_model_memory_limit_bytes
-        return AspiredVersionsManager(
-            options.aspired_version_policy,
-            options.manager,
-            manage_state_interval_s=options.manage_state_interval_s,
-            enable_reload_servables_with_error=options.enable_reload_servables_with_error,
-            resource_tracker=(
-                ResourceTracker(ResourceAllocation.ram_bytes(limit)) if limit is not None else None
-            ),
-            event_bus=self._bus,
-            clock=clock,
-        )
-
-    def _make_batching(self) -> ModelBatching | None:
-        parameters = self._options.batching_parameters
-        if parameters is None:
-            return None
-        batching = ModelBatching(
-            parameters, per_model=self._options.enable_per_model_batching_parameters
-        )
-        connect(batching, self._manager)
-        return batching
-
-    def _connect_platforms(self) -> dict[str, int]:
-        """One adapter per known platform, each on its own router port."""
-        platforms = self._registry.names()
-        self._router: DynamicSourceRouter[StoragePath] = DynamicSourceRouter(len(platforms) + 1)
-        ports = {}
-        self._version_checks: dict[str, VersionCheck] = {}
-        for port, platform in enumerate(platforms):
-            platform_config = self._options.platform_configs.get(platform)
-            adapter = self._registry.make_adapter(platform, platform_config)
-            self._version_checks[platform] = self._registry.version_check(platform, platform_config)
-            connect(self._router.output_ports[port], adapter)
-            connect(adapter, self._batching if self._batching is not None else self._manager)
-            ports[platform] = port
-        # Unreachable: configs naming unknown platforms are rejected; kept for safety.
-        unknown: ErrorInjectingSourceAdapter[StoragePath, Loader] = ErrorInjectingSourceAdapter(
-            InvalidArgumentError("This model's platform is not routed")
-        )
-        connect(self._router.output_ports[len(platforms)], unknown)
-        connect(unknown, self._manager)
-        return ports
-
-    def _source_config(self, models: Iterable[ModelConfig]) -> FileSystemStoragePathSourceConfig:
-        return attrs.evolve(
-            self._options.source, servables=[self._monitored[m.name] for m in models]
-        )
 
     # -- properties ---------------------------------------------------------
 
@@ -224,12 +141,12 @@ class ServerCore:
     @property
     def store_events(self) -> EventBus[StoreEvent]:
         """What the object stores of remote base paths did: downloads, failed listings."""
-        return self._source.store_events
+        return self._pipeline.source.store_events
 
     def store_work(self) -> list[str]:
         """What the stores of remote base paths are doing now (listings and downloads running,
         with progress); :meth:`close` cancels them."""
-        return self._source.store_work()
+        return self._pipeline.source.store_work()
 
     @property
     def manager(self) -> AspiredVersionsManager:
@@ -239,7 +156,8 @@ class ServerCore:
     @property
     def batch_scheduler(self) -> SharedBatchScheduler | None:
         """The shared batch scheduler (statistics, metrics observers); None without batching."""
-        return self._batching.scheduler if self._batching is not None else None
+        batching = self._pipeline.batching
+        return batching.scheduler if batching is not None else None
 
     # -- request path -------------------------------------------------------
 
@@ -247,35 +165,14 @@ class ServerCore:
         """A handle to the version ``model_spec`` selects (number, label, or latest).
 
         Raises NotFoundError / UnavailableError (see Manager.servable_handle),
-        InvalidArgumentError for an unknown label (or labels not allowed), and
-        UnavailableError at once when the model's requests in flight are at
-        ``max_requests_in_flight_per_model``.  Release the handle soon.
-        TypeError if ``model_spec`` is not a ModelSpec.
+        InvalidArgumentError for an unknown label (or labels not allowed).
+        Release the handle soon.  (``max_requests_in_flight_per_model`` bounds
+        the requests of a DataPlane, not handles.)  TypeError if
+        ``model_spec`` is not a ModelSpec.
         """
         if not isinstance(model_spec, ModelSpec):
             raise _not_a_model_spec("servable_handle()", model_spec)
-        request = self._request_for(model_spec)
-        limit = self._options.max_requests_in_flight_per_model
-        if limit is None:
-            return self._manager.servable_handle(request)
-        name = model_spec.name
-        with self._lock:
-            if self._in_flight.get(name, 0) >= limit:
-                raise UnavailableError(
-                    f"Model {name} is at its limit of {limit} requests in flight; retry later"
-                )
-            self._in_flight[name] = self._in_flight.get(name, 0) + 1
-        try:
-            handle = self._manager.servable_handle(request)
-        except BaseException:
-            self._leave(name)
-            raise
-        handle.add_release_callback(lambda: self._leave(name))
-        return handle
-
-    def _leave(self, name: str) -> None:
-        with self._lock:
-            self._in_flight[name] -= 1
+        return self._manager.servable_handle(self._request_for(model_spec))
 
     def label_version(self, name: str, label: str) -> int:
         """The version ``label`` of model ``name`` points at.
@@ -375,7 +272,7 @@ class ServerCore:
         )
         with self._lock:
             error = self._failed.get(name)
-        return ModelStatus(name, versions, self._source.servable_errors().get(name, error))
+        return ModelStatus(name, versions, self._monitor.storage_condition(name).error or error)
 
     def failed_models(self) -> dict[str, ServingError]:
         """Models that failed to become available at start or reload, with why."""
@@ -411,7 +308,7 @@ class ServerCore:
         waiting (their new models fail with UNAVAILABLE).  Idempotent.
         """
         self._draining = True
-        self._stopping.publish(None)
+        self._waits.wake_all()
 
     @property
     def draining(self) -> bool:
@@ -470,7 +367,7 @@ class ServerCore:
 
     def _remove_if_unchanged(self, model: ModelConfig) -> None:
         """Removes ``model`` (as load_model configured it) unless its config changed since."""
-        (applied,) = self._resolved([model])
+        (applied,) = resolve_base_paths([model], self._options.model_config_list_root_dir)
 
         def without(current: ModelServerConfig) -> ModelServerConfig:
             if current.model(model.name) != applied:
@@ -501,41 +398,9 @@ class ServerCore:
         the background.  Calling it again waits again (for ``timeout_s``).
         """
         with self._lock:
-            closer = self._closer
-            if closer is None:
-                self._closed = True
-                closer = self._closer = threading.Thread(
-                    target=self._close_all, name="servinglib-close", daemon=True
-                )
-                closer.start()
-        self._stopping.publish(None)
-        closer.join(timeout_s)
-        if closer.is_alive():
-            held = self._manager.basic_manager.held_handles()
-            listed = ", ".join(
-                f"{servable_id} ({count} handle(s), {waited_s:.1f} s)"
-                for servable_id, (count, waited_s) in sorted(held.items())
-            )
-            _log.warning(
-                "ServerCore.close() returns after %g s; unloading goes on in the background, "
-                "waiting for handles still held: %s",
-                timeout_s,
-                listed or "none (an unload or a load is still running)",
-            )
-            return False
-        if self._close_error is not None:
-            raise self._close_error
-        return True
-
-    def _close_all(self) -> None:
-        try:
-            self._source.close()
-            self._manager.close()
-            if self._batching is not None:
-                self._batching.close()
-            self._monitor.close()
-        except BaseException as error:  # noqa: BLE001 - raised again by close() on the caller's thread
-            self._close_error = error
+            self._closed = True
+        self._waits.wake_all()
+        return self._pipeline.close(timeout_s)
 
     def __enter__(self) -> ServerCore:
         return self
@@ -563,20 +428,20 @@ class ServerCore:
         """
         with self._reload_lock:
             awaited = self._apply_locked(edit(self._config))
-        failures = self._wait_for(awaited)
+        failures = self._waits.wait(
+            awaited,
+            timeout_s=self._options.servable_state_waiter_timeout_s,
+            abandoned=self._abandoned,
+        )
         with self._reload_lock, self._lock:  # a model removed meanwhile is no failure of ours
             self._failed.update((n, e) for n, e in failures.items() if self._config.model(n))
         if not failures:
             return
-        listed = "; ".join(f"{name}: {error.message}" for name, error in sorted(failures.items()))
-        message = f"{len(failures)} model(s) did not become available: {listed}"
+        error = failure_error(failures)
         if initial and self._options.start_degraded:
-            _log.error("%s; serving the others (start_degraded)", message)
+            _log.error("%s; serving the others (start_degraded)", error.message)
             return
-        codes = {error.code for error in failures.values()}
-        if len(codes) == 1:
-            raise ServingError.from_code(codes.pop(), message)
-        raise UnknownError(message)
+        raise error
 
     def _apply_locked(
         self, config: ModelServerConfig
@@ -584,196 +449,28 @@ class ServerCore:
         """Makes ``config`` the desired state; returns the new models, with their states before."""
         if self._closed:
             raise FailedPreconditionError("The server core is closed")
-        old = self._config
-        # The diff: only added and changed models are resolved, validated and converted.
-        changed = [m for m in config.models if (prev := old.model(m.name)) is not m and prev != m]
-        resolved = self._resolved(changed)
-        self._validate(resolved)
-        if resolved != changed:
-            by_name = {m.name: m for m in resolved}
-            config = ModelServerConfig(by_name.get(m.name, m) for m in config.models)
-        removed = [name for name in old.names if config.model(name) is None]
-        new_names = [m.name for m in changed if old.model(m.name) is None]
-        for model in resolved:
-            previous = old.model(model.name)
-            if previous is not None and previous.base_path != model.base_path:
-                self._warn_moved(previous, model)
-        self._apply_tables(resolved, removed)
-        self._config = config
+        root = self._options.model_config_list_root_dir
+        change = ConfigChange.of(self._config, config, root=root, check=self._check)
+        for model in change.changed:
+            warn_if_moved(self._config.model(model.name), model, self._monitor)
+        labels = {name: v for name, v in self._labels.items() if name not in change.removed}
+        # Labels change before models are added, as in TF Serving.
+        self._labels = {**labels, **{m.name: dict(m.version_labels) for m in change.changed}}
+        self._config = config = change.config
         self._known = {**self._known, **{m.name: m for m in config.models}}
         with self._lock:
-            for name in removed:
+            for name in change.removed:
                 self._failed.pop(name, None)
         # States published before this reload (say, a re-added model's old END) do not count.
         before: dict[str, Mapping[int, ServableStateAndTime]] = {
-            name: self._monitor.get_version_states(name) for name in new_names
+            name: self._monitor.get_version_states(name) for name in change.added
         }
-        self._source.update_config(self._source_config(config.models))
+        self._pipeline.serve(config.models, change.changed, change.removed)
         return before
 
-    def _warn_moved(self, previous: ModelConfig, model: ModelConfig) -> None:
-        """Says that versions loaded from the old base path keep serving (as in TF Serving)."""
-        loaded = sorted(
-            version
-            for version, state in self._monitor.get_version_states(model.name).items()
-            if state.state.manager_state is ManagerState.AVAILABLE
-        )
-        if not loaded:
-            return
-        listed = ", ".join(map(str, loaded))
-        _log.warning(
-            "Model %s: base_path changed from %s to %s; version %s stays loaded from the old "
-            "base path (a version is known by its number, so the same number under the new "
-            "one is not loaded again). To serve new files, give them a new version number, "
-            "or remove the model from the config and add it back.",
-            model.name,
-            previous.base_path,
-            model.base_path,
-            listed,
-        )
-
-    def _apply_tables(self, changed: list[ModelConfig], removed: list[str]) -> None:
-        """Updates labels (before models are added, as TF Serving), routes and monitored paths."""
-        labels = dict(self._labels)
-        routes = dict(self._routes)
-        for name in removed:
-            labels.pop(name, None)
-            routes.pop(name, None)
-            self._monitored.pop(name, None)
-        for model in changed:
-            labels[model.name] = dict(model.version_labels)
-            routes[model.name] = self._ports[model.model_platform]
-            self._monitored[model.name] = ServableToMonitor(
-                model.name,
-                model.base_path,
-                model.version_policy,
-                self._version_checks[model.model_platform],
-                model.storage_options,
-            )
-        self._labels = labels
-        self._router.update_routes(routes)
-        self._routes = routes
-
-    def _resolved(self, models: list[ModelConfig]) -> list[ModelConfig]:
-        models = [
-            attrs.evolve(m, base_path=local_path(m.base_path))
-            if m.base_path.lower().startswith("file://")
-            else m
-            for m in models
-        ]
-        root = self._options.model_config_list_root_dir
-        relative = [m for m in models if m.base_path_is_relative]
-        if not relative:
-            return models
-        if root is None:
-            model = relative[0]
-            raise InvalidArgumentError(
-                f"Model {model.name} has a relative base_path {model.base_path!r}: use an "
-                "absolute path, or set model_config_list_root_dir"
-            )
-        return [m.resolve_base_path(root) for m in models]
-
-    def _validate(self, models: list[ModelConfig]) -> None:
-        known = ", ".join(sorted(self._ports))
-        for model in models:
-            if model.model_platform not in self._ports:
-                raise InvalidArgumentError(
-                    f"Model {model.name} requested unsupported platform "
-                    f"'{model.model_platform}'; known platforms: {known}"
-                )
-            old = self._config.model(model.name)
-            if old is not None and old.model_platform != model.model_platform:
-                raise InvalidArgumentError(
-                    f"Illegal to change a model's platform: model {model.name} from "
-                    f"'{old.model_platform}' to '{model.model_platform}'"
-                )
-            check_installed(model.base_path)  # a remote store's extra: one line naming it
-            self._validate_labels(model)
-
-    def _validate_labels(self, model: ModelConfig) -> None:
-        if not model.version_labels:
-            return
-        if not self._options.allow_version_labels:
-            raise FailedPreconditionError(
-                f"Model {model.name} has version labels, which this server does not allow "
-                "(allow_version_labels)"
-            )
-        available = {
-            v
-            for v, s in self._monitor.get_version_states(model.name).items()
-            if s.state.manager_state is ManagerState.AVAILABLE
-        }
-        current = self._labels.get(model.name, {})
-        for label, version in model.version_labels.items():
-            if version in available:
-                continue
-            unchanged_or_new = current.get(label, version) == version
-            if self._options.allow_version_labels_for_unavailable_models and unchanged_or_new:
-                continue
-            raise FailedPreconditionError(
-                f"Request to assign label {label} to version {version} of model {model.name}, "
-                "which is not currently available for inference"
-            )
-
-    def _wait_for(
-        self, before: Mapping[str, Mapping[int, ServableStateAndTime]]
-    ) -> dict[str, ServingError]:
-        """Waits until each model has an available version or fails; returns the failures.
-
-        ``before`` maps each awaited model to its states before the reload.
-        """
-        pending = set(before)
-        failures: dict[str, ServingError] = {}
-        timeout = self._options.servable_state_waiter_timeout_s
-        deadline = None if timeout is None else time.monotonic() + timeout
-        touched_lock = threading.Lock()
-        touched: set[str] = set(pending)  # guarded by: touched_lock; names to look at again
-        changed = threading.Event()
-
-        def on_event(event: ServableState) -> None:
-            with touched_lock:
-                touched.add(event.id.name)
-            changed.set()
-
-        def on_look(name: str) -> None:
-            with touched_lock:
-                touched.add(name)
-            changed.set()
-
-        def on_stop(_: None) -> None:  # drain() or close(): every pending wait ends
-            with touched_lock:
-                touched.update(pending)
-            changed.set()
-
-        with (
-            self._bus.subscribe(on_event),
-            self._source.looked_at.subscribe(on_look),
-            self._stopping.subscribe(on_stop),
-        ):
-            while pending:
-                changed.clear()
-                with touched_lock:
-                    names = touched & pending
-                    touched.clear()
-                source_errors = self._source.servable_errors() if names else {}
-                for name in sorted(names):
-                    outcome = self._outcome(name, before[name], source_errors.get(name))
-                    if outcome is None:
-                        outcome = self._abandoned(name)
-                    if outcome is not None:
-                        pending.discard(name)
-                        if isinstance(outcome, ServingError):
-                            failures[name] = outcome
-                if not pending:
-                    break
-                if deadline is not None and time.monotonic() >= deadline:
-                    for name in pending:
-                        failures[name] = DeadlineExceededError(
-                            f"Model {name} did not become available within {timeout} s"
-                        )
-                    break
-                changed.wait(None if deadline is None else deadline - time.monotonic())
-        return failures
+    def _check(self, model: ModelConfig) -> None:
+        self._pipeline.check(model)
+        check_labels(model, self._options, self._monitor, self._labels.get(model.name, {}))
 
     def _abandoned(self, name: str) -> ServingError | None:
         """Why waiting for ``name`` is pointless now (closed, removed, nothing to load), or None."""
@@ -784,35 +481,11 @@ class ServerCore:
             return FailedPreconditionError(
                 f"Model {name} was removed from the config before it became available"
             )
-        if self._source.holds_no_version(name):
+        if self._monitor.storage_condition(name).holds_no_version:
             return NotFoundError(
                 f"No versions of model {name} found under base path {model.base_path}; it "
                 "stays configured and loads when a version appears"
             )
-        return None
-
-    def _outcome(
-        self,
-        name: str,
-        before: Mapping[int, ServableStateAndTime],
-        source_error: ServingError | None,
-    ) -> ServingError | bool | None:
-        """True if ``name`` has an available version, its error if it failed, None if pending."""
-        current = self._monitor.get_version_states(name)
-        # Available whenever it was published: a model removed and added again before its
-        # unload began keeps its version, and publishes nothing new.
-        if any(e.state.manager_state is ManagerState.AVAILABLE for e in current.values()):
-            return True
-        states = {v: e for v, e in current.items() if before.get(v) is not e}  # this reload's
-        newest_first = [states[v].state for v in sorted(states, reverse=True)]
-        if source_error is not None and not newest_first:
-            return source_error
-        if newest_first and all(s.manager_state is ManagerState.END for s in newest_first):
-            # A clean END is an earlier unload finishing (a model removed and added again):
-            # the version is still aspired and loads next, so only an error ends the wait.
-            errors = [s.health for s in newest_first if s.health is not None]
-            if errors:
-                return errors[0]
         return None
 
 

@@ -13,7 +13,7 @@ from servinglib.batching.options import BatchingParameters
 from servinglib.core.aspired_version_policy import AspiredVersionPolicy
 from servinglib.core.availability_preserving_policy import AvailabilityPreservingPolicy
 from servinglib.core.basic_manager import ManagerOptions
-from servinglib.sources.file_system_storage_path_source import FileSystemStoragePathSourceConfig
+from servinglib.sources.storage_path_source_config import FileSystemStoragePathSourceConfig
 
 
 def _default_initial_load_threads() -> int:

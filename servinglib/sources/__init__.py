@@ -1,13 +1,11 @@
 """Sources of aspired versions: the typed Source → Router → Adapter → manager pipeline."""
 
+from servinglib.sources.base_path_source import BasePathSource as BasePathSource
 from servinglib.sources.file_system_storage_path_source import (
     FileSystemStoragePathSource as FileSystemStoragePathSource,
 )
-from servinglib.sources.file_system_storage_path_source import (
-    FileSystemStoragePathSourceConfig as FileSystemStoragePathSourceConfig,
-)
-from servinglib.sources.file_system_storage_path_source import (
-    ServableToMonitor as ServableToMonitor,
+from servinglib.sources.remote_storage_path_source import (
+    RemoteStoragePathSource as RemoteStoragePathSource,
 )
 from servinglib.sources.source import Source as Source
 from servinglib.sources.source import StoragePath as StoragePath
@@ -23,6 +21,10 @@ from servinglib.sources.source_router import StaticSourceRouter as StaticSourceR
 from servinglib.sources.static_storage_path_source import (
     StaticStoragePathSource as StaticStoragePathSource,
 )
+from servinglib.sources.storage_path_source_config import (
+    FileSystemStoragePathSourceConfig as FileSystemStoragePathSourceConfig,
+)
+from servinglib.sources.storage_path_source_config import ServableToMonitor as ServableToMonitor
 from servinglib.sources.target import Target as Target
 from servinglib.sources.target import TargetBase as TargetBase
 from servinglib.sources.target import connect as connect
@@ -32,11 +34,13 @@ from servinglib.sources.version_policy import ServableVersionPolicy as ServableV
 from servinglib.sources.version_policy import VersionPolicyKind as VersionPolicyKind
 
 __all__ = [
+    "BasePathSource",
     "DynamicSourceRouter",
     "ErrorInjectingSourceAdapter",
     "FileSystemStoragePathSource",
     "FileSystemStoragePathSourceConfig",
     "FunctionSourceAdapter",
+    "RemoteStoragePathSource",
     "ServableToMonitor",
     "ServableVersionPolicy",
     "Source",

@@ -1,6 +1,6 @@
 """RemoteBasePaths: a source's object-store base paths, each mirrored, listed with backoff.
 
-The file-system source serves a remote base path (``s3://...``) through a
+The remote source serves a remote base path (``s3://...``) through a
 :class:`RemoteMirror`, a local copy of its complete versions.  This keeps
 one mirror per servable, made with its ``storage_options``;
 after a failed sync it waits before listing that store again (doubling from

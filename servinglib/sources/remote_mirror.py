@@ -5,8 +5,8 @@ listings: a version is complete when its listing (names, sizes, ETags) was
 the same on two consecutive polls, or when it holds the done marker.  The
 complete versions the model's version policy picks are downloaded into a
 hidden temporary directory of the cache, checked against the listing's
-sizes, and renamed into place whole; the file-system source then serves
-the cache directory as if it were the base path.  A restart reuses every
+sizes, and renamed into place whole; the remote source then looks at the
+cache directory as the file-system source looks at a base path.  A restart reuses every
 copy whose recorded listing still matches, and a copy whose version the
 policy no longer picks is removed once its version is no longer in use
 downstream (loading, serving or unloading).  A mirror claims its cache

@@ -13,6 +13,7 @@ from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_request import ServableRequest
 from servinglib.core.servable_state import ManagerState, ServableState
 from servinglib.core.servable_state_monitor import ServableStateAndTime, ServableStateMonitor
+from servinglib.core.storage_condition import StorageCondition
 from servinglib.errors import ServingError, UnavailableError
 
 M = ManagerState
@@ -413,3 +414,41 @@ def test_waiter_in_another_thread_wakes_on_publish(
     assert not waiter.is_alive()
     assert results == [(True, {sid(1): M.AVAILABLE})]
     assert monitor._waiters == []
+
+
+def test_storage_conditions_are_kept_per_name_until_cleared(bus: EventBus[ServableState]) -> None:
+    """The latest storage condition of each name answers; a clear one forgets the name."""
+    storage: EventBus[StorageCondition] = EventBus()
+    monitor = ServableStateMonitor(bus, storage=storage)
+    missing = StorageCondition("m", UnavailableError("no base path"))
+    storage.publish(missing)
+    storage.publish(StorageCondition("n", holds_no_version=True))
+
+    assert monitor.storage_condition("m") is missing
+    assert monitor.storage_condition("n").holds_no_version
+    assert monitor.storage_condition("other") == StorageCondition("other")
+    storage.publish(StorageCondition("m"))
+    assert monitor.storage_condition("m").clear
+    monitor.close()
+    storage.publish(missing)
+    assert monitor.storage_condition("m").clear  # closed: no longer following
+
+
+def test_changes_name_each_record_once_it_is_queryable(bus: EventBus[ServableState]) -> None:
+    """A changes subscriber is told each state and condition recorded, and sees it recorded."""
+    storage: EventBus[StorageCondition] = EventBus()
+    monitor = ServableStateMonitor(bus, storage=storage)
+    seen: list[tuple[str, ManagerState | None, bool]] = []
+
+    def on_change(name: str) -> None:
+        state = monitor.get_state(sid(1, name))
+        seen.append(
+            (name, state.manager_state if state else None, monitor.storage_condition(name).clear)
+        )
+
+    with monitor.changes.subscribe(on_change):
+        publish(bus, sid(1), M.START)
+        storage.publish(StorageCondition("n", holds_no_version=True))
+    publish(bus, sid(1), M.LOADING)  # unsubscribed: not seen
+
+    assert seen == [("m", M.START, True), ("n", None, False)]

@@ -20,7 +20,6 @@ from servinglib.errors import (
     InvalidArgumentError,
     NotFoundError,
     StatusCode,
-    UnavailableError,
     UnknownError,
 )
 from servinglib.loaders.python import PythonPlatformConfig
@@ -256,17 +255,6 @@ def test_memory_limit_refuses_a_model(models: Path) -> None:
         assert predict(core, ModelSpec.latest("b")) == 1.0
         error = core.failed_models()["a"]
         assert error.code is StatusCode.RESOURCE_EXHAUSTED
-
-
-def test_requests_in_flight_are_bounded(models: Path) -> None:
-    """At max_requests_in_flight_per_model, the next request is refused at once."""
-    config = ModelServerConfig((python_model(models, "a"),))
-    with ServerCore(config, options(max_requests_in_flight_per_model=1)) as core:
-        first = core.servable_handle(ModelSpec.latest("a"))
-        with pytest.raises(UnavailableError, match="limit of 1 requests in flight"):
-            core.servable_handle(ModelSpec.latest("a"))
-        first.release()
-        core.servable_handle(ModelSpec.latest("a")).release()
 
 
 def test_unknown_model_status_is_not_found(core: ServerCore) -> None:

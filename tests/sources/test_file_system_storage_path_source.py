@@ -25,6 +25,7 @@ from servinglib.core.loader import Loader
 from servinglib.core.servable_id import ServableId
 from servinglib.core.servable_state import ManagerState, ServableState
 from servinglib.core.servable_state_monitor import ServableStateMonitor
+from servinglib.core.storage_condition import StorageCondition
 from servinglib.errors import InvalidArgumentError, StatusCode
 from servinglib.sources import (
     FileSystemStoragePathSource,
@@ -604,30 +605,60 @@ def test_missing_base_path_keeps_serving_what_was_loaded(
         assert source.polling
 
 
-def test_each_look_at_a_base_path_is_published_after_its_findings(
+def test_a_changed_storage_condition_is_published_once_after_its_findings(
     tmp_path: Path, stepped: SteppedManager
 ) -> None:
-    """looked_at names a servable once its look is done: its errors are current by then."""
+    """storage_conditions tells each change of a base path's condition once, errors current."""
     base = tmp_path / "m"
     make_version(base, 1)
     source = FileSystemStoragePathSource(
         config(monitor("m", base), period_s=PERIOD_S), clock=FakeClock()
     )
-    seen: list[tuple[str, bool, bool]] = []
+    seen: list[tuple[StatusCode | None, bool, bool]] = []
 
-    def on_look(name: str) -> None:
-        seen.append((name, name in source.servable_errors(), source.holds_no_version(name)))
+    def on_condition(condition: StorageCondition) -> None:
+        code = condition.error.code if condition.error is not None else None
+        listed = "m" in source.servable_errors()
+        seen.append((code, condition.holds_no_version, listed))
 
-    with source, source.looked_at.subscribe(on_look):
+    with source, source.storage_conditions.subscribe(on_condition):
         connect(source, stepped.adapter)
         stepped.settle()
-        assert seen[-1] == ("m", False, False)
+        assert seen == []  # versions there: nothing to say
         base.rename(tmp_path / "away")
         source.poll_once()
-        assert seen[-1] == ("m", True, False)
+        source.poll_once()
+        assert seen == [(StatusCode.NOT_FOUND, False, True)]
         (tmp_path / "m").mkdir()
         source.poll_once()
-        assert seen[-1] == ("m", False, True)
+        assert seen[1:] == [(None, True, False)]
+        assert source.holds_no_version("m")
+        source.update_config(config(period_s=PERIOD_S))
+        assert seen[2:] == [(None, False, False)]  # no longer watched: clear
+
+
+def test_looked_at_is_deprecated_and_still_names_each_look(tmp_path: Path) -> None:
+    """looked_at warns, pointing at storage_conditions, and still names the servable per look."""
+    make_version(tmp_path / "m", 1)
+    with FileSystemStoragePathSource(config(monitor("m", tmp_path / "m"))) as source:
+        with pytest.warns(DeprecationWarning, match="storage_conditions"):
+            looked = source.looked_at
+        seen: list[str] = []
+        with looked.subscribe(seen.append):
+            source.poll_once()
+            source.poll_once()
+    assert seen == ["m", "m"]
+
+
+def test_an_object_store_base_path_is_refused_naming_the_remote_source(tmp_path: Path) -> None:
+    """An s3:// base path is no directory: the file-system source refuses it at once."""
+    with pytest.raises(InvalidArgumentError, match="RemoteStoragePathSource"):
+        FileSystemStoragePathSource(config(ServableToMonitor("m", "s3://bucket/m")))
+    with (
+        FileSystemStoragePathSource(config()) as source,
+        pytest.raises(InvalidArgumentError, match="RemoteStoragePathSource"),
+    ):
+        source.update_config(config(ServableToMonitor("m", "s3://bucket/m")))
 
 
 def test_version_dir_deleted_while_serving_is_unloaded(

@@ -219,6 +219,6 @@ def test_version_directory_deleted_while_settling_is_dropped(
 def _wait_past_settle_windows(rig: Rig) -> None:
     """Lets several settle windows pass (a bound for what must not happen), then polls twice."""
     threading.Event().wait(4 * 0.5)
-    source = rig.core._source
+    source = rig.core._pipeline.source
     source.poll_once()
     source.poll_once()

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 
@@ -32,7 +33,12 @@ from servinglib.errors import CancelledError, InvalidArgumentError, ServingError
 from servinglib.loaders.platform_inference import PlatformChoice, infer_model_platform
 from servinglib.servable import call_signature
 from servinglib.server.observe.metrics import ServerMetrics
-from servinglib.sources import ServableVersionPolicy, remote_store
+from servinglib.sources import (
+    BasePathSource,
+    ServableToMonitor,
+    ServableVersionPolicy,
+    remote_store,
+)
 from servinglib.sources.cache_claim import CLAIM_FILE
 from servinglib.sources.remote_base_paths import RemoteBasePaths
 from servinglib.sources.remote_mirror import StoreEvent
@@ -736,3 +742,28 @@ def test_gcs_is_served_by_the_json_api_file_system(monkeypatch: pytest.MonkeyPat
     assert inner == "models/m"
     monkeypatch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "true")
     assert type(open_store("gs://models/m", {"token": "anon"})[0]) is gcsfs.GCSFileSystem
+
+
+def test_a_servable_moving_between_a_directory_and_a_store_is_never_emptied(
+    s3: S3Store, tmp_path: Path
+) -> None:
+    """BasePathSource hands a servable between its sources without an empty set between them."""
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    s3.put_model("m", 2, 3.0)
+    local = ServableToMonitor("m", str(tmp_path / "m"))
+    remote = ServableToMonitor("m", "s3://models/m", storage_options=_storage_options(s3))
+    config = FileSystemStoragePathSourceConfig(
+        [local], file_system_poll_wait_seconds=-1, model_cache_dir=str(tmp_path / "cache")
+    )
+    emitted: list[list[int]] = []
+    with BasePathSource(config) as source:
+        source.set_aspired_versions_callback(
+            lambda _name, versions: emitted.append([v.id.version for v in versions])
+        )
+        source.poll_once()
+        source.update_config(attrs.evolve(config, servables=[remote]))
+        source.poll_once()  # the first listing: not complete yet, nothing emitted
+        source.poll_once()  # the same listing again: complete, copied, emitted
+        source.update_config(config)
+        source.poll_once()
+    assert emitted == [[1], [2], [1]]

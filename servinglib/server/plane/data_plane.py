@@ -295,16 +295,11 @@ class DataPlane:
                 deadline=deadline,
                 log_request=log_request,
             )
-        name = model_spec.name
-        self._in_flight.enter(name)
-        try:
-            return await self._infer_admitted(
-                model_spec, signature_name, inputs, output_filter, deadline, log_request
-            )
-        finally:
-            self._in_flight.leave(name)
+        return await self._infer(
+            model_spec, signature_name, inputs, output_filter, deadline, log_request
+        )
 
-    async def _infer_admitted(  # noqa: PLR0917 - infer's arguments, in order
+    async def _infer(  # noqa: PLR0917 - infer's arguments, in order
         self,
         model_spec: ModelSpec,
         signature_name: str | None,
@@ -312,11 +307,14 @@ class DataPlane:
         output_filter: Iterable[str] | None,
         deadline: float | None,
         log_request: bool,
+        *,
+        counted: bool = True,
     ) -> InferenceResult:
         started_ns = time.perf_counter_ns()
-        call, placement = self._place(model_spec, signature_name, inputs, output_filter, deadline)
+        call, placement = self._place(
+            model_spec, signature_name, inputs, output_filter, deadline, counted=counted
+        )
         try:
-            # Nothing to set for most requests: skip entering a deadline scope then.
             with _scope(deadline):
                 outputs = await placement.run(call)
         except BaseException as error:
@@ -339,25 +337,15 @@ class DataPlane:
         calls for such a thread (a ``thread`` call on this very thread, in a place of its
         model's share of the pool).  Raises what :meth:`infer` raises.
         """
-        name = model_spec.name
-        self._in_flight.enter(name)
+        started_ns = time.perf_counter_ns()
+        call, placement = self._place(model_spec, signature_name, inputs, output_filter, deadline)
         try:
-            started_ns = time.perf_counter_ns()
-            call, placement = self._place(
-                model_spec, signature_name, inputs, output_filter, deadline
-            )
-            try:
-                with (
-                    _scope(deadline),
-                    self._here.running_here(call.site, deadline),
-                ):
-                    outputs = placement.run_blocking(call)
-            except BaseException as error:
-                self._failed(call, error, started_ns)
-                raise
-            return self._answered(call, outputs, started_ns, log_request)
-        finally:
-            self._in_flight.leave(name)
+            with _scope(deadline), self._here.running_here(call.site, deadline):
+                outputs = placement.run_blocking(call)
+        except BaseException as error:
+            self._failed(call, error, started_ns)
+            raise
+        return self._answered(call, outputs, started_ns, log_request)
 
     def _place(
         self,
@@ -366,28 +354,41 @@ class DataPlane:
         inputs: Tensors,
         output_filter: Iterable[str] | None,
         deadline: float | None,
+        *,
+        counted: bool = True,
     ) -> tuple[ModelCall, Placement]:
-        """The call of the version ``model_spec`` picks, and where it runs: the servable's
-        placement for its signature, or the plane's for its execution mode.
+        """The admitted call of the version ``model_spec`` picks, and where it runs: the
+        servable's placement for its signature, or the plane's for its execution mode.
 
-        Raises what the lookup raises; what resolving the signature raises
-        (recorded as the version's failed call).
+        ``counted``: the call is one request in flight until the model's call
+        ends (its release), not only until its answer.  Raises UnavailableError
+        at the in-flight bound; what the lookup raises; what resolving the
+        signature raises (recorded as the version's failed call).
         """
-        handle = self._core.servable_handle(model_spec)
+        name = model_spec.name
+        if counted:
+            self._in_flight.enter(name)
+        try:
+            handle = self._core.servable_handle(model_spec)
+        except BaseException:
+            if counted:
+                self._in_flight.leave(name)
+            raise
+        release = _Release(handle, self._in_flight if counted else None, name)
         try:
             servable = _servable_of(handle, model_spec)
-            name, spec = resolve_signature(servable, signature_name)
+            signature, spec = resolve_signature(servable, signature_name)
         except BaseException as error:
-            handle.release()
-            site = CallSite(model_spec.name, handle.id.version, signature_name or "")
+            release()
+            site = CallSite(name, handle.id.version, signature_name or "")
             log_model_failure(error, site.model_name, site.version, site.signature_name)
             self._emit(_record(site, CallStages(), error, inputs, output_filter))
             raise
-        site = CallSite(model_spec.name, handle.id.version, name)
+        site = CallSite(name, handle.id.version, signature)
         call = ModelCall(
-            site, servable, spec, inputs, output_filter, deadline, CallStages(), handle.release
+            site, servable, spec, inputs, output_filter, deadline, CallStages(), release
         )
-        return call, servable.placement(name) or self._by_mode[spec.execution_mode]
+        return call, servable.placement(signature) or self._by_mode[spec.execution_mode]
 
     def _answered(
         self,
@@ -515,8 +516,8 @@ class DataPlane:
                 async def produce(
                     put: Callable[[Part], Awaitable[None]], _room: Callable[[], int]
                 ) -> None:
-                    result = await self._infer_admitted(
-                        pinned, name, inputs, output_filter, deadline, True
+                    result = await self._infer(
+                        pinned, name, inputs, output_filter, deadline, True, counted=False
                     )
                     await put(result.outputs)
 
@@ -570,6 +571,28 @@ class DataPlane:
 
 def _no_release() -> None:
     pass
+
+
+@final
+class _Release:
+    """Releases a call's handle and its place among the requests in flight, once, whoever
+    calls it first (a placement may call it from two threads).  Thread-safe."""
+
+    __slots__ = ("_in_flight", "_name", "_pending")
+
+    def __init__(self, handle: ServableHandle[Any], in_flight: InFlight | None, name: str) -> None:
+        self._pending = [handle]  # list.pop is atomic: the one caller that gets it releases
+        self._in_flight = in_flight
+        self._name = name
+
+    def __call__(self) -> None:
+        try:
+            handle = self._pending.pop()
+        except IndexError:
+            return
+        handle.release()
+        if self._in_flight is not None:
+            self._in_flight.leave(self._name)
 
 
 def _logging_config_of(core: ServerCore) -> Callable[[str], LoggingConfig | None]:

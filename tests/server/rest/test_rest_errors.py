@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import attrs
+import httpx
+import numpy as np
 import pytest
 
 from servinglib.server.config import ModelConfig, ModelServerConfig
@@ -73,18 +76,24 @@ def test_oversize_body_is_413(strict_app: tuple[RestApp, list[RequestRecord]]) -
     assert streamed.status_code == 413
 
 
-def test_overload_is_503(
-    strict_app: tuple[RestApp, list[RequestRecord]], limited_core: ServerCore
-) -> None:
+def test_overload_is_503(strict_app: tuple[RestApp, list[RequestRecord]]) -> None:
     """At the model's in-flight bound a request is refused at once with 503 and a JSON error."""
-    client = Client(strict_app[0])
-    handle = limited_core.servable_handle(ModelSpec.latest("toy"))
-    try:
-        response = client.post(
-            "/v1/models/toy:predict", json={"signature_name": "inline", "inputs": [1.0]}
-        )
-    finally:
-        handle.release()
+    app = strict_app[0]
+    client = Client(app)
+    x = {"x": np.array([1.0], np.float32)}
+
+    async def refused_while_one_waits() -> httpx.Response:
+        waiting = asyncio.create_task(app.plane.infer(ModelSpec.latest("toy"), "never", x))
+        await asyncio.sleep(0)  # it takes the model's one place in flight
+        try:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+                body = {"signature_name": "inline", "inputs": [1.0]}
+                return await http.post("/v1/models/toy:predict", json=body)
+        finally:
+            waiting.cancel()
+
+    response = asyncio.run(refused_while_one_waits())
     assert response.status_code == 503
     assert "in flight" in response.json()["error"]
     after = client.post("/v1/models/toy:predict", json={"signature_name": "inline", "inputs": [1]})

@@ -1,0 +1,86 @@
+"""What a storage path source watches, and how: ServableToMonitor and the source config."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, final
+
+import attrs
+
+from servinglib.core.servable_id import check_name
+from servinglib.errors import InvalidArgumentError
+from servinglib.sources.version_check import VersionCheck
+from servinglib.sources.version_policy import ServableVersionPolicy
+
+
+@final
+@attrs.frozen(cache_hash=True)  # hashed at every config diff
+class ServableToMonitor:
+    """A servable whose versions are the numbered directories under ``base_path``.
+
+    ``version_check``: what a complete version directory holds (its
+    platform's check, see :class:`~servinglib.sources.VersionCheck`); None:
+    any directory is complete.  ``storage_options``: for a remote base path,
+    what its fsspec file system is made with (credentials, endpoint, ...; see
+    the remote-storage guide); None: the store's defaults and environment.
+    Immutable, so thread-safe (``storage_options`` is not copied: do not
+    change it).
+    """
+
+    servable_name: str = attrs.field(validator=check_name)
+    base_path: str
+    version_policy: ServableVersionPolicy = attrs.field(factory=ServableVersionPolicy.latest)
+    version_check: VersionCheck | None = None
+    storage_options: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
+
+
+def _to_tuple(servables: Iterable[ServableToMonitor]) -> tuple[ServableToMonitor, ...]:
+    return tuple(servables)
+
+
+def _unique_names(
+    _instance: object, _attribute: object, servables: tuple[ServableToMonitor, ...]
+) -> None:
+    seen: set[str] = set()
+    for servable in servables:
+        if servable.servable_name in seen:
+            raise InvalidArgumentError(f"Servable {servable.servable_name} is listed twice")
+        seen.add(servable.servable_name)
+
+
+@final
+@attrs.frozen
+class FileSystemStoragePathSourceConfig:
+    """What a storage path source watches, and how (FileSystemStoragePathSource's,
+    RemoteStoragePathSource's and BasePathSource's config).
+
+    ``file_system_poll_wait_seconds``: poll period; 0 polls once when
+    connected, a negative value never polls by itself (call ``poll_once``).
+    ``servable_versions_always_present``: an empty or unreadable base path
+    never unloads what serves (the problem is reported instead).
+    ``settle_window_s``: with periodic polling, a version directory is
+    aspired only once it is complete (its ``version_check``) and no file
+    under it changed for this long (0: as soon as it is complete); polling
+    by hand, the caller says when.  ``version_done_marker``: if set, a
+    version directory is aspired only once this file exists in it (no settle
+    window then: the writer said it is done).
+    ``watch_filesystem_events``: with periodic polling, also poll a servable
+    the moment something under its base path is created, written, moved or
+    deleted (watchdog); polling stays the source of truth.
+    ``model_cache_dir``: where versions of remote base paths (``s3://``,
+    ``gs://``, ``az://``) are downloaded by the remote source (None: ``servinglib-model-cache``
+    under the system temp directory); ``download_concurrency``: files
+    downloaded at once within a version (see :class:`RemoteMirror`).
+    Immutable, so thread-safe.
+    """
+
+    servables: tuple[ServableToMonitor, ...] = attrs.field(
+        default=(), converter=_to_tuple, validator=_unique_names
+    )
+    file_system_poll_wait_seconds: float = 1.0
+    servable_versions_always_present: bool = False
+    version_done_marker: str | None = None
+    watch_filesystem_events: bool = True
+    settle_window_s: float = attrs.field(default=0.5, validator=attrs.validators.ge(0))
+    model_cache_dir: str | None = None
+    download_concurrency: int = attrs.field(default=8, validator=attrs.validators.ge(1))
