@@ -109,7 +109,7 @@ def skip_without_triton() -> TritonInstall:
 
 
 def find_triton() -> TritonInstall:
-    """The installed Triton, raises TritonUnavailableError saying what is missing."""
+    """The installed Triton; raises TritonUnavailableError saying what is missing."""
     spec = importlib.util.find_spec("pytriton")  # finds the package without importing it
     if spec is None or not spec.submodule_search_locations:
         raise TritonUnavailableError(

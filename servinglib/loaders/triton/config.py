@@ -5,18 +5,14 @@
 does not implement (the caller warns once, naming them); the other functions
 map the fields it does implement:
 
-================================================  ==========================================
-Triton                                            servinglib
-================================================  ==========================================
-``input``/``output``: name, data_type, dims       :class:`TensorSpec` (``max_batch_size`` > 0:
-                                                  a leading -1, the batch dimension)
-``version_policy``                                :class:`ServableVersionPolicy`
-``instance_group``: kind, count, name             :func:`instance_count` (KIND_GPU refused)
-``dynamic_batching.max_queue_delay_microseconds``  ``BatchingParameters.batch_timeout_s``
-``default_queue_policy.max_queue_size``           ``max_enqueued_batches``, in batches of
-                                                  ``max_batch_size``, rounded up
-``max_batch_size``                                ``BatchingParameters.max_batch_size``
-================================================  ==========================================
+- ``input``/``output`` (name, data_type, dims; -1 any size) -> :class:`TensorSpec`, after a
+  leading -1 (the batch dimension) when ``max_batch_size`` > 0;
+- ``version_policy`` -> :class:`ServableVersionPolicy`;
+- ``instance_group`` (kind, count, name) -> :func:`instance_count`; KIND_GPU and GPU ids are
+  refused, KIND_CPU, KIND_MODEL and KIND_AUTO (Triton's CPU without a GPU) accepted;
+- ``dynamic_batching`` -> :class:`BatchingParameters`: ``max_batch_size`` as is,
+  ``max_queue_delay_microseconds`` -> ``batch_timeout_s``, ``default_queue_policy.
+  max_queue_size`` (requests) -> ``max_enqueued_batches`` (whole batches, rounded up).
 
 ``name``, ``platform``, ``backend``, ``default_model_filename`` and
 ``parameters`` are read by the repository and the backends.  Everything
