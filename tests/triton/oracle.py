@@ -126,8 +126,8 @@ def find_triton() -> TritonInstall:
     stub_python_bin = Path(sys.prefix) / "triton-python" / "bin"
     if not (stub_python_bin / "python").exists():
         raise TritonUnavailableError(
-            f"{stub_python_bin.parent} (numpy < 2, for Triton's Python backend) is missing; "
-            + _SETUP_HINT
+            f"{stub_python_bin.parent} (numpy 1, for Triton's Python backend) is missing; "
+            f"{_SETUP_HINT} where numpy 1 has a wheel for Python {minor}"
         )
     return TritonInstall(
         server=dist / "bin" / "tritonserver",
