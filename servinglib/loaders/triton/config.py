@@ -114,8 +114,9 @@ def complete(message: pb.ModelConfig, model_name: str) -> pb.ModelConfig:
     """A copy of ``message`` with the defaults Triton fills in (``GET /v2/models/m/config``).
 
     The name (``model_name``), the latest version, the default model file of the python and
-    tensorflow_savedmodel backends, and one KIND_CPU instance per group (one group when none,
-    except for an ensemble), named ``<model>_<index>``.  Triton's optimization defaults (pinned
+    tensorflow_savedmodel backends, and instance groups (but for an ensemble): one named after
+    the model when there is none, else each named ``<model>_<index>`` unless named, with one
+    instance unless counted, KIND_AUTO as KIND_CPU.  Triton's optimization defaults (pinned
     memory) are not filled: servinglib has no such thing.
     """
     done = pb.ModelConfig()

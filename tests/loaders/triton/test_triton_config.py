@@ -323,10 +323,11 @@ def test_version_policy_maps_each_choice(policy: str, expected: ServableVersionP
     assert version_policy(parse(f"version_policy: {policy}")) == expected
 
 
-def test_a_latest_policy_without_versions_is_refused() -> None:
-    """latest { num_versions: 0 } is an InvalidArgumentError, as in Triton."""
-    with pytest.raises(InvalidArgumentError, match="num_versions"):
-        version_policy(parse("version_policy: { latest: { } }"))
+@pytest.mark.parametrize("policy", ["{ latest: { } }", "{ specific: { } }"])
+def test_a_policy_of_no_version_is_refused(policy: str) -> None:
+    """latest without num_versions, or specific without versions, is refused (Triton: no load)."""
+    with pytest.raises(InvalidArgumentError, match="version"):
+        version_policy(parse(f"version_policy: {policy}"))
 
 
 @pytest.mark.parametrize(
