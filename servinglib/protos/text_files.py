@@ -1,4 +1,4 @@
-"""TF Serving's text-format files (models.config, batching, platform, monitoring, SSL configs).
+"""Text-format files: TF Serving's (models.config, batching, platform, ...), Triton's config.pbtxt.
 
 One reader for all of them, so the same fault gets the same code and the
 same message shape wherever it is: a missing file NOT_FOUND, an unreadable
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 M = TypeVar("M", bound="Message")
 
 _PARSER_POSITION = re.compile(r"^\d+:\d+ : ")  # the parser's own "3:7 : " prefix
-_OUR_PROTO_PACKAGE = "servinglib.tfs."  # users know TF Serving's names, not our package
+# Users know TF Serving's and Triton's message names, not our packages.
+_OUR_PROTO_PACKAGES = re.compile(r"servinglib\.(?:tfs|triton)\.")
 
 
 def read_text_file(path: str | os.PathLike[str], what: str) -> str:
@@ -79,7 +80,7 @@ def parse_text(text: str, message: M, what: str, source: str = "") -> M:
     try:
         text_format.Parse(text, message)
     except text_format.ParseError as error:
-        detail = _PARSER_POSITION.sub("", str(error)).replace(_OUR_PROTO_PACKAGE, "")
+        detail = _OUR_PROTO_PACKAGES.sub("", _PARSER_POSITION.sub("", str(error)))
         line, column = error.GetLine(), error.GetColumn()
         where = f"line {line}, column {column}: " if line is not None else ""
         place = f" in {source}" if source else ""

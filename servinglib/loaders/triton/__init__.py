@@ -1,0 +1,5 @@
+"""Triton model repositories: a model's ``config.pbtxt`` beside its version directories.
+
+:mod:`servinglib.loaders.triton.config` reads a ``config.pbtxt`` (Triton's own field numbers)
+and maps what servinglib implements onto its objects; the fields it does not implement it names.
+"""
