@@ -242,7 +242,7 @@ def blocking_stream_stream_handler(
     serve = _serving(service, inferer, observer)
 
     def call(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
-        deadline = deadline_of(context)  # type: ignore[arg-type]
+        deadline = deadline_of(context)
         responses: queue.Queue[tuple[bytes, Release] | None] = queue.Queue(RESPONSES_AHEAD)
         loop = asyncio.new_event_loop()
         done = object()

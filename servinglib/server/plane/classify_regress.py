@@ -32,7 +32,7 @@ from servinglib.servable import (
     find_signature,
 )
 from servinglib.server.model_spec import ModelSpec
-from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.data_plane import DataPlane, InferenceResult
 
 CLASSIFY_INPUTS = "inputs"
 CLASSIFY_OUTPUT_CLASSES = "classes"
@@ -66,6 +66,25 @@ class RegressResult:
     values: list[float]
 
 
+@final
+@attrs.frozen
+class ExamplesCall:
+    """A checked classify or regress call: the version (pinned, so the checked signature is
+    the one that runs), the signature's name, and its one input, the serialized examples.
+
+    Immutable, so thread-safe.
+    """
+
+    model_spec: ModelSpec
+    signature_name: str
+    inputs: dict[str, npt.NDArray[Any]]
+
+    @property
+    def serialized_examples(self) -> npt.NDArray[Any]:
+        """The examples: the signature's one input."""
+        return next(iter(self.inputs.values()))
+
+
 async def classify(
     plane: DataPlane,
     model_spec: ModelSpec,
@@ -84,19 +103,37 @@ async def classify(
     unknown signature; and whatever :meth:`DataPlane.infer` raises.
     A sampled request of a model with a ``logging_config`` is logged as a
     ``classify_log`` (``log_request=False``: the caller logs it).
-    Thread safety: a coroutine; run it on any event loop, concurrently.
+    Thread safety: a coroutine; run it on any event loop, concurrently.  It is
+    :func:`classify_call`, :meth:`DataPlane.infer` of that call (not logged:
+    ``log_request=False``), then :func:`classified`; a thread without an
+    event loop runs those, with :meth:`DataPlane.infer_blocking`.
     """
+    call = classify_call(plane, model_spec, signature_name, serialized_examples)
+    result = await plane.infer(
+        call.model_spec, call.signature_name, call.inputs, deadline=deadline, log_request=False
+    )
+    return classified(plane, call, result, log_request=log_request)
+
+
+def classify_call(
+    plane: DataPlane,
+    model_spec: ModelSpec,
+    signature_name: str | None,
+    serialized_examples: npt.NDArray[Any],
+) -> ExamplesCall:
+    """:func:`classify`'s call, its signature and examples checked (and its errors raised)."""
     pinned, name, spec = _signature_of(plane, model_spec, signature_name)
     _check_classify_signature(spec)
-    count = _count_examples(serialized_examples)
-    result = await plane.infer(
-        pinned,
-        name,
-        {CLASSIFY_INPUTS: serialized_examples},
-        None,
-        deadline=deadline,
-        log_request=False,
-    )
+    _count_examples(serialized_examples)
+    return ExamplesCall(pinned, name, {CLASSIFY_INPUTS: serialized_examples})
+
+
+def classified(
+    plane: DataPlane, call: ExamplesCall, result: InferenceResult, *, log_request: bool = True
+) -> ClassifyResult:
+    """:func:`classify`'s result from what ``call`` returned: checked, and logged if sampled."""
+    examples = call.serialized_examples
+    count = len(examples)
     classes = result.outputs.get(CLASSIFY_OUTPUT_CLASSES)
     scores = result.outputs.get(CLASSIFY_OUTPUT_SCORES)
     num_classes = _check_classify_outputs(classes, scores, count)
@@ -106,10 +143,10 @@ async def classify(
         [(_label(label), score) for label, score in zip(row_labels, row_scores, strict=True)]
         for row_labels, row_scores in zip(labels, values, strict=True)
     ]
-    classified = ClassifyResult(result.model_name, result.version, name, classifications)
+    answer = ClassifyResult(result.model_name, result.version, call.signature_name, classifications)
     if log_request:
-        _log_request(plane, "classify", classified, serialized_examples, classifications)
-    return classified
+        _log_request(plane, "classify", answer, examples, classifications)
+    return answer
 
 
 async def regress(
@@ -130,19 +167,36 @@ async def regress(
     unknown signature; and whatever :meth:`DataPlane.infer` raises.
     A sampled request of a model with a ``logging_config`` is logged as a
     ``regress_log`` (``log_request=False``: the caller logs it).
-    Thread safety: a coroutine; run it on any event loop, concurrently.
+    Thread safety: a coroutine; run it on any event loop, concurrently.  It is
+    :func:`regress_call`, :meth:`DataPlane.infer` of that call (not logged),
+    then :func:`regressed`, as for :func:`classify`.
     """
+    call = regress_call(plane, model_spec, signature_name, serialized_examples)
+    result = await plane.infer(
+        call.model_spec, call.signature_name, call.inputs, deadline=deadline, log_request=False
+    )
+    return regressed(plane, call, result, log_request=log_request)
+
+
+def regress_call(
+    plane: DataPlane,
+    model_spec: ModelSpec,
+    signature_name: str | None,
+    serialized_examples: npt.NDArray[Any],
+) -> ExamplesCall:
+    """:func:`regress`'s call, its signature and examples checked (and its errors raised)."""
     pinned, name, spec = _signature_of(plane, model_spec, signature_name)
     _check_regress_signature(spec)
-    count = _count_examples(serialized_examples)
-    result = await plane.infer(
-        pinned,
-        name,
-        {REGRESS_INPUTS: serialized_examples},
-        None,
-        deadline=deadline,
-        log_request=False,
-    )
+    _count_examples(serialized_examples)
+    return ExamplesCall(pinned, name, {REGRESS_INPUTS: serialized_examples})
+
+
+def regressed(
+    plane: DataPlane, call: ExamplesCall, result: InferenceResult, *, log_request: bool = True
+) -> RegressResult:
+    """:func:`regress`'s result from what ``call`` returned: checked, and logged if sampled."""
+    examples = call.serialized_examples
+    count = len(examples)
     outputs = result.outputs[REGRESS_OUTPUTS]
     if outputs.dtype != np.float32:
         raise InvalidArgumentError(f"Expected output Tensor of DT_FLOAT. Got: {outputs.dtype}")
@@ -156,10 +210,10 @@ async def regress(
             f"Input batch size did not match output batch size: {count} vs. {outputs.shape[0]}"
         )
     values: list[float] = outputs.reshape(-1).tolist()
-    regressed = RegressResult(result.model_name, result.version, name, values)
+    answer = RegressResult(result.model_name, result.version, call.signature_name, values)
     if log_request:
-        _log_request(plane, "regress", regressed, serialized_examples, values)
-    return regressed
+        _log_request(plane, "regress", answer, examples, values)
+    return answer
 
 
 def _log_request(
