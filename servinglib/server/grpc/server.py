@@ -43,7 +43,7 @@ from servinglib.server.server_core import ServerCore
 class GrpcServer:
     """A created gRPC server: start it, drain it, stop it (on the loop it was created on).
 
-    The same coroutines drive either server (grpc.aio's, or grpcio's
+    The same servicers run on either server (grpc.aio's, or grpcio's
     synchronous one, whose threads serve RPCs whatever the loop does).
     Thread safety: :meth:`set_not_serving` may be called from any thread; the
     coroutines must run on the event loop :func:`create_server` ran on.
@@ -245,7 +245,7 @@ def _streams(
 ) -> dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]]:
     """The streaming RPCs, by service and method.
 
-    Unlike unary RPCs (one coroutine, driven by either server), a stream
+    Unlike unary RPCs (one handler, driven by either server), a stream
     needs a handler per server: a generator on the synchronous server's
     thread, an async generator on grpc.aio.  Health Watch is one;
     ModelStreamInfer the other (on the synchronous server, a stream's
