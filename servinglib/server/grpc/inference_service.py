@@ -149,15 +149,19 @@ class InferenceServicer:
     ) -> Steps[v2.ModelInferResponse]:
         """Runs the signature on the inputs; the requested outputs (default: all)."""
         call = decode_request(request, self._decode_limits)
-        plane = self._plane
+        infer, blocking, deadline = (
+            self._plane.infer,
+            self._plane.infer_blocking,
+            deadline_of(context),
+        )
         result = yield from Step(
-            plane.infer,
-            plane.infer_blocking,
+            infer,
+            blocking,
             call.spec,
             call.signature,
             call.inputs,
             call.requested,
-            deadline=deadline_of(context),
+            deadline=deadline,
         )
         return encode_response(request, call, result.model_name, result.version, result.outputs)
 

@@ -32,8 +32,7 @@ from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.classify_regress import (
     ExamplesCall,
     classified,
-    classify_call,
-    regress_call,
+    examples_call,
     regressed,
 )
 from servinglib.server.plane.data_plane import DataPlane, InferenceResult
@@ -124,9 +123,9 @@ class PredictionServicer:
         """Classifies the request's tf.Examples with a classify signature."""
         spec = model_spec_of(request.model_spec, request.HasField("model_spec"))
         examples = serialized_examples(request, request.HasField("input"))
-        call = classify_call(self._plane, spec, spec.signature_name or None, examples)
-        output = yield from self._examples_step(call, deadline_of(context))
-        result = classified(self._plane, call, output)
+        signature = spec.signature_name or None
+        call = examples_call(self._plane, CLASSIFY_METHOD, spec, signature, examples)
+        result = classified(self._plane, call, (yield from self._infer(call, deadline_of(context))))
         response = classification_pb2.ClassificationResponse()
         fill_model_spec(
             response.model_spec, result.model_name, result.version, result.signature_name
@@ -140,9 +139,9 @@ class PredictionServicer:
         """Regresses the request's tf.Examples with a regress signature."""
         spec = model_spec_of(request.model_spec, request.HasField("model_spec"))
         examples = serialized_examples(request, request.HasField("input"))
-        call = regress_call(self._plane, spec, spec.signature_name or None, examples)
-        output = yield from self._examples_step(call, deadline_of(context))
-        result = regressed(self._plane, call, output)
+        signature = spec.signature_name or None
+        call = examples_call(self._plane, REGRESS_METHOD, spec, signature, examples)
+        result = regressed(self._plane, call, (yield from self._infer(call, deadline_of(context))))
         response = regression_pb2.RegressionResponse()
         fill_model_spec(
             response.model_spec, result.model_name, result.version, result.signature_name
@@ -181,14 +180,12 @@ class PredictionServicer:
         for task, spec, signature in zip(tasks, specs, signatures, strict=True):
             pinned = ModelSpec.specific(spec.name, version)
             entry = response.results.add()
+            call = examples_call(self._plane, task.method_name, pinned, signature, examples)
+            output = yield from self._infer(call, deadline)
             if task.method_name == CLASSIFY_METHOD:
-                call = classify_call(self._plane, pinned, signature, examples)
-                output = yield from self._examples_step(call, deadline)
                 labels = classified(self._plane, call, output, log_request=False).classifications
                 classification_result(labels, entry.classification_result)
             else:
-                call = regress_call(self._plane, pinned, signature, examples)
-                output = yield from self._examples_step(call, deadline)
                 values = regressed(self._plane, call, output, log_request=False).values
                 regression_result(values, entry.regression_result)
             fill_model_spec(entry.model_spec, spec.name, version, signature)
@@ -218,18 +215,11 @@ class PredictionServicer:
         packed.value = signature_def_map(metadata.signatures).SerializeToString()
         return response
 
-    def _examples_step(self, call: ExamplesCall, deadline: float | None) -> Step[InferenceResult]:
-        """The inference of a classify or regress ``call`` (which logs the request itself)."""
-        plane = self._plane
-        return Step(
-            plane.infer,
-            plane.infer_blocking,
-            call.model_spec,
-            call.signature_name,
-            call.inputs,
-            deadline=deadline,
-            log_request=False,
-        )
+    def _infer(self, call: ExamplesCall, deadline: float | None) -> Step[InferenceResult]:
+        """The inference of a classify or regress ``call`` (whose result is logged, not it)."""
+        infer, blocking = self._plane.infer, self._plane.infer_blocking
+        spec, signature, inputs = call.model_spec, call.signature_name, call.inputs
+        return Step(infer, blocking, spec, signature, inputs, deadline=deadline, log_request=False)
 
 
 def _model_name(request: Any) -> str:  # noqa: ANN401 - any request with a model_spec

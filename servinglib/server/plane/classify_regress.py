@@ -18,7 +18,7 @@ Signature rules (TF Serving's ``classifier.cc`` / ``regressor.cc``):
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import Any, Final, final
 
 import attrs
 import numpy as np
@@ -69,20 +69,29 @@ class RegressResult:
 @final
 @attrs.frozen
 class ExamplesCall:
-    """A checked classify or regress call: the version (pinned, so the checked signature is
-    the one that runs), the signature's name, and its one input, the serialized examples.
-
-    Immutable, so thread-safe.
-    """
+    """A checked classify or regress call: the version to run (pinned, so the checked signature
+    is the one that runs), the signature, its one input.  Immutable, so thread-safe."""
 
     model_spec: ModelSpec
     signature_name: str
     inputs: dict[str, npt.NDArray[Any]]
 
-    @property
-    def serialized_examples(self) -> npt.NDArray[Any]:
-        """The examples: the signature's one input."""
-        return next(iter(self.inputs.values()))
+
+def examples_call(
+    plane: DataPlane,
+    method: str,
+    model_spec: ModelSpec,
+    signature_name: str | None,
+    serialized_examples: npt.NDArray[Any],
+) -> ExamplesCall:
+    """The call of :func:`classify` (``method`` CLASSIFY_METHOD) or :func:`regress`, its
+    signature and examples checked (raising their errors), for a caller that runs it itself
+    (:meth:`DataPlane.infer_blocking` with ``log_request=False``, say) and then passes its
+    result to :func:`classified` or :func:`regressed`."""
+    pinned, name, spec = _signature_of(plane, model_spec, signature_name)
+    _SIGNATURE_CHECKS[method](spec)
+    _count_examples(serialized_examples)
+    return ExamplesCall(pinned, name, {CLASSIFY_INPUTS: serialized_examples})  # = REGRESS_INPUTS
 
 
 async def classify(
@@ -103,36 +112,20 @@ async def classify(
     unknown signature; and whatever :meth:`DataPlane.infer` raises.
     A sampled request of a model with a ``logging_config`` is logged as a
     ``classify_log`` (``log_request=False``: the caller logs it).
-    Thread safety: a coroutine; run it on any event loop, concurrently.  It is
-    :func:`classify_call`, :meth:`DataPlane.infer` of that call (not logged:
-    ``log_request=False``), then :func:`classified`; a thread without an
-    event loop runs those, with :meth:`DataPlane.infer_blocking`.
+    Thread safety: a coroutine; run it on any event loop, concurrently.
     """
-    call = classify_call(plane, model_spec, signature_name, serialized_examples)
+    call = examples_call(plane, CLASSIFY_METHOD, model_spec, signature_name, serialized_examples)
     result = await plane.infer(
         call.model_spec, call.signature_name, call.inputs, deadline=deadline, log_request=False
     )
     return classified(plane, call, result, log_request=log_request)
 
 
-def classify_call(
-    plane: DataPlane,
-    model_spec: ModelSpec,
-    signature_name: str | None,
-    serialized_examples: npt.NDArray[Any],
-) -> ExamplesCall:
-    """:func:`classify`'s call, its signature and examples checked (and its errors raised)."""
-    pinned, name, spec = _signature_of(plane, model_spec, signature_name)
-    _check_classify_signature(spec)
-    _count_examples(serialized_examples)
-    return ExamplesCall(pinned, name, {CLASSIFY_INPUTS: serialized_examples})
-
-
 def classified(
     plane: DataPlane, call: ExamplesCall, result: InferenceResult, *, log_request: bool = True
 ) -> ClassifyResult:
     """:func:`classify`'s result from what ``call`` returned: checked, and logged if sampled."""
-    examples = call.serialized_examples
+    examples = call.inputs[CLASSIFY_INPUTS]
     count = len(examples)
     classes = result.outputs.get(CLASSIFY_OUTPUT_CLASSES)
     scores = result.outputs.get(CLASSIFY_OUTPUT_SCORES)
@@ -167,35 +160,20 @@ async def regress(
     unknown signature; and whatever :meth:`DataPlane.infer` raises.
     A sampled request of a model with a ``logging_config`` is logged as a
     ``regress_log`` (``log_request=False``: the caller logs it).
-    Thread safety: a coroutine; run it on any event loop, concurrently.  It is
-    :func:`regress_call`, :meth:`DataPlane.infer` of that call (not logged),
-    then :func:`regressed`, as for :func:`classify`.
+    Thread safety: a coroutine; run it on any event loop, concurrently.
     """
-    call = regress_call(plane, model_spec, signature_name, serialized_examples)
+    call = examples_call(plane, REGRESS_METHOD, model_spec, signature_name, serialized_examples)
     result = await plane.infer(
         call.model_spec, call.signature_name, call.inputs, deadline=deadline, log_request=False
     )
     return regressed(plane, call, result, log_request=log_request)
 
 
-def regress_call(
-    plane: DataPlane,
-    model_spec: ModelSpec,
-    signature_name: str | None,
-    serialized_examples: npt.NDArray[Any],
-) -> ExamplesCall:
-    """:func:`regress`'s call, its signature and examples checked (and its errors raised)."""
-    pinned, name, spec = _signature_of(plane, model_spec, signature_name)
-    _check_regress_signature(spec)
-    _count_examples(serialized_examples)
-    return ExamplesCall(pinned, name, {REGRESS_INPUTS: serialized_examples})
-
-
 def regressed(
     plane: DataPlane, call: ExamplesCall, result: InferenceResult, *, log_request: bool = True
 ) -> RegressResult:
     """:func:`regress`'s result from what ``call`` returned: checked, and logged if sampled."""
-    examples = call.serialized_examples
+    examples = call.inputs[REGRESS_INPUTS]
     count = len(examples)
     outputs = result.outputs[REGRESS_OUTPUTS]
     if outputs.dtype != np.float32:
@@ -296,6 +274,12 @@ def _check_regress_signature(spec: SignatureSpec) -> None:
             f"No regression outputs found in the signature: its output is "
             f"{next(iter(spec.outputs))!r}, expected {REGRESS_OUTPUTS!r}"
         )
+
+
+_SIGNATURE_CHECKS: Final = {
+    CLASSIFY_METHOD: _check_classify_signature,
+    REGRESS_METHOD: _check_regress_signature,
+}
 
 
 def _count_examples(serialized_examples: npt.NDArray[Any]) -> int:
