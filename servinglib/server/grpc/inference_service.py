@@ -149,19 +149,15 @@ class InferenceServicer:
     ) -> Steps[v2.ModelInferResponse]:
         """Runs the signature on the inputs; the requested outputs (default: all)."""
         call = decode_request(request, self._decode_limits)
-        infer, blocking, deadline = (
-            self._plane.infer,
-            self._plane.infer_blocking,
-            deadline_of(context),
-        )
+        plane = self._plane
         result = yield from Step(
-            infer,
-            blocking,
+            plane.infer,
+            plane.infer_blocking,
             call.spec,
             call.signature,
             call.inputs,
             call.requested,
-            deadline=deadline,
+            deadline=deadline_of(context),
         )
         return encode_response(request, call, result.model_name, result.version, result.outputs)
 

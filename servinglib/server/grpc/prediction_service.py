@@ -125,7 +125,8 @@ class PredictionServicer:
         examples = serialized_examples(request, request.HasField("input"))
         signature = spec.signature_name or None
         call = examples_call(self._plane, CLASSIFY_METHOD, spec, signature, examples)
-        result = classified(self._plane, call, (yield from self._infer(call, deadline_of(context))))
+        output = yield from self._infer(call, deadline_of(context))
+        result = classified(self._plane, call, output)
         response = classification_pb2.ClassificationResponse()
         fill_model_spec(
             response.model_spec, result.model_name, result.version, result.signature_name
@@ -141,7 +142,8 @@ class PredictionServicer:
         examples = serialized_examples(request, request.HasField("input"))
         signature = spec.signature_name or None
         call = examples_call(self._plane, REGRESS_METHOD, spec, signature, examples)
-        result = regressed(self._plane, call, (yield from self._infer(call, deadline_of(context))))
+        output = yield from self._infer(call, deadline_of(context))
+        result = regressed(self._plane, call, output)
         response = regression_pb2.RegressionResponse()
         fill_model_spec(
             response.model_spec, result.model_name, result.version, result.signature_name
@@ -217,9 +219,16 @@ class PredictionServicer:
 
     def _infer(self, call: ExamplesCall, deadline: float | None) -> Step[InferenceResult]:
         """The inference of a classify or regress ``call`` (whose result is logged, not it)."""
-        infer, blocking = self._plane.infer, self._plane.infer_blocking
-        spec, signature, inputs = call.model_spec, call.signature_name, call.inputs
-        return Step(infer, blocking, spec, signature, inputs, deadline=deadline, log_request=False)
+        plane = self._plane
+        return Step(
+            plane.infer,
+            plane.infer_blocking,
+            call.model_spec,
+            call.signature_name,
+            call.inputs,
+            deadline=deadline,
+            log_request=False,
+        )
 
 
 def _model_name(request: Any) -> str:  # noqa: ANN401 - any request with a model_spec
