@@ -6,13 +6,13 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any, Final
 
-import grpc.aio
 import numpy.typing as npt
 
 from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits, FillBudget
 from servinglib.codecs.tensor import to_numpy
 from servinglib.errors import InvalidArgumentError
 from servinglib.protos import model_pb2, tensor_pb2
+from servinglib.server.grpc._rpc import Context
 from servinglib.server.model_spec import ModelSpec
 
 MAX_CACHED_SPECS: Final = 1024
@@ -91,7 +91,7 @@ def fill_model_spec(
 _NO_DEADLINE_S = 1e9  # ~32 years: grpcio's synchronous server says ~9.2e18 s for "none"
 
 
-def deadline_of(context: grpc.aio.ServicerContext[Any, Any]) -> float | None:
+def deadline_of(context: Context) -> float | None:
     """The client's deadline as ``time.monotonic()`` seconds, or None without one.
 
     grpc.aio says None without a deadline, grpcio's synchronous server an

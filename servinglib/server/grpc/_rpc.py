@@ -4,7 +4,8 @@ Each RPC is described by an :class:`Rpc` (wire method, API name, request
 class, handler, how to read the model name).  :func:`method_handler` turns it
 into a grpc.aio method handler that takes the raw request bytes (and
 :func:`blocking_method_handler` into one for grpcio's synchronous server,
-which drives the same coroutine to completion on its worker thread), so that an
+which runs the same handler on its worker thread, each step it waits for in
+its blocking form: see :mod:`~servinglib.server.grpc._step`), so that an
 undecodable message becomes INVALID_ARGUMENT (grpc's own deserializer would
 answer INTERNAL), every ServingError becomes its status code, and anything
 else becomes INTERNAL, logged.  When the RPC ends, one :class:`RpcRecord`
@@ -18,7 +19,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final
 
 import attrs
@@ -33,6 +34,7 @@ from servinglib.errors import (
     StatusCode,
     bounded_message,
 )
+from servinglib.server.grpc._step import Outcome, answer, answer_blocking
 from servinglib.server.observe.request_context import (
     begin_request,
     end_request,
@@ -40,7 +42,7 @@ from servinglib.server.observe.request_context import (
     was_logged,
 )
 from servinglib.server.observe.request_record import RequestObserver, RequestRecord
-from servinglib.server.plane.calls_here import run_to_completion, unwatch_client, watch_client
+from servinglib.server.plane.calls_here import unwatch_client, watch_client
 
 if TYPE_CHECKING:
     from servinglib.server.observe.tracing import RequestSpan, Tracing
@@ -51,9 +53,10 @@ ENTRYPOINT: Final = "GRPC"
 """The ``entrypoint`` of every RpcRecord (REST front ends report theirs)."""
 
 Request = TypeVar("Request", bound=pb_message.Message)
-Handler = Callable[
-    [Request, grpc.aio.ServicerContext[Any, Any]], Coroutine[Any, Any, pb_message.Message]
-]
+Context = grpc.aio.ServicerContext[Any, Any] | grpc.ServicerContext
+"""The servicer context of either server."""
+Handler = Callable[[Request, Context], Outcome]
+"""A unary RPC's logic, for both servers: its response, or steps leading to it."""
 StreamHandler = Callable[
     [Request, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[pb_message.Message]
 ]
@@ -127,7 +130,7 @@ def method_handler(
             model = model_of(request)
             if tracing is not None and model:
                 span = _start_span(tracing, service, rpc.method, context, start)
-            response = await handler(request, context)
+            response = await answer(handler(request, context))
             return response.SerializeToString()
         except asyncio.CancelledError:
             code = StatusCode.CANCELLED
@@ -152,9 +155,9 @@ def blocking_method_handler(
     tracing: Tracing | None = None,
     public: Public = _as_is,
 ) -> grpc.RpcMethodHandler[Any, Any]:
-    """:func:`method_handler` for grpcio's synchronous server: the same handler coroutine,
-    driven to completion on the server's worker thread (every DataPlane call it awaits
-    completes on that thread), the same error mapping and record."""
+    """:func:`method_handler` for grpcio's synchronous server: the same handler, on the
+    server's worker thread, each step it waits for called in its blocking form (which
+    blocks that thread), the same error mapping and record."""
     parse = _parser(rpc.request_type)
     handler = rpc.handler
     model_of = rpc.model_of
@@ -171,7 +174,7 @@ def blocking_method_handler(
             model = model_of(message)
             if tracing is not None and model:
                 span = _start_span(tracing, service, rpc.method, context, start)
-            response = run_to_completion(handler(message, context))
+            response = answer_blocking(handler(message, context))
             serialized: bytes = response.SerializeToString()
             return serialized
         except Exception as error:

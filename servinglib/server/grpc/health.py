@@ -13,12 +13,11 @@ import grpc.aio
 from servinglib.core.event_bus import Subscription
 from servinglib.errors import NotFoundError
 from servinglib.protos import health_pb2
-from servinglib.server.grpc._rpc import Rpc
+from servinglib.server.grpc._rpc import Context, Rpc
 from servinglib.server.server_core import ServerCore
 
 SERVICE: Final = "grpc.health.v1.Health"
 
-Context = grpc.aio.ServicerContext[Any, Any]
 _Status = health_pb2.HealthCheckResponse.ServingStatus
 
 
@@ -99,7 +98,7 @@ class HealthServicer:
             return _Status.NOT_SERVING
         return _Status.SERVING
 
-    async def check(
+    def check(
         self, request: health_pb2.HealthCheckRequest, _context: Context
     ) -> health_pb2.HealthCheckResponse:
         """The current status; NOT_FOUND for an unknown service."""
@@ -128,7 +127,7 @@ class HealthServicer:
                     self._condition.wait(self._poll_interval_s)
 
     async def watch(
-        self, request: health_pb2.HealthCheckRequest, _context: Context
+        self, request: health_pb2.HealthCheckRequest, _context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[health_pb2.HealthCheckResponse]:
         """The current status, then every change, until :meth:`shutdown`."""
         last: int | None = None

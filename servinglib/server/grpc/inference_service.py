@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any, Final, final
 
 import attrs
-import grpc.aio
 import numpy.typing as npt
 
 from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
 from servinglib.errors import InvalidArgumentError, UnimplementedError
 from servinglib.protos import grpc_service_pb2 as v2
 from servinglib.server.grpc._convert import cached_spec, deadline_of
-from servinglib.server.grpc._rpc import Rpc
+from servinglib.server.grpc._rpc import Context, Rpc
+from servinglib.server.grpc._step import Step, Steps, blocking
 from servinglib.server.grpc._v2_tensors import decode_inputs, encode_outputs
 from servinglib.server.management.model_management import ModelManagement
 from servinglib.server.management.repository import ModelRepository
@@ -25,8 +25,6 @@ SERVER_NAME: Final = "servinglib"
 EXTENSIONS: Final = ("model_configuration", "model_repository", "statistics")
 SIGNATURE_PARAMETER: Final = "signature_name"
 """A request parameter (string) choosing the signature; default ``serving_default``."""
-
-Context = grpc.aio.ServicerContext[Any, Any]
 
 
 @final
@@ -104,26 +102,26 @@ class InferenceServicer:
             ),
         ]
 
-    async def server_live(
+    def server_live(
         self, _request: v2.ServerLiveRequest, _context: Context
     ) -> v2.ServerLiveResponse:
         """Always live while it answers."""
         return v2.ServerLiveResponse(live=True)
 
-    async def server_ready(
+    def server_ready(
         self, _request: v2.ServerReadyRequest, _context: Context
     ) -> v2.ServerReadyResponse:
         """Ready when every configured model has an available version (ServerCore.ready)."""
         return v2.ServerReadyResponse(ready=self._plane.questions.server_ready())
 
-    async def model_ready(
+    def model_ready(
         self, request: v2.ModelReadyRequest, _context: Context
     ) -> v2.ModelReadyResponse:
         """Whether the version (or, without one, the latest) serves; unknown: not ready."""
         readiness = self._plane.questions.model_ready(_spec(request.name, request.version))
         return v2.ModelReadyResponse(ready=readiness.ready)
 
-    async def server_metadata(
+    def server_metadata(
         self, _request: v2.ServerMetadataRequest, _context: Context
     ) -> v2.ServerMetadataResponse:
         """The server's name, version and supported extensions."""
@@ -131,7 +129,7 @@ class InferenceServicer:
             name=SERVER_NAME, version=self._server_version, extensions=EXTENSIONS
         )
 
-    async def model_metadata(
+    def model_metadata(
         self, request: v2.ModelMetadataRequest, _context: Context
     ) -> v2.ModelMetadataResponse:
         """The model's available versions, platform and default signature's tensors."""
@@ -146,17 +144,24 @@ class InferenceServicer:
                 )
         return response
 
-    async def model_infer(
+    def model_infer(
         self, request: v2.ModelInferRequest, context: Context
-    ) -> v2.ModelInferResponse:
+    ) -> Steps[v2.ModelInferResponse]:
         """Runs the signature on the inputs; the requested outputs (default: all)."""
         call = decode_request(request, self._decode_limits)
-        result = await self._plane.infer(
-            call.spec, call.signature, call.inputs, call.requested, deadline=deadline_of(context)
+        plane = self._plane
+        result = yield from Step(
+            plane.infer,
+            plane.infer_blocking,
+            call.spec,
+            call.signature,
+            call.inputs,
+            call.requested,
+            deadline=deadline_of(context),
         )
         return encode_response(request, call, result.model_name, result.version, result.outputs)
 
-    async def model_config(
+    def model_config(
         self, request: v2.ModelConfigRequest, _context: Context
     ) -> v2.ModelConfigResponse:
         """Triton's model configuration: name, platform and the default signature's tensors."""
@@ -179,7 +184,7 @@ class InferenceServicer:
                 )
         return response
 
-    async def model_statistics(
+    def model_statistics(
         self, request: v2.ModelStatisticsRequest, _context: Context
     ) -> v2.ModelStatisticsResponse:
         """Triton's statistics of every model, one model's versions, or one version."""
@@ -211,7 +216,7 @@ class InferenceServicer:
                 _set_duration(row.compute_output, batch.compute_output)
         return response
 
-    async def repository_index(
+    def repository_index(
         self, request: v2.RepositoryIndexRequest, _context: Context
     ) -> v2.RepositoryIndexResponse:
         """Every known model's versions and states."""
@@ -222,19 +227,19 @@ class InferenceServicer:
             )
         return response
 
-    async def repository_model_load(
+    def repository_model_load(
         self, request: v2.RepositoryModelLoadRequest, _context: Context
-    ) -> v2.RepositoryModelLoadResponse:
+    ) -> Steps[v2.RepositoryModelLoadResponse]:
         """Loads (or reloads) a model; see :class:`ModelRepository`."""
         parameters = {key: value.string_param for key, value in request.parameters.items()}
-        await self._repository.load(request.model_name, parameters)
+        yield from blocking(self._repository.load_blocking, request.model_name, parameters)
         return v2.RepositoryModelLoadResponse()
 
-    async def repository_model_unload(
+    def repository_model_unload(
         self, request: v2.RepositoryModelUnloadRequest, _context: Context
-    ) -> v2.RepositoryModelUnloadResponse:
+    ) -> Steps[v2.RepositoryModelUnloadResponse]:
         """Unloads a model; see :class:`ModelRepository`."""
-        await self._repository.unload(request.model_name)
+        yield from blocking(self._repository.unload_blocking, request.model_name)
         return v2.RepositoryModelUnloadResponse()
 
 

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Final, final
 
-import grpc.aio
-
 from servinglib.core.servable_state import ManagerState
 from servinglib.protos import get_model_status_pb2, model_management_pb2
 from servinglib.server.config import ModelServerConfig
 from servinglib.server.grpc._convert import model_spec_of
-from servinglib.server.grpc._rpc import Rpc
+from servinglib.server.grpc._rpc import Context, Rpc
+from servinglib.server.grpc._step import Steps, blocking
 from servinglib.server.management.model_management import ModelManagement
-from servinglib.server.plane.calls_here import off_loop
 from servinglib.server.plane.data_plane import DataPlane
 
 SERVICE: Final = "tensorflow.serving.ModelService"
-
-Context = grpc.aio.ServicerContext[Any, Any]
 _State = get_model_status_pb2.ModelVersionStatus.State
 _STATE: Final[dict[ManagerState, int]] = {
     ManagerState.START: _State.START,
@@ -33,8 +29,8 @@ class ModelServicer:
     """TF Serving's ModelService over a DataPlane.
 
     A reload goes through ``management`` (PERMISSION_DENIED unless remote
-    management is on; paths confined to its roots) and runs on a worker
-    thread (it waits for new models to load), so the event loop keeps
+    management is on; paths confined to its roots) and blocks while new
+    models load: on a worker thread under grpc.aio, so the event loop keeps
     serving meanwhile.
     Thread-safe: it holds no mutable state.
     """
@@ -61,7 +57,7 @@ class ModelServicer:
             ),
         ]
 
-    async def get_model_status(
+    def get_model_status(
         self, request: get_model_status_pb2.GetModelStatusRequest, _context: Context
     ) -> get_model_status_pb2.GetModelStatusResponse:
         """Every version's state and error (or just the version the spec names), newest first."""
@@ -78,9 +74,9 @@ class ModelServicer:
                 item.status.error_message = entry.error.message
         return response
 
-    async def handle_reload_config_request(
+    def handle_reload_config_request(
         self, request: model_management_pb2.ReloadConfigRequest, _context: Context
-    ) -> model_management_pb2.ReloadConfigResponse:
+    ) -> Steps[model_management_pb2.ReloadConfigResponse]:
         """Makes the request's config the complete desired state (ServerCore.reload_config).
 
         As TF Serving: an OK response carries an OK ``status``; a failure is
@@ -90,7 +86,7 @@ class ModelServicer:
         """
         self._management.check_enabled("Reloading the model config")
         config = ModelServerConfig.from_proto(request.config)
-        await off_loop(self._management.reload_config, config)
+        yield from blocking(self._management.reload_config, config)
         response = model_management_pb2.ReloadConfigResponse()
         response.status.SetInParent()
         return response

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Final, final
 
-import grpc.aio
-
 from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
 from servinglib.codecs.tensor import fill_proto
 from servinglib.errors import InvalidArgumentError, UnimplementedError
@@ -28,16 +26,20 @@ from servinglib.server.grpc._examples import (
     regression_result,
     serialized_examples,
 )
-from servinglib.server.grpc._rpc import Rpc
+from servinglib.server.grpc._rpc import Context, Rpc
+from servinglib.server.grpc._step import Step, Steps
 from servinglib.server.model_spec import ModelSpec
-from servinglib.server.plane.classify_regress import classify, regress
-from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.classify_regress import (
+    ExamplesCall,
+    classified,
+    examples_call,
+    regressed,
+)
+from servinglib.server.plane.data_plane import DataPlane, InferenceResult
 from servinglib.server.plane.metadata import SIGNATURE_DEF_MAP_TYPE_URL, signature_def_map
 
 SERVICE: Final = "tensorflow.serving.PredictionService"
 SIGNATURE_DEF_FIELD: Final = "signature_def"
-
-Context = grpc.aio.ServicerContext[Any, Any]
 
 
 @final
@@ -47,7 +49,7 @@ class PredictionServicer:
     Responses say which version served (``model_spec.version``) and the
     signature used.  ``tensor_content`` selects how Predict encodes outputs;
     ``decode_limits`` bounds the input tensors Predict decodes.
-    Thread-safe: it holds no mutable state; its coroutines run on the server's loop.
+    Thread-safe: it holds no mutable state.
     """
 
     def __init__(
@@ -89,13 +91,16 @@ class PredictionServicer:
             ),
         ]
 
-    async def predict(
+    def predict(
         self, request: predict_pb2.PredictRequest, context: Context
-    ) -> predict_pb2.PredictResponse:
+    ) -> Steps[predict_pb2.PredictResponse]:
         """Runs the signature on the inputs; the outputs (all, or ``output_filter``'s)."""
         spec = model_spec_of(request.model_spec, request.HasField("model_spec"))
         inputs = tensors_of(request.inputs, self._decode_limits)
-        result = await self._plane.infer(
+        plane = self._plane
+        result = yield from Step(
+            plane.infer,
+            plane.infer_blocking,
             spec,
             spec.signature_name or None,
             inputs,
@@ -112,15 +117,16 @@ class PredictionServicer:
             fill_proto(outputs[name], value, as_content=as_content)
         return response
 
-    async def classify(
+    def classify(
         self, request: classification_pb2.ClassificationRequest, context: Context
-    ) -> classification_pb2.ClassificationResponse:
+    ) -> Steps[classification_pb2.ClassificationResponse]:
         """Classifies the request's tf.Examples with a classify signature."""
         spec = model_spec_of(request.model_spec, request.HasField("model_spec"))
         examples = serialized_examples(request, request.HasField("input"))
-        result = await classify(
-            self._plane, spec, spec.signature_name or None, examples, deadline=deadline_of(context)
-        )
+        signature = spec.signature_name or None
+        call = examples_call(self._plane, CLASSIFY_METHOD, spec, signature, examples)
+        output = yield from self._infer(call, deadline_of(context))
+        result = classified(self._plane, call, output)
         response = classification_pb2.ClassificationResponse()
         fill_model_spec(
             response.model_spec, result.model_name, result.version, result.signature_name
@@ -128,15 +134,16 @@ class PredictionServicer:
         classification_result(result.classifications, response.result)
         return response
 
-    async def regress(
+    def regress(
         self, request: regression_pb2.RegressionRequest, context: Context
-    ) -> regression_pb2.RegressionResponse:
+    ) -> Steps[regression_pb2.RegressionResponse]:
         """Regresses the request's tf.Examples with a regress signature."""
         spec = model_spec_of(request.model_spec, request.HasField("model_spec"))
         examples = serialized_examples(request, request.HasField("input"))
-        result = await regress(
-            self._plane, spec, spec.signature_name or None, examples, deadline=deadline_of(context)
-        )
+        signature = spec.signature_name or None
+        call = examples_call(self._plane, REGRESS_METHOD, spec, signature, examples)
+        output = yield from self._infer(call, deadline_of(context))
+        result = regressed(self._plane, call, output)
         response = regression_pb2.RegressionResponse()
         fill_model_spec(
             response.model_spec, result.model_name, result.version, result.signature_name
@@ -144,9 +151,9 @@ class PredictionServicer:
         regression_result(result.values, response.result)
         return response
 
-    async def multi_inference(
+    def multi_inference(
         self, request: inference_pb2.MultiInferenceRequest, context: Context
-    ) -> inference_pb2.MultiInferenceResponse:
+    ) -> Steps[inference_pb2.MultiInferenceResponse]:
         """Runs classify and regress tasks of one model version on the same examples.
 
         As TF Serving: at least one task; every task names the same model;
@@ -175,23 +182,21 @@ class PredictionServicer:
         for task, spec, signature in zip(tasks, specs, signatures, strict=True):
             pinned = ModelSpec.specific(spec.name, version)
             entry = response.results.add()
+            call = examples_call(self._plane, task.method_name, pinned, signature, examples)
+            output = yield from self._infer(call, deadline)
             if task.method_name == CLASSIFY_METHOD:
-                classified = await classify(
-                    self._plane, pinned, signature, examples, deadline=deadline, log_request=False
-                )
-                classification_result(classified.classifications, entry.classification_result)
+                labels = classified(self._plane, call, output, log_request=False).classifications
+                classification_result(labels, entry.classification_result)
             else:
-                regressed = await regress(
-                    self._plane, pinned, signature, examples, deadline=deadline, log_request=False
-                )
-                regression_result(regressed.values, entry.regression_result)
+                values = regressed(self._plane, call, output, log_request=False).values
+                regression_result(values, entry.regression_result)
             fill_model_spec(entry.model_spec, spec.name, version, signature)
         logger = self._plane.request_logger
         if (logging := logger.sampled(specs[0].name)) is not None:
             logger.log(logging, specs[0].name, "multi_inference", request, response)
         return response
 
-    async def get_model_metadata(
+    def get_model_metadata(
         self, request: get_model_metadata_pb2.GetModelMetadataRequest, _context: Context
     ) -> get_model_metadata_pb2.GetModelMetadataResponse:
         """The version's SignatureDefMap, packed with TF Serving's type URL."""
@@ -211,6 +216,19 @@ class PredictionServicer:
         packed.type_url = SIGNATURE_DEF_MAP_TYPE_URL
         packed.value = signature_def_map(metadata.signatures).SerializeToString()
         return response
+
+    def _infer(self, call: ExamplesCall, deadline: float | None) -> Step[InferenceResult]:
+        """The inference of a classify or regress ``call`` (whose result is logged, not it)."""
+        plane = self._plane
+        return Step(
+            plane.infer,
+            plane.infer_blocking,
+            call.model_spec,
+            call.signature_name,
+            call.inputs,
+            deadline=deadline,
+            log_request=False,
+        )
 
 
 def _model_name(request: Any) -> str:  # noqa: ANN401 - any request with a model_spec

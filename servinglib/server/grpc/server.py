@@ -43,7 +43,7 @@ from servinglib.server.server_core import ServerCore
 class GrpcServer:
     """A created gRPC server: start it, drain it, stop it (on the loop it was created on).
 
-    The same coroutines drive either server (grpc.aio's, or grpcio's
+    The same servicers run on either server (grpc.aio's, or grpcio's
     synchronous one, whose threads serve RPCs whatever the loop does).
     Thread safety: :meth:`set_not_serving` may be called from any thread; the
     coroutines must run on the event loop :func:`create_server` ran on.
@@ -58,6 +58,7 @@ class GrpcServer:
         *,
         owns_plane: bool,
         grace_period_s: float,
+        stream_loop: stream_infer.StreamLoop | None = None,
     ) -> None:
         self._server = server
         self._port = port
@@ -65,6 +66,7 @@ class GrpcServer:
         self._plane = plane
         self._owns_plane = owns_plane
         self._grace_period_s = grace_period_s
+        self._stream_loop = stream_loop
 
     @property
     def port(self) -> int:
@@ -100,7 +102,8 @@ class GrpcServer:
 
         ``grace_s`` defaults to the options' ``grace_period_s``.  Health turns
         NOT_SERVING first and its Watch streams end.  A DataPlane the server
-        made itself (given a ServerCore) is closed after.  Idempotent.
+        made itself (given a ServerCore) is closed after, and the synchronous
+        server's stream loop once its last stream has ended.  Idempotent.
         """
         self._health.shutdown()
         grace = self._grace_period_s if grace_s is None else grace_s
@@ -109,6 +112,8 @@ class GrpcServer:
             await server.stop(grace)
         else:
             await asyncio.to_thread(server.stop(grace).wait)
+        if self._stream_loop is not None:
+            self._stream_loop.close()
         if self._owns_plane:
             await asyncio.to_thread(self._plane.close)
 
@@ -173,6 +178,7 @@ def create_server(
         ready=plane.questions.server_ready,
     )
     blocking = options.server == "sync"
+    stream_loop = stream_infer.StreamLoop() if blocking else None
     server = _server(options)
     unary = blocking_method_handler if blocking else method_handler
     methods: dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]] = {
@@ -183,7 +189,7 @@ def create_server(
         for name, rpcs in [*services.items(), (health.SERVICE, health_servicer.rpcs())]
     }
     inferer = stream_infer.StreamInferer(plane, options.decode_limits)
-    for name, streams in _streams(health_servicer, inferer, observer, blocking=blocking).items():
+    for name, streams in _streams(health_servicer, inferer, observer, stream_loop).items():
         methods[name].update(streams)
     server.add_generic_rpc_handlers(
         [grpc.method_handlers_generic_handler(name, rpcs) for name, rpcs in methods.items()]
@@ -197,6 +203,7 @@ def create_server(
             plane,
             owns_plane=owns_plane,
             grace_period_s=options.grace_period_s,
+            stream_loop=stream_loop,
         ),
         port,
     )
@@ -240,28 +247,27 @@ def _streams(
     health_servicer: health.HealthServicer,
     inferer: stream_infer.StreamInferer,
     observer: RequestObserver | None,
-    *,
-    blocking: bool,
+    stream_loop: stream_infer.StreamLoop | None,
 ) -> dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]]:
-    """The streaming RPCs, by service and method.
+    """The streaming RPCs, by service and method (``stream_loop``: the synchronous server's).
 
-    Unlike unary RPCs (one coroutine, driven by either server), a stream
+    Unlike unary RPCs (one handler, driven by either server), a stream
     needs a handler per server: a generator on the synchronous server's
     thread, an async generator on grpc.aio.  Health Watch is one;
     ModelStreamInfer the other (on the synchronous server, a stream's
-    requests are answered concurrently on a helper event loop while the
-    RPC's thread relays).
+    requests are answered concurrently on the helper event loop its streams
+    share while the RPC's thread relays).
     """
-    watch = (
-        blocking_stream_handler(health_pb2.HealthCheckRequest, health_servicer.watch_blocking)
-        if blocking
-        else stream_handler(health_pb2.HealthCheckRequest, health_servicer.watch)
-    )
-    stream = (
-        stream_infer.blocking_stream_stream_handler
-        if blocking
-        else stream_infer.stream_stream_handler
-    )(inference_service.SERVICE, inferer, observer)
+    if stream_loop is None:
+        watch = stream_handler(health_pb2.HealthCheckRequest, health_servicer.watch)
+        stream = stream_infer.stream_stream_handler(inference_service.SERVICE, inferer, observer)
+    else:
+        watch = blocking_stream_handler(
+            health_pb2.HealthCheckRequest, health_servicer.watch_blocking
+        )
+        stream = stream_infer.blocking_stream_stream_handler(
+            inference_service.SERVICE, inferer, observer, stream_loop
+        )
     return {
         health.SERVICE: {"Watch": watch},
         inference_service.SERVICE: {stream_infer.METHOD: stream},

@@ -23,6 +23,7 @@ bidirectional call, so another gRPC server can run the same StreamInferer.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import queue
@@ -229,26 +230,81 @@ def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | N
     return serve
 
 
-def blocking_stream_stream_handler(
-    service: str, inferer: StreamInferer, observer: RequestObserver | None
-) -> grpc.RpcMethodHandler[Any, Any]:
-    """ModelStreamInfer on grpcio's synchronous server: the stream's loop on a helper event loop.
+@final
+class StreamLoop:
+    """The event loop the synchronous server's ModelStreamInfer calls share, started with the
+    first.  :meth:`close` stops it once no stream uses it.  Thread-safe.
+    """
 
-    The RPC's thread relays: requests are read from it by the loop's
-    executor, responses handed back through a bounded queue (a slow reader
-    holds the models back as on grpc.aio).  A client that cancels, or the
-    server's stop, cancels the loop's requests, closing their generators.
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None  # guarded by: _lock
+        self._streams = 0  # guarded by: _lock; streams between enter and leave
+        self._closing = False  # guarded by: _lock
+
+    def enter(self) -> asyncio.AbstractEventLoop:
+        """The loop, for one more stream; call :meth:`leave` when the stream's task has ended."""
+        with self._lock:
+            if self._loop is None:
+                self._loop = loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=_run_until_stopped, args=(loop,), name="servinglib-streams", daemon=True
+                ).start()
+            self._streams += 1
+            return self._loop
+
+    def leave(self) -> None:
+        """Ends what :meth:`enter` started."""
+        with self._lock:
+            self._streams -= 1
+            if self._closing:
+                self._stop_if_idle_locked()
+
+    def close(self) -> None:
+        """Stops the loop once the streams still using it have left; idempotent."""
+        with self._lock:
+            self._closing = True
+            self._stop_if_idle_locked()
+
+    def _stop_if_idle_locked(self) -> None:
+        if self._streams == 0 and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop = None
+
+
+def _run_until_stopped(loop: asyncio.AbstractEventLoop) -> None:
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
+
+
+def blocking_stream_stream_handler(
+    service: str, inferer: StreamInferer, observer: RequestObserver | None, streams: StreamLoop
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """ModelStreamInfer on grpcio's synchronous server: the stream's loop on ``streams``' loop.
+
+    The RPC's thread relays: requests are read from it by the stream's own
+    executor (at most two threads: a read, and a write waiting for room),
+    responses handed back through a bounded queue (a slow reader holds the
+    models back as on grpc.aio).  A client that cancels, or the
+    server's stop, cancels the stream's requests, closing their generators.
     """
     serve = _serving(service, inferer, observer)
 
     def call(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
-        deadline = deadline_of(context)  # type: ignore[arg-type]
+        deadline = deadline_of(context)
         responses: queue.Queue[tuple[bytes, Release] | None] = queue.Queue(RESPONSES_AHEAD)
-        loop = asyncio.new_event_loop()
+        loop = streams.enter()
+        executor = concurrent.futures.ThreadPoolExecutor(
+            2, thread_name_prefix="servinglib-stream-io"
+        )
         done = object()
+        ended = threading.Event()
+        tasks: list[asyncio.Task[None]] = []
 
         async def read() -> AsyncIterator[bytes]:
-            while (data := await loop.run_in_executor(None, next, requests, done)) is not done:
+            while (data := await loop.run_in_executor(executor, next, requests, done)) is not done:
                 yield data  # type: ignore[misc]
 
         async def write(response: bytes, sent: Release) -> None:
@@ -257,7 +313,7 @@ def blocking_stream_stream_handler(
                 responses.put_nowait((response, sent))  # room: no hop to an executor thread
             except queue.Full:  # a slow reader: wait for room off the loop
                 try:
-                    await loop.run_in_executor(None, responses.put, (response, sent))
+                    await loop.run_in_executor(executor, responses.put, (response, sent))
                 except BaseException:
                     sent()
                     raise
@@ -266,16 +322,13 @@ def blocking_stream_stream_handler(
             try:
                 await serve(read(), write, deadline)
             finally:
-                await loop.run_in_executor(None, responses.put, None)
+                await loop.run_in_executor(executor, responses.put, None)
 
-        task = loop.create_task(run())
+        def start() -> None:
+            tasks.append(task := loop.create_task(run()))
+            task.add_done_callback(lambda _task: ended.set())
 
-        def drive() -> None:
-            with contextlib.suppress(asyncio.CancelledError):  # the client left: cancelled
-                loop.run_until_complete(task)
-
-        thread = threading.Thread(target=drive, name="servinglib-stream", daemon=True)
-        thread.start()
+        loop.call_soon_threadsafe(start)
         sent: Release = _nothing
         try:
             while (item := responses.get()) is not None:
@@ -284,13 +337,15 @@ def blocking_stream_stream_handler(
                 sent()  # grpcio took the response: it asks for the next
         finally:
             sent()
-            loop.call_soon_threadsafe(task.cancel)
-            while thread.is_alive():  # the loop's last put may wait for room
+            # tasks[0] is looked up on the loop, after start (callbacks run in order).
+            loop.call_soon_threadsafe(lambda: tasks[0].cancel())  # noqa: PLW0108
+            while not ended.is_set():  # the loop's last put may wait for room
                 with contextlib.suppress(queue.Empty):
                     _release(responses.get(timeout=0.05))
             while not responses.empty():
                 _release(responses.get_nowait())
-            loop.close()
+            executor.shutdown(wait=False)  # its threads end with their jobs
+            streams.leave()
 
     return grpc.stream_stream_rpc_method_handler(call)
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from typing import Final, final
@@ -11,7 +12,6 @@ from servinglib.errors import InvalidArgumentError, NotFoundError, Unimplemented
 from servinglib.loaders.platform_inference import infer_model_platform
 from servinglib.server.config import ModelConfig
 from servinglib.server.management.model_management import ModelManagement
-from servinglib.server.plane.calls_here import off_loop
 from servinglib.server.plane.repository_index import RepositoryEntry, repository_index
 from servinglib.server.server_core import ServerCore
 
@@ -51,14 +51,21 @@ class ModelRepository:
         ``parameters``: the request's string parameters (``config``; Triton's
         ``file:`` overrides are refused as UNIMPLEMENTED).
         """
+        await asyncio.to_thread(self.load_blocking, name, parameters)
+
+    def load_blocking(self, name: str, parameters: Mapping[str, str]) -> None:
+        """:meth:`load` blocking this thread (one that may block: not an event loop's)."""
         self._management.check_enabled(f"Loading model {shortened(name)}")
-        model = self._config_for(_model_name(name), parameters)
-        await off_loop(self._management.load_model, model)
+        self._management.load_model(self._config_for(_model_name(name), parameters))
 
     async def unload(self, name: str) -> None:
         """Removes the model from the config; its versions unload.  NOT_FOUND if not loaded."""
+        await asyncio.to_thread(self.unload_blocking, name)
+
+    def unload_blocking(self, name: str) -> None:
+        """:meth:`unload` blocking this thread (one that may block: not an event loop's)."""
         self._management.check_enabled(f"Unloading model {shortened(name)}")
-        await off_loop(self._management.unload_model, _model_name(name))
+        self._management.unload_model(_model_name(name))
 
     def _config_for(self, name: str, parameters: Mapping[str, str]) -> ModelConfig:
         files = sorted(key for key in parameters if key.startswith("file:"))

@@ -5,22 +5,13 @@ its own worker threads, with no event loop to await on; the DataPlane's
 blocking calls (:meth:`~servinglib.server.plane.data_plane.DataPlane.infer_blocking`)
 run there, placed by :mod:`~servinglib.server.plane.placements`.  While a call
 waits for a place in its model's share, it asks whether its client is still
-there (:func:`watch_client`).  :func:`off_loop` is how a coroutine hands
-blocking work (a config reload) to a thread under an event loop, or runs it
-at once on a server thread.
+there (:func:`watch_client`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
-from collections.abc import Callable, Coroutine
-from typing import Any, Final, TypeVar
-
-T = TypeVar("T")
-
-_get_running_loop: Final = asyncio._get_running_loop  # noqa: SLF001 - the one check without a raise
-
+from collections.abc import Callable
 
 _CLIENT_ACTIVE: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
     "servinglib_client_active", default=None
@@ -46,30 +37,3 @@ def client_watch() -> Callable[[], bool] | None:
     """How calls on this server thread ask whether their client is still there (None: they
     cannot: not a server thread, or a server that does not say)."""
     return _CLIENT_ACTIVE.get()
-
-
-def on_server_thread() -> bool:
-    """True when no event loop runs on this thread: a coroutine must complete without suspending."""
-    return _get_running_loop() is None
-
-
-def run_to_completion(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Runs a coroutine that never suspends (a handler over the DataPlane on a server thread).
-
-    Raises RuntimeError (after closing the coroutine) if it suspends: it
-    awaited something only an event loop can complete.
-    """
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        result: T = done.value
-        return result
-    coroutine.close()
-    raise RuntimeError("a handler awaited an event loop on a server thread")
-
-
-async def off_loop(function: Callable[..., T], *args: Any) -> T:  # noqa: ANN401 - function's args
-    """``function(*args)`` on a worker thread under an event loop; here, on a server thread."""
-    if on_server_thread():
-        return function(*args)
-    return await asyncio.to_thread(function, *args)

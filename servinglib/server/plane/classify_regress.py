@@ -18,7 +18,7 @@ Signature rules (TF Serving's ``classifier.cc`` / ``regressor.cc``):
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import Any, Final, final
 
 import attrs
 import numpy as np
@@ -32,7 +32,7 @@ from servinglib.servable import (
     find_signature,
 )
 from servinglib.server.model_spec import ModelSpec
-from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.data_plane import DataPlane, InferenceResult
 
 CLASSIFY_INPUTS = "inputs"
 CLASSIFY_OUTPUT_CLASSES = "classes"
@@ -66,6 +66,34 @@ class RegressResult:
     values: list[float]
 
 
+@final
+@attrs.frozen
+class ExamplesCall:
+    """A checked classify or regress call: the version to run (pinned, so the checked signature
+    is the one that runs), the signature, its one input.  Immutable, so thread-safe."""
+
+    model_spec: ModelSpec
+    signature_name: str
+    inputs: dict[str, npt.NDArray[Any]]
+
+
+def examples_call(
+    plane: DataPlane,
+    method: str,
+    model_spec: ModelSpec,
+    signature_name: str | None,
+    serialized_examples: npt.NDArray[Any],
+) -> ExamplesCall:
+    """The call of :func:`classify` (``method`` CLASSIFY_METHOD) or :func:`regress`, its
+    signature and examples checked (raising their errors), for a caller that runs it itself
+    (:meth:`DataPlane.infer_blocking` with ``log_request=False``, say) and then passes its
+    result to :func:`classified` or :func:`regressed`."""
+    pinned, name, spec = _signature_of(plane, model_spec, signature_name)
+    _SIGNATURE_CHECKS[method](spec)
+    _count_examples(serialized_examples)
+    return ExamplesCall(pinned, name, {CLASSIFY_INPUTS: serialized_examples})  # = REGRESS_INPUTS
+
+
 async def classify(
     plane: DataPlane,
     model_spec: ModelSpec,
@@ -86,17 +114,19 @@ async def classify(
     ``classify_log`` (``log_request=False``: the caller logs it).
     Thread safety: a coroutine; run it on any event loop, concurrently.
     """
-    pinned, name, spec = _signature_of(plane, model_spec, signature_name)
-    _check_classify_signature(spec)
-    count = _count_examples(serialized_examples)
+    call = examples_call(plane, CLASSIFY_METHOD, model_spec, signature_name, serialized_examples)
     result = await plane.infer(
-        pinned,
-        name,
-        {CLASSIFY_INPUTS: serialized_examples},
-        None,
-        deadline=deadline,
-        log_request=False,
+        call.model_spec, call.signature_name, call.inputs, deadline=deadline, log_request=False
     )
+    return classified(plane, call, result, log_request=log_request)
+
+
+def classified(
+    plane: DataPlane, call: ExamplesCall, result: InferenceResult, *, log_request: bool = True
+) -> ClassifyResult:
+    """:func:`classify`'s result from what ``call`` returned: checked, and logged if sampled."""
+    examples = call.inputs[CLASSIFY_INPUTS]
+    count = len(examples)
     classes = result.outputs.get(CLASSIFY_OUTPUT_CLASSES)
     scores = result.outputs.get(CLASSIFY_OUTPUT_SCORES)
     num_classes = _check_classify_outputs(classes, scores, count)
@@ -106,10 +136,10 @@ async def classify(
         [(_label(label), score) for label, score in zip(row_labels, row_scores, strict=True)]
         for row_labels, row_scores in zip(labels, values, strict=True)
     ]
-    classified = ClassifyResult(result.model_name, result.version, name, classifications)
+    answer = ClassifyResult(result.model_name, result.version, call.signature_name, classifications)
     if log_request:
-        _log_request(plane, "classify", classified, serialized_examples, classifications)
-    return classified
+        _log_request(plane, "classify", answer, examples, classifications)
+    return answer
 
 
 async def regress(
@@ -132,17 +162,19 @@ async def regress(
     ``regress_log`` (``log_request=False``: the caller logs it).
     Thread safety: a coroutine; run it on any event loop, concurrently.
     """
-    pinned, name, spec = _signature_of(plane, model_spec, signature_name)
-    _check_regress_signature(spec)
-    count = _count_examples(serialized_examples)
+    call = examples_call(plane, REGRESS_METHOD, model_spec, signature_name, serialized_examples)
     result = await plane.infer(
-        pinned,
-        name,
-        {REGRESS_INPUTS: serialized_examples},
-        None,
-        deadline=deadline,
-        log_request=False,
+        call.model_spec, call.signature_name, call.inputs, deadline=deadline, log_request=False
     )
+    return regressed(plane, call, result, log_request=log_request)
+
+
+def regressed(
+    plane: DataPlane, call: ExamplesCall, result: InferenceResult, *, log_request: bool = True
+) -> RegressResult:
+    """:func:`regress`'s result from what ``call`` returned: checked, and logged if sampled."""
+    examples = call.inputs[REGRESS_INPUTS]
+    count = len(examples)
     outputs = result.outputs[REGRESS_OUTPUTS]
     if outputs.dtype != np.float32:
         raise InvalidArgumentError(f"Expected output Tensor of DT_FLOAT. Got: {outputs.dtype}")
@@ -156,10 +188,10 @@ async def regress(
             f"Input batch size did not match output batch size: {count} vs. {outputs.shape[0]}"
         )
     values: list[float] = outputs.reshape(-1).tolist()
-    regressed = RegressResult(result.model_name, result.version, name, values)
+    answer = RegressResult(result.model_name, result.version, call.signature_name, values)
     if log_request:
-        _log_request(plane, "regress", regressed, serialized_examples, values)
-    return regressed
+        _log_request(plane, "regress", answer, examples, values)
+    return answer
 
 
 def _log_request(
@@ -242,6 +274,12 @@ def _check_regress_signature(spec: SignatureSpec) -> None:
             f"No regression outputs found in the signature: its output is "
             f"{next(iter(spec.outputs))!r}, expected {REGRESS_OUTPUTS!r}"
         )
+
+
+_SIGNATURE_CHECKS: Final = {
+    CLASSIFY_METHOD: _check_classify_signature,
+    REGRESS_METHOD: _check_regress_signature,
+}
 
 
 def _count_examples(serialized_examples: npt.NDArray[Any]) -> int:

@@ -49,7 +49,6 @@ from servinglib.server.observe.request_context import log_model_failure, request
 from servinglib.server.observe.request_logger import RequestLogger, RequestLogOptions
 from servinglib.server.observe.statistics import InferenceStatistics
 from servinglib.server.plane.call_pool import CallPool, RunningCall, default_max_calls_per_model
-from servinglib.server.plane.calls_here import on_server_thread
 from servinglib.server.plane.in_flight import InFlight
 from servinglib.server.plane.model_questions import ModelQuestions
 from servinglib.server.plane.placements import (
@@ -286,15 +285,6 @@ class DataPlane:
         servable without signatures, DeadlineExceededError once ``deadline``
         passes.
         """
-        if on_server_thread():  # a coroutine driven by hand; goes when grpc/ no longer does it
-            return self.infer_blocking(
-                model_spec,
-                signature_name,
-                inputs,
-                output_filter,
-                deadline=deadline,
-                log_request=log_request,
-            )
         return await self._infer(
             model_spec, signature_name, inputs, output_filter, deadline, log_request
         )

@@ -272,3 +272,36 @@ def test_streams_past_the_per_model_bound_are_refused_and_threads_return(tmp_pat
             wait_until(lambda: threading.active_count() <= baseline)
             channel.close()
         plane.close()
+
+
+def stream_loop_threads() -> list[threading.Thread]:
+    """The running threads of synchronous servers' stream loops."""
+    return [thread for thread in threading.enumerate() if thread.name == "servinglib-streams"]
+
+
+def test_streams_on_the_synchronous_server_share_one_event_loop(tmp_path: Path) -> None:
+    """Streams open at once on the synchronous server run on one helper loop thread, which ends
+    when the server stops."""
+    with ServerCore(write_stream_model(tmp_path), TEST_SERVER_CORE_OPTIONS) as core:
+        plane = DataPlane(core, max_workers=2)
+        with serving(plane, server="sync") as served:
+            channel = grpc.insecure_channel(served.address)
+            calls = [open_endless(channel, f"s{i}") for i in range(4)]
+            assert all(not first.error_message for _call, first in calls)
+            assert len(stream_loop_threads()) == 1
+            for call, _first in calls:
+                call.cancel()
+            wait_until(lambda: plane.open_streams() == 0)
+            channel.close()
+        wait_until(lambda: not stream_loop_threads())
+        plane.close()
+
+
+def test_a_closed_stream_loop_runs_until_its_last_stream_has_left() -> None:
+    """close() while a stream is in: the loop keeps running for it, and stops once it leaves."""
+    streams = stream_infer.StreamLoop()
+    loop = streams.enter()
+    streams.close()
+    assert asyncio.run_coroutine_threadsafe(asyncio.sleep(0, "on"), loop).result(10) == "on"
+    streams.leave()
+    wait_until(loop.is_closed)

@@ -21,7 +21,6 @@ from servinglib.errors import (
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.observe.request_context import begin_request, end_request
-from servinglib.server.plane.calls_here import run_to_completion
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.server_core import ServerCore
 from servinglib.testing import wait_until, write_python_model
@@ -256,7 +255,7 @@ def test_a_call_on_a_server_thread_that_ends_past_its_deadline_fails_and_is_logg
             timer.start()
             request = begin_request(lambda: "t2-deadline-1")
             with pytest.raises(DeadlineExceededError, match="past its deadline"):
-                run_to_completion(plane.infer(SPEC, "gated", X, deadline=time.monotonic() + 0.1))
+                plane.infer_blocking(SPEC, "gated", X, deadline=time.monotonic() + 0.1)
             end_request(request)
             timer.join()
             assert "Request t2-deadline-1: model m" in caplog.text
