@@ -1,12 +1,4 @@
-"""The inference contract every platform implements: signatures of numpy tensors.
-
-A loaded model version (the object a Loader's ``servable()`` returns) is a
-:class:`Servable`: named signatures, each with input and output
-:class:`TensorSpec` s, a method name (predict, classify, regress) and an
-execution mode.  Front ends, warmup and batching all go through
-:func:`call_signature`, the one place that checks a request against the
-signature, so every protocol reports the same INVALID_ARGUMENT messages.
-"""
+"""The inference contract every platform implements: signatures of numpy tensors."""
 
 from __future__ import annotations
 
