@@ -107,12 +107,6 @@ class RemoteStoragePathSource(BasePathPolling):
                 mirror.close()
             self._retired, self._mirrors = [], {}
 
-    def __enter__(self) -> RemoteStoragePathSource:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
-
     def _refusal(self, servable: ServableToMonitor) -> str | None:
         if not is_remote(servable.base_path):
             return f"its base path {servable.base_path} is not in an object store"
