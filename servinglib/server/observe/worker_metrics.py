@@ -33,7 +33,6 @@ class WorkerMetrics:
     ) -> None:
         self._registry = registry
         self._directory = Path(directory)
-        self._index = index
         self._path = _file_of(self._directory, index)
         self._lock = threading.Lock()
         # The counts of the worker this one replaces, so its file's counters keep growing.
