@@ -1,9 +1,4 @@
-"""install_hint: how to install an optional part of servinglib, in the one form that works.
-
-servinglib is not published on a package index, so ``pip install
-'servinglib[s3]'`` finds nothing; every message and guide names the
-command that does: pip on a checkout of this repository.
-"""
+"""install_hint: how to install an optional part of servinglib, in the one form that works."""
 
 from __future__ import annotations
 

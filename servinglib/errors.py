@@ -1,11 +1,4 @@
-"""Canonical status codes and the exception tree raised at servinglib's edges.
-
-Inside the pipeline errors travel as data (a ``ServingError`` instance held by
-``ServableData`` or a servable's state); they are raised only where a caller
-asked for something (a handle, a config reload, a request).  Each exception
-class carries exactly one :class:`StatusCode`; each transport maps codes with
-one table (:attr:`StatusCode.http_status` for HTTP, the gRPC number for gRPC).
-"""
+"""Canonical status codes and the exception tree raised at servinglib's edges."""
 
 from __future__ import annotations
 

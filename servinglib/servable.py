@@ -1,12 +1,4 @@
-"""The inference contract every platform implements: signatures of numpy tensors.
-
-A loaded model version (the object a Loader's ``servable()`` returns) is a
-:class:`Servable`: named signatures, each with input and output
-:class:`TensorSpec` s, a method name (predict, classify, regress) and an
-execution mode.  Front ends, warmup and batching all go through
-:func:`call_signature`, the one place that checks a request against the
-signature, so every protocol reports the same INVALID_ARGUMENT messages.
-"""
+"""The inference contract every platform implements: signatures of numpy tensors."""
 
 from __future__ import annotations
 
@@ -18,7 +10,7 @@ import enum
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from time import monotonic, perf_counter_ns
-from typing import Any, TypeVar, final
+from typing import Any, Generic, TypeVar, final
 
 import attrs
 import numpy as np
@@ -63,25 +55,25 @@ def request_deadline() -> float | None:
 
 def deadline_scope(deadline: float | None) -> contextlib.AbstractContextManager[None]:
     """Makes ``deadline`` (``time.monotonic()`` seconds; None: none) the request's deadline."""
-    return _DeadlineScope(deadline)
+    return _Scope(_deadline, deadline)
 
 
-class _DeadlineScope:
-    """:func:`deadline_scope` as a plain class: half what a generator context manager costs.
+class _Scope(Generic[_T]):
+    """A context variable set for a ``with`` block: half what a generator context manager costs.
 
     Not thread-safe (one per ``with``), as context variable tokens are not.
     """
 
-    __slots__ = ("_deadline", "_token")
+    __slots__ = ("_token", "_value", "_var")
 
-    def __init__(self, deadline: float | None) -> None:
-        self._deadline = deadline
+    def __init__(self, var: contextvars.ContextVar[_T], value: _T) -> None:
+        self._var, self._value = var, value
 
     def __enter__(self) -> None:
-        self._token = _deadline.set(self._deadline)
+        self._token = self._var.set(self._value)
 
     def __exit__(self, *_exc: object) -> None:
-        _deadline.reset(self._token)
+        self._var.reset(self._token)
 
 
 @final
@@ -155,22 +147,7 @@ def call_stages() -> CallStages | None:
 
 def stages_scope(stages: CallStages) -> contextlib.AbstractContextManager[None]:
     """Makes ``stages`` the current request's :class:`CallStages` (see :func:`call_stages`)."""
-    return _StagesScope(stages)
-
-
-class _StagesScope:
-    """:func:`stages_scope` as a plain class.  Not thread-safe (one per ``with``)."""
-
-    __slots__ = ("_stages", "_token")
-
-    def __init__(self, stages: CallStages) -> None:
-        self._stages = stages
-
-    def __enter__(self) -> None:
-        self._token = _stages.set(self._stages)
-
-    def __exit__(self, *_exc: object) -> None:
-        _stages.reset(self._token)
+    return _Scope(_stages, stages)
 
 
 @final

@@ -1,12 +1,4 @@
-"""Batching: merge concurrent requests into one model call (TF Serving's batching layer).
-
-- :class:`BatchingParameters`: the knobs (TF Serving's names and defaults), and
-  :func:`read_batching_parameters` for its batching parameters text file;
-- :class:`SharedBatchScheduler`: one pool of batch threads shared fairly by
-  bounded :class:`BatchQueue` s;
-- :class:`BatchingServable`: wraps a servable so that its signatures run in
-  batches.
-"""
+"""Batching: merge concurrent requests into one model call (TF Serving's batching layer)."""
 
 from servinglib.batching.batching_servable import BatchingServable as BatchingServable
 from servinglib.batching.options import BatchingParameters as BatchingParameters

@@ -1,12 +1,4 @@
-"""One caller's batched request and how its result gets back to it.
-
-A request is split into tasks of rows that may land in different batches;
-each batch delivers its rows' outputs, and the request settles (its future
-set) once every row is in, or at once on an error, a deadline or a
-cancellation.  Batch threads never touch an asyncio future themselves: a
-batch collects its settlements and hands them to each caller's event loop
-with one ``call_soon_threadsafe`` per loop.
-"""
+"""One caller's batched request and how its result gets back to it."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""BatchingServable: a servable whose signatures merge concurrent requests into one model call.
-
-TF Serving's ``BatchingSession`` for any platform: each batchable signature
-gets a queue on a shared scheduler; a request becomes a task of its rows;
-a batch thread merges the tasks along dimension 0 (padding up to an
-allowed batch size), calls the wrapped signature once, and hands each
-request exactly its own rows of every output.
-"""
+"""BatchingServable: a servable whose signatures merge concurrent requests into one model call."""
 
 from __future__ import annotations
 

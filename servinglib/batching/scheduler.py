@@ -1,13 +1,4 @@
-"""SharedBatchScheduler: bounded batch queues served fairly by one pool of batch threads.
-
-As TF Serving's ``SharedBatchScheduler``: each queue (one per servable
-version and signature) groups the tasks scheduled on it into batches of at
-most the execution batch size; a batch runs when it is full, when it has
-waited ``batch_timeout_s``, or at once when a thread is idle and the
-timeout is 0.  Threads take ready batches from the queues round-robin, so
-a busy model cannot starve the others.  A full queue refuses a task at
-once (UNAVAILABLE) rather than letting latency grow without bound.
-"""
+"""SharedBatchScheduler: bounded batch queues served fairly by one pool of batch threads."""
 
 from __future__ import annotations
 

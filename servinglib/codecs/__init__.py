@@ -1,13 +1,5 @@
 """Codecs between servinglib's protos and plain Python: no TensorFlow needed.
 
-- :mod:`~servinglib.codecs.tensor`: TensorProto ⇄ numpy array;
-- :mod:`~servinglib.codecs.dtypes`: TensorFlow DataType and KServe V2 datatype ⇄ numpy dtype;
-- :mod:`~servinglib.codecs.example`: tf.Example ⇄ mapping of feature name → list;
-- :mod:`~servinglib.codecs.tfrecord`: TFRecord files, read and written with checksums;
-- :mod:`~servinglib.codecs.v2_raw`: KServe V2 raw tensor bytes ⇄ numpy (binary extension,
-  gRPC raw contents);
-- :mod:`~servinglib.codecs.limits`: the bounds every decoder checks before allocating.
-
 Importing this package imports protobuf (``import servinglib`` does not import it).
 """
 

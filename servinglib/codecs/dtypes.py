@@ -1,11 +1,5 @@
 """Element types: TensorFlow's DataType and KServe V2's datatype names, as numpy dtypes.
 
-Both protocols name the same numpy dtypes: TF Serving's ``TensorProto.dtype`` (a
-:class:`~servinglib.protos.tensor_pb2.DataType` number) and KServe V2's ``datatype`` string
-("FP32", "BYTES", ...).  Strings are numpy ``object`` arrays of ``bytes`` (DT_STRING, BYTES);
-numpy's fixed-width ``S`` and ``U`` arrays map to the string types too.  bfloat16 is
-``ml_dtypes.bfloat16`` (installed with TensorFlow), imported only when a bfloat16 tensor is met.
-
 Every function raises InvalidArgumentError for a type the other side cannot represent.
 """
 

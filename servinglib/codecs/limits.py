@@ -1,15 +1,4 @@
-"""DecodeLimits: how large a tensor decoded from a request may be, checked before allocating.
-
-A request declares its tensors' shapes, and a decoder that trusted them would
-allocate what a shape claims, not what the request carries: a 31-byte
-TensorProto of shape [2^26] with one value would fill 256 MiB.  Every decoder
-therefore works out the element count with :func:`element_count` (refusing
-negative dimensions, counts past int64 and past ``max_elements``), checks that
-the values present match it, and lets TensorFlow's fill (fewer values than
-elements, repeated from the last one) create only what a :class:`FillBudget`
-allows: at most ``fill_ratio`` bytes per byte of the tensors that carried them,
-and at most ``max_fill_bytes`` for the whole request.
-"""
+"""DecodeLimits: how large a tensor decoded from a request may be, checked before allocating."""
 
 from __future__ import annotations
 

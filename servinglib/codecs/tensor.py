@@ -1,14 +1,6 @@
 """TensorProto ⇄ numpy: TF Serving's tensors on the wire, decoded as TensorFlow decodes them.
 
-Decoding follows TensorFlow (``Tensor::FromProto`` and ``tf.make_ndarray``): the values come
-either from ``tensor_content`` (little-endian, row-major bytes of every element) or from the
-typed field of the dtype; typed values are padded to fill the shape with the last value (so a
-single value fills any shape), and no values at all give zeros.  Unlike TensorFlow's C++
-decoder, which ignores surplus values, more values than the shape holds are an error, as in
-``tf.make_ndarray``.  Every malformed proto raises InvalidArgumentError saying what is wrong.
-
-Encoding writes the typed fields by default, as TF Serving's responses do (``AsProtoField``);
-``as_content=True`` writes ``tensor_content`` instead (strings always go to ``string_val``).
+Every malformed proto raises InvalidArgumentError saying what is wrong.
 """
 
 from __future__ import annotations

@@ -1,13 +1,4 @@
-"""TFRecord files (TF Serving's warmup requests, among others), read and written without TensorFlow.
-
-A TFRecord file is a sequence of records, each framed as::
-
-    uint64 length | uint32 masked_crc32c(length) | data[length] | uint32 masked_crc32c(data)
-
-all little-endian, where ``masked_crc32c(x) = ((c >> 15 | c << 17) + 0xA282EAD8) mod 2**32`` for
-``c = crc32c(x)``.  Files are uncompressed (TensorFlow's default).  The files written here are
-byte-identical to ``tf.io.TFRecordWriter``'s for the same records.
-"""
+"""TFRecord files (TF Serving's warmup requests, among others), read and written without TF."""
 
 from __future__ import annotations
 

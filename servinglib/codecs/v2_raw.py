@@ -1,10 +1,4 @@
-"""KServe V2 raw tensor bytes ⇄ numpy: Triton's binary data extension and gRPC raw contents.
-
-The layout is the same in both places: elements in row-major order,
-little-endian; BOOL one byte each; BYTES as each element's 4-byte
-little-endian length followed by its bytes.  Fixed-size datatypes decode
-without copying (the array views the buffer, read-only).
-"""
+"""KServe V2 raw tensor bytes ⇄ numpy: Triton's binary data extension and gRPC raw contents."""
 
 from __future__ import annotations
 

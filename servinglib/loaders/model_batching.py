@@ -1,11 +1,4 @@
-"""How ServerCore batches models: one shared scheduler; each version wrapped as it loads.
-
-As TF Serving with ``--enable_batching``: the server-wide parameters apply
-to every model; with per-model parameters enabled, a version is batched
-with the ``batching_params.pbtxt`` in its directory, and not at all if it
-has none.  The wrapping happens inside the version's load, before warmup,
-so warmup requests already go through the batching queues.
-"""
+"""How ServerCore batches models: one shared scheduler; each version wrapped as it loads."""
 
 from __future__ import annotations
 

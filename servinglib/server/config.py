@@ -1,12 +1,4 @@
-"""ModelConfig and ModelServerConfig: which models to serve, read from TF Serving's config files.
-
-A model config file is TF Serving's text-format ``ModelServerConfig``
-(``models.config``), parsed with servinglib's own messages
-(:mod:`servinglib.protos.model_server_config_pb2`), so files written for
-``tensorflow_model_server --model_config_file`` work unchanged.  Protobuf is
-imported only when a config is parsed or converted, so that importing this
-module stays light.
-"""
+"""ModelConfig and ModelServerConfig: which models to serve, read from TF Serving's config files."""
 
 from __future__ import annotations
 

@@ -49,21 +49,17 @@ class ModelConfigFileWatcher:
     The core is assumed to serve the file's content at construction (build
     the core from the file first).
 
-    Checks every ``poll_wait_seconds`` (TF Serving's
-    ``--model_config_file_poll_wait_seconds``) and, with
-    ``watch_filesystem_events``, the moment the file is written or renamed
-    into place, or anything in its directory changes: a Kubernetes ConfigMap
-    volume updates the file by swapping the ``..data`` symlink it resolves
-    through (the file itself is never written), and that is seen at once. A
-    file that cannot be read or parsed (empty, half-written) is read again
-    once its content has stayed the same for ``settle_s``, so an edit in
-    place (truncate, then write) reports nothing; only a file still bad then
-    is an error. A file that fails to read, parse or validate — a syntax
-    error, a platform change — is reported by :meth:`status` and the log and
-    changes nothing; the same content is not retried until it changes. A
-    config applied whose new models did not become available is applied all
-    the same: the log and ``status().unavailable`` name those models and
-    why.
+    Checks every ``poll_wait_seconds`` and, with ``watch_filesystem_events``,
+    the moment anything in the file's directory changes (so a ConfigMap
+    volume's ``..data`` symlink swap is seen at once).  A file that cannot be
+    read or parsed (empty, half-written) is read again once its content has
+    stayed the same for ``settle_s``, so an edit in place (truncate, then
+    write) reports nothing; only a file still bad then is an error. A file
+    that fails to read, parse or validate — a syntax error, a platform change
+    — is reported by :meth:`status` and the log and changes nothing; the same
+    content is not retried until it changes. A config applied whose new models
+    did not become available is applied all the same: the log and
+    ``status().unavailable`` name those models and why.
     Thread-safe.
     """
 

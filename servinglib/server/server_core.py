@@ -50,21 +50,16 @@ _log = logging.getLogger(__name__)
 
 @final
 class ServerCore:
-    """Serves the models of a ModelServerConfig: builds the pipeline, loads, swaps, answers.
+    """Serves the models of a ModelServerConfig through a :class:`ServingPipeline`.
 
-    Its :class:`ServingPipeline`: a source of each model's base path (local
-    or in an object store) → router by platform → one adapter per platform
-    → AspiredVersionsManager; the state monitor follows the manager's events
-    and the source's storage conditions, and the core asks it, never the
-    source, how models are.  Constructing it with a config loads that config
-    and waits until each model has an available version (see
-    :meth:`reload_config`); a failure raises (or, with ``start_degraded``,
-    is recorded and the healthy models serve).  ``state_listeners`` are
-    subscribed to the event bus before that first load, so they see it
-    (metrics, say); they run on the publishing thread.  Loads, unloads and
-    failures are logged on the ``servinglib.server`` logger (INFO; failures
-    ERROR), retries on ``servinglib.core.loader_harness`` (WARNING); the
-    library adds no handler.
+    Constructing it with a config loads that config and waits as
+    :meth:`reload_config` does; a failure raises (or, with
+    ``start_degraded``, is recorded and the healthy models serve).
+    ``state_listeners`` are subscribed to the event bus before that first
+    load, and run on the publishing thread.  How models are is asked of the
+    state monitor, never of the source.  Loads, unloads and failures are
+    logged on ``servinglib.server``, retries on
+    ``servinglib.core.loader_harness``; the library adds no handler.
     Thread-safe; config changes serialize, but not the waits for their models.
     """
 
@@ -320,19 +315,16 @@ class ServerCore:
     def reload_config(self, config: ModelServerConfig) -> None:
         """Makes ``config`` the complete desired state and waits for its new models.
 
-        Models absent from ``config`` are unloaded; new ones are loaded and
-        waited for (until each has an available version, fails, or
-        ``servable_state_waiter_timeout_s`` passes).  A config that does not
-        validate — a platform change, an unknown platform, a relative base
-        path without a root, labels not allowed or pointing at unavailable
-        versions — is rejected whole (INVALID_ARGUMENT / FAILED_PRECONDITION)
-        and the previous config keeps serving untouched.  New models that fail
-        raise an error naming them (they stay configured, in error): of their
-        errors' code when they share one (NotFoundError for a missing base
-        path), else UnknownError; a model whose base path holds no
-        version fails at once (NOT_FOUND) and loads when one appears.  The
-        wait holds no lock: other reloads, unloads and :meth:`drain` /
-        :meth:`close` (which end it) go on meanwhile.
+        Models absent from ``config`` unload; new ones are waited for until
+        each has an available version, fails, or
+        ``servable_state_waiter_timeout_s`` passes.  A config that does not
+        validate (see :class:`ConfigChange`; labels not allowed or pointing
+        at unavailable versions) is rejected whole and the previous one keeps
+        serving.  New models that fail raise an error naming them (see
+        ``reload_wait.failure_error``; they stay configured, in error); one
+        whose base path holds no version fails at once (NOT_FOUND) and loads
+        when one appears.  The wait holds no lock: :meth:`drain` and
+        :meth:`close` end it.
         """
         if not isinstance(config, ModelServerConfig):
             raise wrong_type(

@@ -38,16 +38,14 @@ _log = logging.getLogger("servinglib.server.server_core")  # what ServerCore.clo
 class ServingPipeline:
     """Models' base paths in, servables out: built from a ServerCore's options and registry.
 
-    A :class:`BasePathSource` (each model's base path, local or remote) → a
-    router by platform → one adapter per registered platform (→ batching,
-    with ``batching_parameters``) → the AspiredVersionsManager, which
-    publishes on :attr:`event_bus`; the :attr:`monitor` follows those states
-    and the source's storage conditions, and tells the source which versions
-    are still in use (so their remote copies stay).  Nothing polls until
-    :meth:`start`.  Raises InvalidArgumentError, before any thread starts,
-    for ``enable_per_model_batching_parameters`` without
-    ``batching_parameters``.  Thread-safe, but :meth:`serve` calls must not
-    overlap (ServerCore makes them under its reload lock).
+    A :class:`BasePathSource` → a router by platform → one adapter per
+    platform (→ batching) → the AspiredVersionsManager, publishing on
+    :attr:`event_bus`; the :attr:`monitor` follows those states and the
+    source's storage conditions, and tells the source which versions are in
+    use (their remote copies stay).  Nothing polls until :meth:`start`.
+    Raises InvalidArgumentError for ``enable_per_model_batching_parameters``
+    without ``batching_parameters``.  Thread-safe, but :meth:`serve` calls
+    must not overlap (ServerCore makes them under its reload lock).
     """
 
     def __init__(

@@ -7,6 +7,7 @@ import logging
 import threading
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Self
 
 from servinglib.core.clock import Clock, SystemClock, Timer
 from servinglib.core.event_bus import EventBus
@@ -171,6 +172,12 @@ class BasePathPolling(Source[StoragePath], abc.ABC):
             timer.cancel()
         if self._loop is not None:
             self._loop.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     # -- what a subclass says -------------------------------------------------
 

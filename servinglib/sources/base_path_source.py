@@ -26,15 +26,11 @@ class BasePathSource(Source[StoragePath]):
     """Watches each servable of its config with the source for its kind of base path.
 
     A directory: a :class:`FileSystemStoragePathSource`; an object-store
-    prefix (``s3://``, ``gs://``, ``az://``): a
-    :class:`RemoteStoragePathSource` (given ``in_use``); both made from the
-    one config, their emissions and :attr:`storage_conditions` passed on as
-    this source's.  A servable moved from one kind of base path to the other
-    is dropped by the first source before the second looks at it, and the
-    first's empty set for it is not passed on: the second's set replaces
-    what serves, as when a base path changes within one kind (a version
-    keeps serving from the old base path).  This is the source ServerCore
-    builds.
+    prefix: a :class:`RemoteStoragePathSource` (given ``in_use``); their
+    emissions and storage conditions are this source's.  A servable moved
+    from one kind to the other is dropped by the first before the second
+    looks at it, and the first's empty set is not passed on: the second's
+    replaces what serves, as when a base path changes within one kind.
     Thread-safe.
     """
 

@@ -1,15 +1,4 @@
-"""Which server owns a model's directory in a shared model cache: an ``flock`` on a file in it.
-
-Two servers on one machine with the same base path and the same cache (the
-default, ``<tmp>/servinglib-model-cache``) would otherwise download into,
-and delete from, one directory.  A mirror claims its directory by locking
-:data:`CLAIM_FILE` in it (``flock``: dropped by the kernel when its process
-ends, however it ends, so a restart claims it again and finds its copies);
-a mirror that finds it claimed works in a private directory beside it,
-claimed the same way, and removes it when it closes.  A private directory
-left by a process that was killed is removed by the next mirror that claims
-the shared one.
-"""
+"""Which server owns a model's directory in a shared model cache: an ``flock`` on a file in it."""
 
 from __future__ import annotations
 

@@ -32,28 +32,18 @@ _CLOCK_SLACK_S = 1e-3  # a timer may fire a hair before the clock says its time 
 class FileSystemStoragePathSource(BasePathPolling):
     """Polls base paths for version directories and aspires those the version policy picks.
 
-    A version directory is a child of the base path whose name is a
-    non-negative integer (``00012`` is version 12); other children (say
-    ``12.tmp`` while being copied, then renamed to ``12``) are ignored.  A
-    base path with no version directory that itself passes the servable's
-    ``version_check`` (a SavedModel or ``model.py`` put there directly, as
-    KServe's storage initializer leaves a bare model in ``/mnt/models``) is
-    :data:`BARE_MODEL_VERSION`, 0, while no numbered directory exists.  A
-    version counts once it is complete and quiet (see the config's
-    ``settle_window_s``); its policy picks among those, so a version still
-    being copied never displaces the one serving.  Each poll emits, per
-    servable, the complete set of versions its policy picks; a version whose
-    files changed and settled again is emitted with the next revision, so
-    a failed load is tried again.  Conditions (a missing base path, no
-    versions) are logged when they begin and when they end, and published
-    on :attr:`storage_conditions` (a ServableStateMonitor follows them).
-    A base path that is missing, unreadable or not a directory keeps the
-    previous set (nothing is unloaded) and is reported by
-    :meth:`servable_errors` and the log; it never stops the other servables
-    or the polling thread.  An object-store base path (``s3://``, ...) is
-    refused (InvalidArgumentError): :class:`RemoteStoragePathSource` serves
-    those, and :class:`BasePathSource` both kinds.  ``in_use`` is
-    deprecated and unused (the remote source takes it).
+    A version directory is a child of the base path named by a non-negative
+    integer (``00012`` is version 12; ``12.tmp`` is ignored).  A base path
+    with none that itself passes ``version_check`` (a bare model, as KServe's
+    storage initializer leaves in ``/mnt/models``) is
+    :data:`BARE_MODEL_VERSION`.  The policy picks among the complete, quiet
+    versions (see the config's ``settle_window_s``), so a version still being
+    copied never displaces the one serving; one whose files changed and
+    settled again is emitted with the next revision, so a failed load is
+    tried again.  A base path that is missing, unreadable or not a directory
+    keeps the previous set (nothing is unloaded).  An object-store base path
+    is refused (InvalidArgumentError): see :class:`RemoteStoragePathSource`
+    and :class:`BasePathSource`.  ``in_use`` is deprecated and unused.
     Thread-safe.
     """
 
@@ -90,12 +80,6 @@ class FileSystemStoragePathSource(BasePathPolling):
         if settle_timer is not None:
             settle_timer[1].cancel()
         self._events.close()
-
-    def __enter__(self) -> FileSystemStoragePathSource:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
 
     # -- looking at a base path -----------------------------------------------
 

@@ -1,14 +1,4 @@
-"""Object keys as file paths: which keys of a version may become files of its local copy.
-
-A store controls its keys, and a key is any string: ``m/1/../../x``,
-``m/1//etc/x``, a NUL byte.  Joined onto the copy's directory as they
-come, such keys would write wherever the server's user can write, on every
-replica.  A key becomes a file only if each of its ``/``-separated parts is
-a plain name: not empty (no ``//``, no leading ``/``), not ``.`` or ``..``,
-with no backslash (a separator to other tools, and to Windows) and no NUL.
-Keys ending in ``/`` with no content are directory markers (what a console's
-"Create folder" leaves) and are no files at all.
-"""
+"""Object keys as file paths: which keys of a version may become files of its local copy."""
 
 from __future__ import annotations
 

@@ -1,26 +1,4 @@
-"""RemoteMirror: the complete versions of a remote base path, copied once into a local cache.
-
-Object stores have no events and no renames, so completeness is judged by
-listings: a version is complete when its listing (names, sizes, ETags) was
-the same on two consecutive polls, or when it holds the done marker.  The
-complete versions the model's version policy picks are downloaded into a
-hidden temporary directory of the cache, checked against the listing's
-sizes, and renamed into place whole; the remote source then looks at the
-cache directory as the file-system source looks at a base path.  A restart reuses every
-copy whose recorded listing still matches, and a copy whose version the
-policy no longer picks is removed once its version is no longer in use
-downstream (loading, serving or unloading).  A mirror claims its cache
-directory (see :mod:`cache_claim`): another server's mirror of the same base
-path and cache works in a private directory of its own.  A version holding a key that cannot be
-a file of its copy (see :mod:`remote_keys`: ``..``, ``//``, NUL, ...) is
-refused whole before any of its objects is downloaded: the policy picks
-among the other versions, and a refused version it would have picked is
-in :attr:`RemoteMirror.refused`, with an error naming the key.  What it
-downloads, each listing or download that fails and each version it
-refuses, it reports as a :class:`StoreEvent`.  Its listings and downloads
-run through a :class:`StoreWork`, which names them while they run and
-cancels them when the source closes.
-"""
+"""RemoteMirror: the complete versions of a remote base path, copied once into a local cache."""
 
 from __future__ import annotations
 

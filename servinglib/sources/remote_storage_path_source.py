@@ -15,16 +15,19 @@ from servinglib.core.servable_id import ServableId
 from servinglib.errors import ServingError
 from servinglib.sources._base_path_polling import BasePathPolling
 from servinglib.sources.base_path_scan import Scan, scan_base_path
-from servinglib.sources.remote_base_paths import RemoteBasePaths
-from servinglib.sources.remote_mirror import StoreEvent
+from servinglib.sources.remote_mirror import RemoteMirror, StoreEvent, default_cache_dir
 from servinglib.sources.remote_store import is_remote
 from servinglib.sources.source import StoragePath
 from servinglib.sources.storage_path_source_config import (
     FileSystemStoragePathSourceConfig,
     ServableToMonitor,
 )
+from servinglib.sources.store_work import StoreWork
 
 _log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 60.0
+"""The longest wait between listings of a store whose last sync failed."""
 
 
 @final
@@ -32,20 +35,22 @@ class RemoteStoragePathSource(BasePathPolling):
     """Mirrors object-store base paths (``s3://``, ``gs://``, ``az://``) and aspires their copies.
 
     Each poll of a servable lists its base path, copies the complete versions
-    its policy picks into the config's ``model_cache_dir`` (see
-    :class:`RemoteMirror`; a store that failed is asked again with backoff,
-    see :class:`RemoteBasePaths`) and emits, as a FileSystemStoragePathSource
-    does for a directory, the versions of that copy: a copy is renamed into
-    place whole, so it needs no settle window.  A version refused for an
-    unsafe key is emitted as an error beside what serves; versions listed but
-    not complete yet are waited for.  It polls on a thread of its own, so a
-    store that is slow to answer delays no local base path.  ``in_use``: the
-    versions of a servable still loading, serving or unloading downstream
-    (say, those a manager holds that have not ended); a copy is kept while
-    its version is in use and removed at the first full poll after (None:
-    a copy goes as soon as the policy drops its version).  It is called
-    under the source's poll lock: it must not call back into this source.
-    A local base path is refused (InvalidArgumentError).
+    its policy picks into the config's ``model_cache_dir`` (one
+    :class:`RemoteMirror` per servable) and emits, as a
+    FileSystemStoragePathSource does for a directory, the versions of that
+    copy: a copy is renamed into place whole, so it needs no settle window.
+    A store whose sync failed is not asked again before a wait (the poll
+    period, doubled per failure in a row, up to :data:`MAX_BACKOFF_S`).  A
+    version refused for an unsafe key is emitted as an error beside what
+    serves; versions listed but not complete yet are waited for.  It polls
+    on a thread of its own, so a store that is slow to answer delays no
+    local base path.  ``in_use``: the versions of a servable still loading,
+    serving or unloading downstream; a copy is kept while its version is in
+    use, and the copies of a servable removed (or moved) go at the first
+    full poll after none is (None: a copy goes as soon as the policy drops
+    its version).  It is called under the source's poll lock: it must not
+    call back into this source.  A local base path is refused
+    (InvalidArgumentError).
     Thread-safe.
     """
 
@@ -61,11 +66,14 @@ class RemoteStoragePathSource(BasePathPolling):
     ) -> None:
         super().__init__(config, clock=clock)
         self._in_use: Callable[[str], Collection[int]] = in_use or (lambda _name: ())
-        self._mirrors = RemoteBasePaths(  # guarded by: _poll_lock
-            config.model_cache_dir,
-            download_concurrency=config.download_concurrency,
-            done_marker=config.version_done_marker,
-        )
+        self._cache_dir = config.model_cache_dir or default_cache_dir()
+        # All guarded by: _poll_lock.  Servable name → its mirror; retired (name, mirror)s;
+        # name → (failed syncs in a row, no listing before this clock time, the last error).
+        self._mirrors: dict[str, RemoteMirror] = {}
+        self._retired: list[tuple[str, RemoteMirror]] = []
+        self._failures: dict[str, tuple[int, float, ServingError]] = {}
+        self._store_events = EventBus[StoreEvent]()
+        self._work = StoreWork()  # the mirrors' listings and downloads; cancelled by close()
 
     @property
     def store_events(self) -> EventBus[StoreEvent]:
@@ -73,32 +81,31 @@ class RemoteStoragePathSource(BasePathPolling):
 
         Delivered on the polling thread: keep subscribers quick.
         """
-        return self._mirrors.events
+        return self._store_events
 
     def store_work(self) -> list[str]:
         """What the stores are doing now: each listing and download running, with its progress
         and how long it has taken (for a stop's log)."""
-        return self._mirrors.work.describe()
+        return self._work.describe()
 
     def close(self) -> None:
         """Stops polling; idempotent.  Emits nothing more once it returns.
 
         A listing or download in progress is cancelled (and logged, naming
-        it), so closing does not wait for it.
+        it), so closing does not wait for it.  The copies of removed
+        servables are deleted; the others are kept for the next start.
         """
         self._stop.set()
-        cancelled = self._mirrors.work.cancel()
+        cancelled = self._work.cancel()
         if cancelled:
             _log.info("Closing the remote source: cancelled %s", "; ".join(cancelled))
         super().close()
         with self._poll_lock:
-            self._mirrors.close()
-
-    def __enter__(self) -> RemoteStoragePathSource:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
+            for _name, mirror in self._retired:
+                mirror.close(remove=True)
+            for mirror in self._mirrors.values():
+                mirror.close()
+            self._retired, self._mirrors = [], {}
 
     def _refusal(self, servable: ServableToMonitor) -> str | None:
         if not is_remote(servable.base_path):
@@ -110,14 +117,8 @@ class RemoteStoragePathSource(BasePathPolling):
         config, now, name = self._config, self._clock.now(), servable.servable_name
         by_hand = config.file_system_poll_wait_seconds <= 0
         try:
-            mirror = self._mirrors.sync(
-                name,
-                servable.base_path,
-                servable.version_policy,
-                servable.storage_options,
-                now=now,
-                period_s=0.0 if by_hand else config.file_system_poll_wait_seconds,
-                in_use=self._in_use(name),
+            mirror = self._sync(
+                servable, now, 0.0 if by_hand else config.file_system_poll_wait_seconds
             )
         except ServingError as error:
             return Scan(None, error, (logging.WARNING, error.message))
@@ -138,12 +139,74 @@ class RemoteStoragePathSource(BasePathPolling):
             return Scan(None, waiting=True)
         return scan
 
+    def _sync(self, servable: ServableToMonitor, now: float, period_s: float) -> RemoteMirror:
+        """Syncs ``servable``'s mirror, keeping the copies in use; raises ServingError when the
+        store fails, and without asking it while the wait after a failure lasts."""
+        name = servable.servable_name
+        mirror = self._mirror(servable)  # a new one is asked at once
+        failure = self._failures.get(name)
+        if failure is not None and now < failure[1]:
+            raise failure[2]
+        try:
+            mirror.sync(servable.version_policy, self._in_use(name))
+        except ServingError as error:
+            count = failure[0] + 1 if failure is not None else 1
+            wait_s = min(MAX_BACKOFF_S, period_s * 2 ** (count - 1)) if period_s > 0 else 0.0
+            self._failures[name] = (count, now + wait_s, error)
+            raise
+        self._failures.pop(name, None)
+        return mirror
+
+    def _mirror(self, servable: ServableToMonitor) -> RemoteMirror:
+        name, url, storage_options = (
+            servable.servable_name,
+            servable.base_path,
+            servable.storage_options,
+        )
+        mirror = self._mirrors.get(name)
+        wanted = (url.rstrip("/"), storage_options)  # as RemoteMirror keeps its url
+        if mirror is not None and (mirror.url, mirror.storage_options) == wanted:
+            return mirror
+        self._failures.pop(name, None)
+        # The old mirror of the same base path hands its cache directory over; one of
+        # another base path is retired.  So is a removed servable's, unless it is back.
+        old = [(name, mirror)] if mirror is not None else []
+        old += [(n, m) for n, m in self._retired if n == name and m.url == wanted[0]]
+        self._retired = [(n, m) for n, m in self._retired if (n, m) not in old]
+        for _name, previous in old:
+            if previous.url == wanted[0]:
+                previous.close()
+            else:
+                self._retired.append((name, previous))
+        mirror = RemoteMirror(
+            url,
+            self._cache_dir,
+            download_concurrency=self._config.download_concurrency,
+            done_marker=self._config.version_done_marker,
+            storage_options=storage_options,
+            servable_name=name,
+            on_event=self._store_events.publish,
+            work=self._work,
+        )
+        self._mirrors[name] = mirror
+        return mirror
+
     def _forget(self, servable: ServableToMonitor, *, removed: bool) -> None:
-        local = self._mirrors.local_base(servable.servable_name)
-        if local is not None:
-            self._settling.forget(local)
-        if removed:
-            self._mirrors.forget(servable.servable_name)
+        name = servable.servable_name
+        mirror = self._mirrors.get(name)
+        if mirror is not None:
+            self._settling.forget(mirror.local_base)
+        if removed:  # its copies go once none of their versions is in use (_polled_all_locked)
+            self._failures.pop(name, None)
+            if mirror is not None:
+                self._retired.append((name, self._mirrors.pop(name)))
 
     def _polled_all_locked(self) -> None:
-        self._mirrors.sweep(self._in_use)
+        kept = []
+        for name, mirror in self._retired:
+            if mirror.copied_versions() & set(self._in_use(name)):
+                kept.append((name, mirror))
+            else:
+                mirror.close(remove=True)
+                _log.info("Removed the local copies of %s (%s)", mirror.url, mirror.local_base)
+        self._retired = kept

@@ -1,12 +1,4 @@
-"""Object-storage base paths (``s3://``, ``gs://``, ``az://``, ``abfs://``) through fsspec.
-
-fsspec and each store's implementation (s3fs, gcsfs, adlfs) are optional
-extras, imported only when a remote base path is served; a missing one is
-one error naming the ``pip install``.  Credentials and endpoints come the
-standard way (each SDK's environment variables and config files), plus
-TF Serving's own S3 variables (``S3_ENDPOINT``, ``S3_USE_HTTPS``,
-``S3_VERIFY_SSL``) so existing manifests keep working.
-"""
+"""Object-storage base paths (``s3://``, ``gs://``, ``az://``, ``abfs://``) through fsspec."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""StoreWork: what a remote base path's mirror is doing with its store, and how to stop it.
-
-Listing a prefix of 100,000 objects or downloading them takes minutes, and a
-stopping server must neither wait for that nor say "nothing known" when it
-gives up.  The mirror runs every store call through :meth:`StoreWork.call`
-while it names what it does (:meth:`StoreWork.doing`); another thread may
-read that name (:meth:`StoreWork.describe`) and :meth:`StoreWork.cancel` it:
-the calls running end at once (an asynchronous file system's coroutine is
-cancelled on fsspec's loop, closing its connection) and every later call
-raises CancelledError.
-"""
+"""StoreWork: what a remote base path's mirror is doing with its store, and how to stop it."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
 """Test doubles, waiters and conformance checks for servinglib and your own Loaders and Sources.
 
-The doubles servinglib's own tests use (:class:`FakeLoader`, :class:`FakeSource`,
-:class:`FakeStoragePathSourceAdapter`, :class:`FakeClock`,
-:class:`RecordingTarget`), waiters that wait on conditions instead of
-sleeping, model-directory builders (:func:`make_version_dirs`,
-:func:`write_python_model`), a manager serving given objects
-(:func:`static_manager`), a :class:`ServableHarness` that runs one Loader in
-a real manager, and the conformance checks :func:`check_loader` and
-:func:`check_source`.  The pytest fixtures are in :mod:`servinglib.testing.plugin`
-(opt-in).  Importing this package imports neither TensorFlow, grpc nor watchdog.
+Importing this package imports neither TensorFlow, grpc nor watchdog.
 """
 
 from servinglib.testing._concurrent_calls import zero_inputs as zero_inputs

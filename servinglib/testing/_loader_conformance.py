@@ -8,7 +8,7 @@ from typing import Any
 from servinglib.servable import Tensors
 from servinglib.testing._loader_run import L, LoaderRun, RunSettings
 from servinglib.testing._memory import collections_of_new_objects_only
-from servinglib.testing._violation import Violation, check_skip, violations_text
+from servinglib.testing._violation import Violation, asserting, check_skip
 
 LOADER_CHECKS = (
     "estimate-raises",
@@ -110,39 +110,4 @@ def check_loader(
     return run.violations
 
 
-def assert_loader_conforms(
-    factory: Callable[[], L],
-    *,
-    cycles: int = 20,
-    concurrent_calls: int = 8,
-    calls_per_thread: int = 4,
-    inputs: Mapping[str, Tensors] | None = None,
-    call: Callable[[Any], object] | None = None,
-    failing_factory: Callable[[], L] | None = None,
-    heal_failure: Callable[[L], None] | None = None,
-    ram_slack_bytes: int = DEFAULT_RAM_SLACK_BYTES,
-    max_memory_growth_bytes: int | None = None,
-    max_thread_growth: int = DEFAULT_THREAD_GROWTH,
-    max_fd_growth: int = DEFAULT_FD_GROWTH,
-    timeout_s: float = 30.0,
-    skip: Collection[str] = (),
-) -> None:
-    """:func:`check_loader`, raising AssertionError that lists every violation found."""
-    violations = check_loader(
-        factory,
-        cycles=cycles,
-        concurrent_calls=concurrent_calls,
-        calls_per_thread=calls_per_thread,
-        inputs=inputs,
-        call=call,
-        failing_factory=failing_factory,
-        heal_failure=heal_failure,
-        ram_slack_bytes=ram_slack_bytes,
-        max_memory_growth_bytes=max_memory_growth_bytes,
-        max_thread_growth=max_thread_growth,
-        max_fd_growth=max_fd_growth,
-        timeout_s=timeout_s,
-        skip=skip,
-    )
-    if violations:
-        raise AssertionError(violations_text("The loader", violations))
+assert_loader_conforms = asserting(check_loader, "The loader", "assert_loader_conforms")

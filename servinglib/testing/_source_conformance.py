@@ -11,7 +11,7 @@ from servinglib.core.servable_id import ServableId
 from servinglib.sources.source import Source
 from servinglib.sources.target import connect
 from servinglib.testing._recording_target import AspiredVersionsCall, RecordingTarget
-from servinglib.testing._violation import Violation, check_skip, violations_text
+from servinglib.testing._violation import Violation, asserting, check_skip
 
 S = TypeVar("S", bound=Source[Any])
 
@@ -84,26 +84,7 @@ def check_source(
     return violations
 
 
-def assert_source_conforms(
-    source_factory: Callable[[], S],
-    *,
-    remove_version: Callable[[S, ServableId], None] | None = None,
-    poll: Callable[[S], None] | None = None,
-    close: Callable[[S], None] | None = None,
-    timeout_s: float = 5.0,
-    skip: Collection[str] = (),
-) -> None:
-    """:func:`check_source`, raising AssertionError that lists every violation found."""
-    violations = check_source(
-        source_factory,
-        remove_version=remove_version,
-        poll=poll,
-        close=close,
-        timeout_s=timeout_s,
-        skip=skip,
-    )
-    if violations:
-        raise AssertionError(violations_text("The source", violations))
+assert_source_conforms = asserting(check_source, "The source", "assert_source_conforms")
 
 
 class _Waiter:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from typing import final
+import functools
+from collections.abc import Callable, Collection, Sequence
+from typing import ParamSpec, final
 
 import attrs
 
@@ -38,6 +39,26 @@ def violations_text(subject: str, violations: Sequence[Violation]) -> str:
     lines = [f"{subject} breaks its contract in {len(violations)} way(s):"]
     lines.extend(f"  - {violation}" for violation in violations)
     return "\n".join(lines)
+
+
+_P = ParamSpec("_P")
+
+
+def asserting(check: Callable[_P, list[Violation]], subject: str, name: str) -> Callable[_P, None]:
+    """``check`` (a conformance check), raising AssertionError that lists every violation it
+    finds instead of returning them, as the function ``name``."""
+
+    @functools.wraps(check)
+    def assert_conforms(*args: _P.args, **kwargs: _P.kwargs) -> None:
+        violations = check(*args, **kwargs)
+        if violations:
+            raise AssertionError(violations_text(subject, violations))
+
+    assert_conforms.__name__ = assert_conforms.__qualname__ = name
+    assert_conforms.__doc__ = (
+        f":func:`{check.__name__}`, raising AssertionError that lists every violation found."
+    )
+    return assert_conforms
 
 
 def error_text(exc: BaseException) -> str:

@@ -1,19 +1,7 @@
 """servinglib's pytest plugin: fixtures for testing models, loaders and sources.
 
-Opt-in, never loaded by merely installing servinglib: enable it with
-``pytest -p servinglib.testing.plugin``, or in your top-level conftest.py (or
-a test module) with ``pytest_plugins = ["servinglib.testing.plugin"]``.
-
-Fixtures: ``fake_clock`` (a FakeClock), ``model_dirs`` (make_version_dirs
-under the test's tmp_path), ``server_core`` (a factory of ServerCores,
-closed when the test ends), and for calling a core as clients do,
-``rest_client`` (a factory: an ``httpx.Client`` on a real REST server on
-127.0.0.1) and ``grpc_channel`` (a factory: a ``grpc.Channel`` to a real
-gRPC server on 127.0.0.1).  Annotate them with
-``servinglib.testing.ModelDirs``, ``ServerCoreFactory``,
-``RestClientFactory`` and ``GrpcChannelFactory``; do not import this module
-yourself (pytest would warn that it cannot rewrite a plugin imported before
-it loads it).
+Opt-in: ``pytest -p servinglib.testing.plugin``, or in your top-level conftest.py
+``pytest_plugins = ["servinglib.testing.plugin"]``.  Do not import this module yourself.
 """
 
 from __future__ import annotations

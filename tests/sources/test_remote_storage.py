@@ -29,21 +29,21 @@ from servinglib import (
     ServerCoreOptions,
 )
 from servinglib.core import ManagerState, ServableState
-from servinglib.errors import CancelledError, InvalidArgumentError, ServingError, UnavailableError
+from servinglib.errors import InvalidArgumentError, UnavailableError
 from servinglib.loaders.platform_inference import PlatformChoice, infer_model_platform
 from servinglib.servable import call_signature
 from servinglib.server.observe.metrics import ServerMetrics
 from servinglib.sources import (
     BasePathSource,
+    RemoteStoragePathSource,
     ServableToMonitor,
-    ServableVersionPolicy,
+    connect,
     remote_store,
 )
 from servinglib.sources.cache_claim import CLAIM_FILE
-from servinglib.sources.remote_base_paths import RemoteBasePaths
 from servinglib.sources.remote_mirror import StoreEvent
 from servinglib.sources.remote_store import _tf_serving_s3_options, check_installed
-from servinglib.testing import wait_until, write_python_model
+from servinglib.testing import FakeClock, RecordingTarget, wait_until, write_python_model
 from tests.server.cli.test_model_server import Server
 from tests.sources.object_stores import (
     SCALER_PY,
@@ -290,35 +290,48 @@ _DEAD_S3 = {
 }
 
 
+def _remote_source(
+    cache: Path, storage_options: dict[str, Any], *, poll_s: float = 0.0, url: str = "s3://models/m"
+) -> tuple[RemoteStoragePathSource, FakeClock]:
+    """A remote source of servable ``m`` at ``url``, polled by hand on a fake clock (``poll_s``:
+    the period its backoff doubles from; the source is not connected, so it starts no thread)."""
+    servable = ServableToMonitor("m", url, storage_options=storage_options)
+    config = FileSystemStoragePathSourceConfig(
+        [servable], file_system_poll_wait_seconds=poll_s, model_cache_dir=str(cache),
+        download_concurrency=1,
+    )  # fmt: skip
+    clock = FakeClock()
+    return RemoteStoragePathSource(config, clock=clock), clock
+
+
 def test_a_failing_store_is_asked_again_with_backoff(
     s3: S3Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After failed listings the store is left alone for 1, 2, 4, ... poll periods."""
     _without_aws_environment(monkeypatch)
-    paths = RemoteBasePaths(str(tmp_path), download_concurrency=2, done_marker=None)
+    source, clock = _remote_source(tmp_path, _DEAD_S3, poll_s=1.0)
     failed: list[StoreEvent] = []  # every event: failures, then the download
-    paths.events.subscribe(failed.append)
-    latest = ServableVersionPolicy.latest()
-
-    def sync(now: float, storage_options: dict[str, Any]) -> None:
-        paths.sync("m", "s3://models/m", latest, storage_options, now=now, period_s=1.0)
-
+    source.store_events.subscribe(failed.append)
     listed_at = []
     for now in (0.0, 0.5, 1.0, 2.0, 2.9, 3.0, 6.9, 7.0):
+        clock.advance(now - clock.now())
         before = len(failed)
-        with pytest.raises(UnavailableError, match="Cannot list s3://models/m"):
-            sync(now, _DEAD_S3)
+        source.poll_once()
+        assert "Cannot list s3://models/m" in source.servable_errors()["m"].message
         if len(failed) > before:
             listed_at.append(now)
     assert listed_at == [0.0, 1.0, 3.0, 7.0]  # waits of 1, 2 and 4 periods
     assert {(e.servable_name, e.kind) for e in failed} == {("m", "listing_failed")}
     s3.put_model("m", 1, 2.0)
-    alive = _storage_options(s3)
-    sync(8.0, alive)  # new options: a new mirror, asked at once
-    sync(8.1, alive)  # listed twice, the same: complete and downloaded
+    alive = (ServableToMonitor("m", "s3://models/m", storage_options=_storage_options(s3)),)
+    source.update_config(attrs.evolve(source.config, servables=alive))
+    clock.advance(1.0)
+    source.poll_once()  # new options: a new mirror, asked at once
+    source.poll_once()  # listed twice, the same: complete and downloaded
     assert failed[-1].kind == "downloaded"
     assert failed[-1].version == 1
     assert failed[-1].size_bytes > 0
+    source.close()
 
 
 def test_metrics_count_downloads_and_storage_errors(
@@ -373,14 +386,12 @@ def test_a_removed_model_leaves_the_cache(store: Store, tmp_path: Path) -> None:
 def test_a_base_path_ending_in_a_slash_keeps_its_mirror(s3: S3Store, tmp_path: Path) -> None:
     """``s3://models/m/`` keeps one mirror across polls: two equal listings complete a version."""
     s3.put_model("m", 1, 2.0)
-    paths = RemoteBasePaths(str(tmp_path), download_concurrency=2, done_marker=None)
+    source, _clock = _remote_source(tmp_path, _storage_options(s3), url="s3://models/m/")
     events: list[StoreEvent] = []
-    paths.events.subscribe(events.append)
-    for now in (0.0, 1.0):
-        paths.sync(
-            "m", "s3://models/m/", ServableVersionPolicy.latest(), _storage_options(s3),
-            now=now, period_s=1.0,
-        )  # fmt: skip
+    source.store_events.subscribe(events.append)
+    with source:
+        source.poll_once()
+        source.poll_once()
     assert [(e.kind, e.version) for e in events] == [("downloaded", 1)]
 
 
@@ -445,20 +456,22 @@ def test_every_unsafe_key_is_refused_before_anything_is_downloaded(
     _without_aws_environment(monkeypatch)
     s3.put_model("m", 1, 2.0)
     s3.fs.pipe(f"models/m/1/{key}", b"hostile")
-    paths = RemoteBasePaths(str(tmp_path / "cache"), download_concurrency=2, done_marker=None)
+    source, _clock = _remote_source(tmp_path / "cache", _storage_options(s3))
     events: list[StoreEvent] = []
-    paths.events.subscribe(events.append)
-    for now in (0.0, 1.0, 2.0):
-        mirror = paths.sync(
-            "m", "s3://models/m", ServableVersionPolicy.latest(), _storage_options(s3),
-            now=now, period_s=1.0,
-        )  # fmt: skip
+    source.store_events.subscribe(events.append)
+    target: RecordingTarget[str] = RecordingTarget()
+    with source:
+        connect(source, target)  # polled by hand: once now
+        source.poll_once()
+        source.poll_once()
     assert [(e.kind, e.version) for e in events] == [("download_failed", 1)]  # reported once
     assert events[0].error is not None
     assert repr(key) in events[0].error.message
-    assert set(mirror.refused) == {1}
-    claim = Path(mirror.local_base) / CLAIM_FILE
-    assert sorted(tmp_path.rglob("*")) == [tmp_path / "cache", Path(mirror.local_base), claim]
+    last = target.last("m")
+    assert last is not None
+    assert [(v.id.version, v.ok) for v in last] == [(1, False)]
+    (local,) = (tmp_path / "cache").iterdir()
+    assert sorted(tmp_path.rglob("*")) == [tmp_path / "cache", local, local / CLAIM_FILE]
 
 
 def test_directory_markers_are_not_files(s3: S3Store, tmp_path: Path) -> None:
@@ -487,40 +500,27 @@ def _upload_many(s3: S3Store, version: int) -> bytes:
 def test_cancelling_the_store_work_ends_a_download_at_once(
     s3: S3Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A download the store holds is named with its progress; cancelled, it ends leaving no copy."""
+    """A download the store holds is named with its progress; closing ends it leaving no copy."""
     _without_aws_environment(monkeypatch)
     hold = _upload_many(s3, 1)
-    paths = RemoteBasePaths(str(tmp_path / "cache"), download_concurrency=1, done_marker=None)
-    events: list[StoreEvent] = []
-    paths.events.subscribe(events.append)
-    ended: list[ServingError] = []
     with HoldingProxy(s3.endpoint, hold) as proxy:
         options = {**_storage_options(s3), "endpoint_url": proxy.endpoint}
-
-        def sync_until_downloaded() -> None:
-            try:
-                for now in (0.0, 1.0):  # listed twice the same: complete, downloaded
-                    paths.sync("m", "s3://models/m", ServableVersionPolicy.latest(), options,
-                               now=now, period_s=1.0)  # fmt: skip
-            except ServingError as error:
-                ended.append(error)
-
-        syncing = threading.Thread(target=sync_until_downloaded)
+        source, _clock = _remote_source(tmp_path / "cache", options)
+        events: list[StoreEvent] = []
+        source.store_events.subscribe(events.append)
+        source.poll_once()  # listed once: not complete yet
+        syncing = threading.Thread(target=source.poll_once)  # listed the same: downloaded
         syncing.start()
         assert proxy.held.wait(TIMEOUT_S)
-        (doing,) = paths.work.describe()
+        (doing,) = source.store_work()
         assert doing.startswith(f"downloading version 1 of s3://models/m (50 of {MANY_FILES} files")
-        (cancelled,) = paths.work.cancel()
-        assert cancelled.startswith("downloading version 1 of s3://models/m")
+        source.close()
         syncing.join(TIMEOUT_S)
         assert not syncing.is_alive()
-    assert [type(e) for e in ended] == [CancelledError]
+        assert source.store_work() == []
     assert events == []  # a cancel is no storage error
     left = [p.name for p in (tmp_path / "cache").glob("*/*")]
     assert left == [CLAIM_FILE]  # no copy, no partial download
-    with pytest.raises(CancelledError):  # and no more work starts
-        paths.sync("m", "s3://models/m", ServableVersionPolicy.latest(), options, now=2.0,
-                   period_s=1.0)  # fmt: skip
 
 
 def test_sigterm_during_a_download_cancels_it_and_names_it(
@@ -556,33 +556,24 @@ def test_sigterm_during_a_download_cancels_it_and_names_it(
 def test_cancelling_the_store_work_ends_a_listing_at_once(
     s3: S3Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A listing the store holds is named; cancelled, the sync ends with no failure reported."""
+    """A listing the store holds is named; closing ends it with no failure reported."""
     _without_aws_environment(monkeypatch)
     s3.put_model("m", 1, 2.0)
-    paths = RemoteBasePaths(str(tmp_path / "cache"), download_concurrency=1, done_marker=None)
-    events: list[StoreEvent] = []
-    paths.events.subscribe(events.append)
-    ended: list[ServingError] = []
     with HoldingProxy(s3.endpoint, b"list-type=2") as proxy:
         options = {**_storage_options(s3), "endpoint_url": proxy.endpoint}
-
-        def sync() -> None:
-            try:
-                paths.sync("m", "s3://models/m", ServableVersionPolicy.latest(), options,
-                           now=0.0, period_s=1.0)  # fmt: skip
-            except ServingError as error:
-                ended.append(error)
-
-        syncing = threading.Thread(target=sync)
+        source, _clock = _remote_source(tmp_path / "cache", options)
+        events: list[StoreEvent] = []
+        source.store_events.subscribe(events.append)
+        syncing = threading.Thread(target=source.poll_once)
         syncing.start()
         assert proxy.held.wait(TIMEOUT_S)
-        (doing,) = paths.work.describe()
+        (doing,) = source.store_work()
         assert doing.startswith("listing s3://models/m (")
-        paths.work.cancel()
+        source.close()
         syncing.join(TIMEOUT_S)
         assert not syncing.is_alive()
-    assert [type(e) for e in ended] == [CancelledError]
     assert events == []
+    assert source.servable_errors() == {}
 
 
 def test_a_version_that_failed_to_load_heals_when_uploaded_again(

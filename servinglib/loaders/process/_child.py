@@ -1,14 +1,4 @@
-"""A model process: ``python -m servinglib.loaders.process._child FD`` serves one version.
-
-Started by ``_spawn``; the server holds the other end of the socket ``FD``.
-The process reads PREPARE and imports the factory and its runtime at idle
-priority (a spare then waits), reads LOAD, builds the version's loader
-(``factory(path, config)``), loads it at idle priority
-(see ``_priority``), answers LOADED with the servable's signatures (or FAILED
-with the load's error), then runs each CALL on a pool of threads and answers
-each with RESULT or ERROR.  When the server closes its end (an unload, or the
-server gone), it unloads the version at idle priority and exits.
-"""
+"""A model process: ``python -m servinglib.loaders.process._child FD`` serves one version."""
 
 from __future__ import annotations
 

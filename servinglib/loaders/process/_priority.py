@@ -1,13 +1,4 @@
-"""Thread priorities of a model process: loading and unloading run at idle priority.
-
-Linux's ``SCHED_IDLE`` policy gives a thread the CPU only when nothing else
-wants it, so a version loading in its own process takes no CPU time the
-server's threads want.  It is per thread, and a thread may lower itself
-without privileges (raising it back needs ``CAP_SYS_NICE``), so a model
-process runs only its load and unload on idle threads; the threads a runtime
-starts for inference (TensorFlow's pools) are started at normal priority
-first, from the process's main thread.
-"""
+"""Thread priorities of a model process: loading and unloading run at idle priority."""
 
 from __future__ import annotations
 

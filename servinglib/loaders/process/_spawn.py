@@ -1,11 +1,4 @@
-"""Starting model processes, and the spare process kept ready for the next load.
-
-A model process spends most of its start importing its runtime (TensorFlow:
-~1.5 s of CPU and ~0.5 GB of mostly shared pages, at idle priority).  So once
-a factory has started a process, :data:`spares` starts one more for it that
-imports the runtime and waits; the next load of that factory takes it and
-pays only for the load itself.
-"""
+"""Starting model processes, and the spare process kept ready for the next load."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""What a model process and its server send each other: pickled tuples over one socket.
-
-Server → process: :data:`PREPARE` (once, first: the process imports the loader's
-runtime), :data:`LOAD` (once, perhaps much later), then :data:`CALL` s; closing the
-socket asks the process to unload and exit.  Process → server: :data:`LOADED`
-or :data:`FAILED` (once), then one :data:`RESULT` or :data:`ERROR` per call;
-and, at any time, its log records as :data:`LOG` messages, which
-:func:`receive_reply` logs in the server, through its handlers (its format,
-JSON included).
-Pickle protocol 5 carries numpy arrays whole; both ends are this package, one
-interpreter and one servinglib, so nothing else has to read it.
-"""
+"""What a model process and its server send each other: pickled tuples over one socket."""
 
 from __future__ import annotations
 

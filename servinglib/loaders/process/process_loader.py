@@ -22,16 +22,13 @@ class ProcessLoader(ModelLoader):
     ``"servinglib.loaders.tensorflow:SavedModelLoader"``) is called in the new
     process as ``factory(path, config)`` and must return a
     :class:`~servinglib.core.loader.Loader` serving a
-    :class:`~servinglib.servable.Servable`; ``config`` must pickle.  The load
-    runs at idle priority there (Linux's ``SCHED_IDLE``): it uses only CPU
-    time nothing else wants, and its garbage collections and interpreter
-    lock are not the server's.  Calls then cross a socket to the process
-    (see :class:`ProcessServable`).  As a ModelLoader, this loader wraps the
-    served servable (batching runs in the server), replays the version's
-    warmup records through it (``warmup``; the inner loader's own warmup is
-    the factory config's, best turned off), and estimates the version's
-    RAM from its files.  unload() makes the process unload and exit, so the
-    version's memory goes back to the machine at once.
+    :class:`~servinglib.servable.Servable`; ``config`` must pickle.  The
+    process loads and serves it as :class:`ProcessServable` says.  As a
+    ModelLoader, this loader wraps the served servable (batching runs in the
+    server), replays the version's warmup records through it (``warmup``; the
+    inner loader's own warmup is the factory config's, best turned off), and
+    estimates the version's RAM from its files.  unload() makes the process
+    unload and exit, so the version's memory goes back to the machine at once.
     Thread safety: as :class:`~servinglib.core.loader.Loader` requires.
     """
 

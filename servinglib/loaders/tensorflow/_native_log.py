@@ -1,14 +1,4 @@
-"""routed_native_log: TensorFlow's C++ log lines at import go to Python logging, not stderr.
-
-``import tensorflow`` prints its banner (``oneDNN custom operations are on``,
-``This TensorFlow binary is optimized ...``, absl's ``WARNING: All log
-messages before absl::InitializeLog() ...``) straight to file descriptor 2,
-before ``TF_CPP_MIN_LOG_LEVEL`` applies, so a JSON log would start with
-lines that are not JSON.  While the import runs, descriptor 2 is a pipe:
-lines in absl's format become records of the ``tensorflow`` logger (DEBUG,
-WARNING or ERROR by their level letter), in whatever format the server logs;
-every other line passes through to stderr unchanged.
-"""
+"""routed_native_log: TensorFlow's C++ log lines at import go to Python logging, not stderr."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""What a complete SavedModel directory holds, checked without TensorFlow.
-
-A SavedModel is ``saved_model.pb`` (or ``saved_model.pbtxt``) and, when the
-graph has variables, ``variables/variables.index`` with the data shards it
-names (``variables.data-00000-of-00001``, ...).  The index is a TensorFlow
-table (LevelDB's format: data blocks, an index block, a 48-byte footer ending
-in a magic number) whose entries say in which shard, at which offset and of
-what size each tensor is, so a shard still being copied is told by its size.
-"""
+"""What a complete SavedModel directory holds, checked without TensorFlow."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""A SavedModel's signatures as SignatureSpecs, read from its own ``saved_model.pb``.
-
-The proto is read directly rather than from ``tf.saved_model.load``'s result
-because only the proto keeps each signature's method name (predict,
-classify, regress) and the tensor names of its inputs and outputs.
-"""
+"""A SavedModel's signatures as SignatureSpecs, read from its own ``saved_model.pb``."""
 
 from __future__ import annotations
 

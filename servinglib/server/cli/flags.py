@@ -1,13 +1,4 @@
-"""The flags of ``servinglib-server``: ``tensorflow_model_server``'s names, syntax and defaults.
-
-Flags TF Serving has and we implement keep their names and defaults
-(``--port=8500``, ``--rest_api_port=0`` meaning off, ``--flag=true``);
-pure tuning knobs of TF Serving's C++ server are accepted with a warning
-so existing manifests keep working; flags whose behaviour we would
-silently change are rejected with a message saying why.  Our own flags
-(bind addresses, drain timing, ``--demo``, ...) are listed under their
-own heading in ``--help``.
-"""
+"""The flags of ``servinglib-server``: ``tensorflow_model_server``'s names, syntax and defaults."""
 
 from __future__ import annotations
 

@@ -1,29 +1,4 @@
-"""HeapFreezer: keeps the interpreter's long-lived objects out of Python's full garbage collections.
-
-A process that has imported TensorFlow holds hundreds of thousands of
-long-lived objects (~280 k here); with them in the collector's oldest
-generation, every full collection walks them all.  Measured here (REST,
-64 clients, a batched SavedModel): full collections of ~100 ms about once a
-second, so p99 latency 98 ms against a p50 of 8 ms.  ``gc.freeze()`` moves
-every object alive into a permanent generation the collector skips: the
-same run then had p99 12 ms.
-
-What to freeze is a trade.  Frozen objects that later become garbage in
-reference cycles (an unloaded model's module, a SavedModel's restored
-functions and their variables' buffers) are freed only by unfreezing
-everything and collecting the whole heap: a pause of 150-200 ms with
-TensorFlow imported, during which no other thread runs.  Refreezing that
-way after every load and unload (as this class once did) put such a pause
-into the latency of every model served whenever any version changed
-(bench/lifecycle_latency.py).  So the freezer freezes the *base* (the
-imports, the servers) before models load, and leaves models unfrozen as long
-as the unfrozen heap stays small (``max_unfrozen_objects``, which bounds
-what a full collection walks: ~0.5 µs per object here).  Only when it grows
-past that (a runtime imported by a later load, thousands of models) are the
-new objects frozen, without unfreezing the rest; and only when a version
-frozen that way ends does the next check pay for one whole-heap refreeze,
-its cycles' memory being otherwise lost.
-"""
+"""HeapFreezer: keeps the interpreter's long-lived objects out of full garbage collections."""
 
 from __future__ import annotations
 

@@ -1,17 +1,4 @@
-"""LoadSwitchInterval: a shorter GIL switch interval while versions load or unload.
-
-A load is mostly Python work on a load thread (TensorFlow's restore of a
-SavedModel: 0.3-0.6 s for 300 MB here).  Meanwhile the event loop and the
-worker pool wait for the GIL each time they want it, until the loading
-thread is made to drop it: after ``sys.getswitchinterval()``, 5 ms by
-default.  A request wants the GIL several times (the loop, the pool, the
-loop again), so during a load its latency grows by up to 5 ms per hand-off
-(bench/lifecycle_latency.py: the serving model's p99 1.7-1.9 x steady while a
-300 MB SavedModel loads and unloads; a thread asking to wake every
-millisecond beside the load waits 5-10 ms at worst).  With 1 ms it waits
-1-2 ms.  Shorter slices cost more GIL hand-offs, so the interval is
-shortened only while a load or unload is in flight, and restored after.
-"""
+"""LoadSwitchInterval: a shorter GIL switch interval while versions load or unload."""
 
 from __future__ import annotations
 

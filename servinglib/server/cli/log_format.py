@@ -1,17 +1,4 @@
-"""How the server's log lines look: ``--log_format=text`` (the default) or ``json``.
-
-JSON lines are for log collectors (Loki, Cloud Logging, Elasticsearch):
-one object per line with ``time`` (UTC, ISO 8601), ``level``, ``logger``,
-``message``, and, when the line is about a request or a model,
-``request_id``, ``model`` and ``version``; a logged exception adds
-``traceback``; other fields a line was logged with (the access log's
-``api``, ``code``, ``latency_ms``, ...) are added under their names.
-
-Text lines hold their message on one line: control characters in it (a
-model name, a path or a request id a client sent may hold CR or LF) are
-written as escapes, so a client cannot start a forged line; a traceback
-follows on its own lines.  JSON escapes them by itself.
-"""
+"""How the server's log lines look: ``--log_format=text`` (the default) or ``json``."""
 
 from __future__ import annotations
 

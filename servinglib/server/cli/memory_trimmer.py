@@ -1,21 +1,4 @@
-"""MemoryTrimmer: gives the heap memory large requests leave behind back to the OS.
-
-glibc's malloc keeps freed memory in its arenas: after a burst of 100 MiB gRPC
-requests the server's RSS stayed ~10 x its idle RSS indefinitely, though
-nothing held it.  ``malloc_trim(0)`` returns the free pages of every arena;
-measured by ``bench/memory_return.py``, one call brings the RSS 10 s after
-such a burst to 1.4 x idle, where ``MALLOC_ARENA_MAX=2`` alone left 7.9 x
-and a fixed 1 MiB mmap threshold alone 7.3 x.  A trim costs a walk over the
-heap, so it runs only once the RSS is well above its floor.
-
-A trim reaches only what malloc holds free.  TensorFlow built with oneDNN (the
-x86 pip wheels) keeps its large tensors in its own pool, a BFC allocator that
-grows to a burst's largest need and never gives it back: a SavedModel's server
-stayed at idle + the copies TF made of the burst's requests (1.33-1.53 x idle
-after 16 Predicts of 100 MiB at once; 1.95 x in issue 32).
-:func:`allocate_runtimes_through_malloc` points it at malloc, as TensorFlow
-Serving's own build is.
-"""
+"""MemoryTrimmer: gives the heap memory large requests leave behind back to the OS."""
 
 from __future__ import annotations
 

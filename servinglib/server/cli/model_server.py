@@ -1,18 +1,4 @@
-"""ModelServer: what ``servinglib-server`` runs — a ServerCore behind REST and gRPC on one loop.
-
-Start: flags → ServerCore (loads the models, or fails with one line) →
-REST (uvicorn) on an asyncio event loop and gRPC (grpcio's synchronous server
-on its own threads, or grpc.aio on the same loop with ``--grpc_server=aio``),
-Prometheus metrics, the config-file watcher.  Stop (SIGTERM or SIGINT):
-readiness turns NOT_SERVING at once on REST and gRPC health; serving goes
-on for ``--drain_delay_seconds`` so load balancers stop sending; then new
-connections are refused and requests in flight finish (at most
-``--shutdown_grace_seconds``); the models unload; exit 0.  Requests still
-waiting for a model when the grace ends are cut off (503 / UNAVAILABLE),
-model calls still running are named in the log and left behind, and the
-exit status is :data:`EXIT_CUT_OFF`.  A second signal exits at once.
-SIGHUP re-reads ``--model_config_file`` (as nginx re-reads its config).
-"""
+"""ModelServer: what ``servinglib-server`` runs — a ServerCore behind REST and gRPC on one loop."""
 
 from __future__ import annotations
 

@@ -1,22 +1,4 @@
-"""TF Serving's ``--platform_config_file``: per-platform options as a text PlatformConfigMap.
-
-Each entry maps a platform name to a ``source_adapter_config`` (a
-``google.protobuf.Any``) holding that platform's config message: for the
-built-in platforms ``servinglib.tfs.PythonPlatformOptions`` and
-``servinglib.tfs.TensorFlowPlatformOptions``; a registered platform names
-its own (``register_platform(..., config_message=...)``)::
-
-    platform_configs {
-      key: "python"
-      value {
-        source_adapter_config {
-          [type.googleapis.com/servinglib.tfs.PythonPlatformOptions] {
-            allow_code_execution: true
-          }
-        }
-      }
-    }
-"""
+"""TF Serving's ``--platform_config_file``: per-platform options as a text PlatformConfigMap."""
 
 from __future__ import annotations
 

@@ -1,23 +1,4 @@
-"""Supervisor: ``--num_workers N`` runs N whole servers on the same ports and looks after them.
-
-Each worker is the same command line in a process of its own (a
-ModelServer: ServerCore, REST, gRPC), binding the REST and gRPC ports
-with ``SO_REUSEPORT`` once its models are available, so the kernel hands
-new connections only to workers that serve.  The supervisor holds no
-model and imports neither TensorFlow nor grpc: it checks the ports,
-starts the workers, and then only waits for signals and exits.
-
-- A worker that cannot start (its models fail, a bad config) stops the
-  whole server at start, as a single process would: its error is on
-  stderr, and the supervisor exits 1.
-- A worker that dies later is logged with its exit status or signal and
-  started again after a backoff (1 s, doubling to 30 s; back to 1 s once
-  a worker served for 30 s).
-- SIGTERM / SIGINT are passed on: every worker drains with the usual
-  sequence; exit 0 when every worker exited 0, else the worst worker's
-  status.  A second one kills them.
-- SIGHUP is passed on to every worker (each re-reads the config file).
-"""
+"""Supervisor: ``--num_workers N`` runs N whole servers on the same ports and looks after them."""
 
 from __future__ import annotations
 

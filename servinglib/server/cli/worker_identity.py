@@ -1,10 +1,4 @@
-"""WorkerIdentity: what a worker process of ``--num_workers`` learns from its supervisor.
-
-The supervisor starts each worker as the same command line with three
-environment variables: the worker's index, the directory the workers share
-(their metrics), and the file descriptor on which the worker says it is
-ready (its ports open, its models available).
-"""
+"""WorkerIdentity: what a worker process of ``--num_workers`` learns from its supervisor."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""ModelManagement: whether and where clients on the network may load, unload and reload models.
-
-Every front end's management call (KServe V2's RepositoryModelLoad and
-RepositoryModelUnload, TF Serving's HandleReloadConfigRequest, and a REST
-repository API when there is one) goes through one :class:`ModelManagement`,
-which applies its :class:`ModelManagementOptions` and then calls ServerCore.
-Embedding code calling ServerCore itself is not confined: it is trusted.
-"""
+"""ModelManagement: whether and where clients on the network may load, unload and reload models."""
 
 from __future__ import annotations
 

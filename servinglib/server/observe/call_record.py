@@ -1,12 +1,4 @@
-"""CallRecord: what one finished model call was, the one record every observer is fed.
-
-The DataPlane makes one when a call that reached a version ends (an answer,
-an error, a deadline), and one when a stream closes, and hands it to each
-:class:`CallObserver` it was given at construction, in order, on the thread
-that ended the call.  Statistics, tracing, request logging and stream
-metrics are such observers; a new one is one object with
-:meth:`CallObserver.call_finished`, and no change to the plane.
-"""
+"""CallRecord: what one finished model call was, the one record every observer is fed."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""The Prometheus text format of a scrape, with TF Serving's exact names.
-
-prometheus-client's ``generate_latest`` names every counter ``<name>_total``
-and adds a ``<name>_created`` series to counters and histograms.  TF
-Serving's exporter (``monitoring/prometheus_exporter.cc``) does neither: its
-counters are exported under their own name (``:tensorflow:serving:request_count``)
-and its histograms as ``_bucket``, ``_sum`` and ``_count`` only.  This
-renderer writes TF Serving's families (named ``:tensorflow:...``) that way,
-servinglib's own (``servinglib_*``) as Prometheus' conventions name them
-(counters ``_total``), and no ``_created`` series at all (they double a
-scrape's size and TF Serving has none).
-"""
+"""The Prometheus text format of a scrape, with TF Serving's exact names."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""Where logged requests go: the LogSink interface, and the built-in TFRecord file sink.
-
-A sink receives serialized ``PredictionLog`` records from the request
-logger's one writer thread (never from the request path).  The file sink
-writes them as TFRecord files (TF Serving's warmup format: a logged file
-can be a model's ``assets.extra/tf_serving_warmup_requests``), rotated by
-size and by age, the oldest deleted past a count and a total size.  Users
-who want Kafka, HTTP or anything else implement :class:`LogSink` and
-register a factory for their ``log_collector_config.type``.
-"""
+"""Where logged requests go: the LogSink interface, and the built-in TFRecord file sink."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
 """ServerMetrics: Prometheus metrics of requests, models and batching, under TF Serving's names.
 
-Request and batching metrics keep TF Serving's names and units (its
-exporter turns ``/tensorflow/serving/request_count`` into
-``:tensorflow:serving:request_count``; latencies are in microseconds), so
-dashboards built for TF Serving keep working.  What TF Serving does not
-export (model load times, version states, batch queue depth) is named
-``servinglib_*`` in seconds.  A model name no attached core has
-configured is labelled :data:`UNKNOWN_MODEL` (see ModelLabels), so clients
-cannot add series.  Needs ``prometheus-client``
-(the ``metrics`` extra).
+Needs ``prometheus-client`` (the ``metrics`` extra).
 """
 
 from __future__ import annotations

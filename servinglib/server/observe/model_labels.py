@@ -1,15 +1,4 @@
-"""ModelLabels: the ``model_name`` label of a request, bounded by the models a server serves.
-
-The model name of a request is the client's to choose.  Used as a label
-value as it came, every name a client makes up would be a new series of
-every per-model family, kept until the process ends: 200,000 requests to
-made-up names once made 3.35 M series and a 346 MB scrape.  So a name
-counts as its own label only while a followed core has it configured; any
-other name shares one label, :data:`UNKNOWN_MODEL`.  Versions, signatures
-and version labels are no label values of the request metrics at all, and
-the API label is the front end's (an endpoint or RPC of ours), so a
-model's request series are bounded by the APIs, front ends and status codes.
-"""
+"""ModelLabels: the ``model_name`` label of a request, bounded by the models a server serves."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""PredictionLog records of served requests, as TF Serving's request logger writes them.
-
-Each function builds one serialized ``PredictionLog`` (ours, wire-identical
-to ``tensorflow.serving.PredictionLog``) from what the DataPlane saw: the
-model, the version that answered, the signature, the request's tensors or
-tf.Examples and the answer.  They run on the request logger's writer
-thread, not on the request path.  A KServe V2 inference is recorded as its
-TF Serving equivalent, a ``PredictLog`` (inputs and outputs by tensor name),
-so every logged file replays as warmup.
-"""
+"""PredictionLog records of served requests, as TF Serving's request logger writes them."""
 
 from __future__ import annotations
 

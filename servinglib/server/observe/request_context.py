@@ -1,13 +1,4 @@
-"""The request a log line is about: its id, carried by a context variable on either front end.
-
-Each front end calls :func:`begin_request` when a request arrives (REST:
-the ``x-request-id`` header, else ``rest-<n>``; gRPC: the ``x-request-id``
-metadata, else ``grpc-<n>``); the id is worked out only when something
-asks for it (a log line, an error response), so requests that log nothing
-pay for one small object.  Everything running in the request's task (the
-DataPlane, the access log, error logs) sees it through :func:`request_id`;
-the JSON log formatter adds it to every line logged there.
-"""
+"""The request a log line is about: its id, carried by a context variable on either front end."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""RequestLogger: samples requests per model and writes them, off the request path.
-
-TF Serving's request logging (``logging_config`` in ``models.config``):
-each model's ``sampling_rate`` picks the requests logged, and its
-``log_collector_config`` the sink.  The request path only draws the
-sample and appends the request's parts to a queue bounded in records and
-in bytes (a deque and a counter under a short lock; no thread woken); one
-writer thread takes what has queued every :data:`WRITE_INTERVAL_S`, builds
-each ``PredictionLog``, hands it to its sink and flushes each sink once
-per batch.  When the queue is full the record is dropped and counted,
-never waited for.
-"""
+"""RequestLogger: samples requests per model and writes them, off the request path."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Every Prometheus series servinglib exports, declared once: name, kind, help, labels, buckets.
-
-ServerMetrics and StreamMetrics build their metrics from these tables, and the test of
-docs/reference/metrics.md reads them.  TF Serving's names and units (microseconds) are kept
-byte for byte; servinglib's own series are named ``servinglib_*``, in seconds.
-"""
+"""Every Prometheus series servinglib exports, declared once: name, kind, help, labels, buckets."""
 
 from __future__ import annotations
 

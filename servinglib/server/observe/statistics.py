@@ -1,25 +1,4 @@
-"""InferenceStatistics: Triton's per-model-version statistics, counted on the request path.
-
-What Triton's statistics extension reports (``GET /v2/models/stats``, gRPC
-``ModelStatistics``), with these meanings in servinglib:
-
-- ``success`` / ``fail``: requests that reached a version (the lookup
-  found one) and succeeded or failed, with the time from the DataPlane's
-  start of the request to its end (decoding and encoding in the front end
-  excluded, as in Triton).
-- ``queue``: the wait for a worker of the pool (THREAD signatures) or in a
-  batch queue (batched ones); 0 for INLINE and ASYNC signatures.
-- ``compute_input``: checking the inputs against the signature, and for a
-  batch, merging and padding the requests' inputs.
-- ``compute_infer``: the model's own call (for a batch, the merged call).
-- ``compute_output``: checking the outputs, and for a batch, splitting them.
-- ``inference_count``: successful requests; ``execution_count``: model
-  calls (a batch is one call for all its requests).
-- ``batch_stats``: per batch size (1 for unbatched calls), the executions
-  and their compute durations.
-
-The stage durations are those of successful requests, as Triton's.
-"""
+"""InferenceStatistics: Triton's per-model-version statistics, counted on the request path."""
 
 from __future__ import annotations
 

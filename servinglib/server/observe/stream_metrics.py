@@ -1,10 +1,4 @@
-"""StreamMetrics: streams by model and outcome, parts per stream, time to first part.
-
-Registered in a :class:`~servinglib.server.observe.metrics.ServerMetrics`'
-registry (so ``--num_workers`` sums them like the rest), under servinglib's
-own names, in seconds.  It is one of the DataPlane's ``observers`` (or feed
-:meth:`StreamMetrics.observe` as its ``on_stream``); :func:`log_stream` writes a stream's log line.
-"""
+"""StreamMetrics: streams by model and outcome, parts per stream, time to first part."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """Tracing: OpenTelemetry spans for requests, their queueing, batching and model calls.
 
-Optional (the ``tracing`` extra: opentelemetry-sdk and the
-OTLP exporters), imported only when tracing is turned on.  Each request
-that names a model gets a SERVER span, child of the W3C ``traceparent``
-the client sent (REST header or gRPC metadata; any propagator
-``OTEL_PROPAGATORS`` names), and the DataPlane adds its stages as child
-spans after the call, from the request's :class:`CallStages` marks:
-``queue`` (waiting for a worker or in a batch queue), ``batch`` (the
-batch the request ran in: merge, call, split) and ``model call`` (the
-model's own call, inside ``batch`` when batched).  When tracing is off,
-nothing of this runs: the front ends and the plane test one attribute.
+Optional (the ``tracing`` extra), imported only when tracing is turned on.
 """
 
 from __future__ import annotations

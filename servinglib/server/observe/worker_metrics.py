@@ -1,18 +1,4 @@
-"""WorkerMetrics: the metrics of every worker process of one server, summed at scrape time.
-
-Each worker keeps its metrics in its own registry, as a single process
-does (the request path is unchanged: plain numbers under one lock), and
-writes their samples to ``worker-<index>.json`` in a directory the
-workers share: every ``publish_period_s`` and before each scrape it
-answers.  A scrape on any worker reads every worker's file and returns
-counters and histograms summed over the workers, and gauges once per
-worker, labelled ``worker``.
-
-Counters never go back: each file only grows (a worker restarted in the
-place of one that died starts from its predecessor's counts), and the
-worker answering a scrape writes its own file before reading all of them.
-What a worker counted after its last write and before it died is lost.
-"""
+"""WorkerMetrics: the metrics of every worker process of one server, summed at scrape time."""
 
 from __future__ import annotations
 
@@ -47,7 +33,6 @@ class WorkerMetrics:
     ) -> None:
         self._registry = registry
         self._directory = Path(directory)
-        self._index = index
         self._path = _file_of(self._directory, index)
         self._lock = threading.Lock()
         # The counts of the worker this one replaces, so its file's counters keep growing.

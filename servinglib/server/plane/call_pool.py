@@ -45,9 +45,7 @@ class RunningCall:
 class CallPool:
     """Bounded worker threads that run calls for coroutines: a lean ``run_in_executor``.
 
-    Per call, one tuple on a SimpleQueue and one ``call_soon_threadsafe``
-    back (a fifth of ``ThreadPoolExecutor.submit`` + ``asyncio.wrap_future``
-    per call).  Threads start on demand up to ``max_workers``.
+    Threads start on demand up to ``max_workers``.
 
     Isolation: at most ``max_calls_per_model`` calls of one model are
     admitted to the workers at a time; the model's further calls wait in

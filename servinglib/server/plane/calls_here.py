@@ -1,12 +1,4 @@
-"""Server threads: what a synchronous server's worker thread tells the calls it runs.
-
-A synchronous server (grpcio's ``grpc.server``) runs each request on one of
-its own worker threads, with no event loop to await on; the DataPlane's
-blocking calls (:meth:`~servinglib.server.plane.data_plane.DataPlane.infer_blocking`)
-run there, placed by :mod:`~servinglib.server.plane.placements`.  While a call
-waits for a place in its model's share, it asks whether its client is still
-there (:func:`watch_client`).
-"""
+"""Server threads: what a synchronous server's worker thread tells the calls it runs."""
 
 from __future__ import annotations
 

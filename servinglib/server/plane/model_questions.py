@@ -1,12 +1,4 @@
-"""ModelQuestions: what front ends ask about models, answered alike for all of them.
-
-Readiness, status, metadata (TF Serving's and KServe V2's), Triton's model
-configuration and statistics, the repository index, and which version a
-label or "latest" names now.  The DataPlane holds one
-(:attr:`DataPlane.questions`) so REST and gRPC cannot disagree.  None of
-them is a request: the in-flight bound and a model's busy calls never change
-their answers.
-"""
+"""ModelQuestions: what front ends ask about models, answered alike for all of them."""
 
 from __future__ import annotations
 

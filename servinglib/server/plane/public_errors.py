@@ -1,12 +1,4 @@
-"""PublicErrors: an error as a client sees it, with the server's own directories left out.
-
-A load's or a model process's error names files on the server
-(``/models/hpt/2/saved_model.pb``); the server's log keeps that text, and
-a client reads it with each configured model's local base path written
-``<name>`` and the model cache ``<model cache>``
-(``<hpt>/2/saved_model.pb``).  The operator may opt in to the full paths
-(``--show_paths_in_errors``).
-"""
+"""PublicErrors: an error as a client sees it, with the server's own directories left out."""
 
 from __future__ import annotations
 

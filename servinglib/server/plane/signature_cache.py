@@ -1,13 +1,4 @@
-"""SignatureCache: the version a model spec selects and its signatures, without a lookup each time.
-
-TF Serving's REST predict decodes JSON by the signature's dtypes, and
-classify and regress check the signature's method, so they need the
-signature before the call.  Asking the core costs a handle acquisition per
-request; this cache answers from a dict instead, and forgets everything at
-each servable state event (a version loading, becoming available,
-unloading), so "latest" never lags behind the manager.  Label lookups are
-not cached: a label can move without a state event.
-"""
+"""SignatureCache: the version a model spec selects and its signatures, without a lookup each."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""StreamBudget: the bytes of stream parts made and not yet handed to a client, server-wide.
-
-Every stream of a DataPlane charges its parts here as they enter its
-buffer and releases them once its front end has sent them, so the parts
-all streams hold ahead of their clients stay within one bound however
-many clients stop reading.  A stream that finds the budget spent waits
-(its model's iterator is not advanced) until another stream releases.
-The last quarter of the budget is kept for parts whose reader is waiting
-for them, so clients that stop reading cannot stall the streams of those
-that read.
-"""
+"""StreamBudget: the bytes of stream parts made and not yet handed to a client, server-wide."""
 
 from __future__ import annotations
 

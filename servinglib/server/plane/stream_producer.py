@@ -1,10 +1,4 @@
-"""The producer of a streaming signature's parts: the model's iterator, driven where it runs.
-
-A THREAD iterator makes its first part alone on a worker of the DataPlane's
-pool, then up to a buffer's worth per pool call; an INLINE one runs on the
-event loop; an async one is awaited there.  Whatever ends the production
-closes the model's iterator (so a generator's ``finally`` runs).
-"""
+"""The producer of a streaming signature's parts: the model's iterator, driven where it runs."""
 
 from __future__ import annotations
 

@@ -1,18 +1,4 @@
-"""InferenceStream: one request's answer in parts, read by a front end as an async iterator.
-
-A streaming signature's parts are produced by a task of the stream's own
-(running a ``stream_producer``) into a buffer of ``buffer_parts``: a slow
-reader holds the model back instead of growing memory.  The parts' bytes
-are charged to the server's :class:`StreamBudget` from the buffer until the
-reader is done with them, so all streams together hold a bounded amount; a
-reader that takes no part for ``idle_timeout_s`` while parts wait for it
-and its producer waits for room has its stream ended.  The deadline
-bounds the whole stream.  Closing the stream early (the client left, the
-server stopped) cancels the producer and closes the model's iterator, so
-a generator's ``finally`` runs, before the version's handle is released:
-the stream counts as one request in flight for its whole life, and its
-version cannot unload under it.
-"""
+"""InferenceStream: one request's answer in parts, read by a front end as an async iterator."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """The REST front end: one ASGI app for TF Serving's REST API and KServe V2, and its server.
 
-``create_app(core)`` gives a plain ASGI application (mount it in any ASGI
-service); ``create_server(app)`` serves it with uvicorn (httptools, uvloop)
-in this process and returns the bound port.  Needs ``servinglib[rest]``.
+Needs ``servinglib[rest]``.
 """
 
 from servinglib.server.observe.request_record import RequestObserver as RequestObserver

@@ -1,23 +1,4 @@
-"""uvicorn's httptools protocol, enforcing HttpLimits (imported only with the REST server).
-
-httptools has no header size limit and collects a header's value in full
-before handing it over, so the size is bounded by counting the bytes fed to
-the parser while a message's headers are incomplete: at most one read
-(256 KiB with uvloop) beyond ``max_header_bytes`` is ever buffered.  A
-connection refused (431, 408, 503) gets its answer and a half-close, and its
-further bytes are read and dropped for a moment, so the client can read the
-answer instead of a reset; at most 32 linger at once, since they no longer
-count towards ``max_connections``.
-
-A read is parsed 4 KiB at a time (64 KiB inside a body), and parsing stops
-while 4 pipelined requests wait behind the one being answered, or while
-uvicorn has paused reading for a body the app has not taken: the rest of
-the read is held unparsed and the socket is not read until they are
-answered.  uvicorn parses a whole read (a few thousand tiny pipelined
-requests) and resumes reading after every response, so a client that
-pipelines requests and never reads its answers made it queue requests
-without bound (12 MB of them: +555 MB).
-"""
+"""uvicorn's httptools protocol, enforcing HttpLimits (imported only with the REST server)."""
 
 from __future__ import annotations
 

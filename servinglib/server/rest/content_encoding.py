@@ -1,9 +1,4 @@
-"""decode_body: a request body's ``Content-Encoding`` undone, within the body size limit.
-
-TF Serving's HTTP server, Triton and KServe take gzip-compressed request
-bodies; so do we (``gzip``, ``deflate``, ``identity``).  The limit applies to
-the decoded body, so a small compressed body cannot unpack into gigabytes.
-"""
+"""decode_body: a request body's ``Content-Encoding`` undone, within the body size limit."""
 
 from __future__ import annotations
 

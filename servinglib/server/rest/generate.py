@@ -1,23 +1,4 @@
-"""The KServe / Triton generate extension: ``POST …/generate`` and ``…/generate_stream``.
-
-A generate request is a JSON object: each key naming an input of the
-signature is that input (a scalar or nested lists, shaped to the input's
-rank by leading dimensions of 1; strings for string inputs); the object
-``parameters`` may name the ``signature_name``; other keys are parameters,
-which servinglib's models do not read.  Each output becomes a key of the
-response beside ``model_name`` and ``model_version``: a one-element
-tensor as its value (``"text_output": "..."``), any other as nested lists.
-
-``generate_stream`` answers ``text/event-stream``: one ``data:`` event
-per part, and on a failure once parts have begun an event
-``data: {"error": "..."}`` ending the stream (the status, 200, is sent
-with the first event, as the extension says).  A request that fails
-before the stream begins gets a JSON error and its status, as elsewhere.
-``generate`` answers one JSON object: a signature that does not stream
-gives its outputs; a streaming one its parts joined, string outputs of
-one element per part concatenated (tokens into text), others
-concatenated along their first dimension.
-"""
+"""The KServe / Triton generate extension: ``POST …/generate`` and ``…/generate_stream``."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""JSON in and out: orjson on the fast path, the standard library for NaN and Infinity.
-
-TF Serving reads and writes the bare tokens ``NaN``, ``Infinity`` and
-``-Infinity``.  orjson rejects them on input and writes ``null`` for them,
-so a body orjson cannot parse is parsed again by the standard library
-only when it holds such a token, and a response orjson wrote with a
-``null`` in it is written again by the standard library (a true null or
-the text "null" in a string takes that slower path too, and comes out the
-same).  No pass over the tensors looks for non-finite values beforehand.
-"""
+"""JSON in and out: orjson on the fast path, the standard library for NaN and Infinity."""
 
 from __future__ import annotations
 

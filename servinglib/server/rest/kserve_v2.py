@@ -1,16 +1,4 @@
-"""KServe V2 (Open Inference Protocol) REST: health, metadata, config, ready, infer, repository.
-
-Infer takes ``data`` nested or flat, every V2 datatype, requested
-``outputs``, ``id`` and ``parameters``, and Triton's binary tensor data
-extension both ways: a request whose JSON header is followed by raw tensor
-bytes (``Inference-Header-Content-Length``, per input
-``binary_data_size``), and binary outputs when an output asks for
-``binary_data`` or the request for ``binary_data_output``.  V2 has no
-signature names: infer runs ``serving_default`` unless the request's
-``parameters`` carry a ``signature_name``.  The repository extension
-(index, load, unload) goes through the same :class:`ModelRepository` as
-the gRPC calls, so the same model-management switch allows or refuses it.
-"""
+"""KServe V2 (Open Inference Protocol) REST: health, metadata, config, ready, infer, repository."""
 
 from __future__ import annotations
 

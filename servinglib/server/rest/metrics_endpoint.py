@@ -1,13 +1,4 @@
-"""The Prometheus scrape endpoint, in front of the REST app.
-
-A scrape is rendered on a thread of its own, never on the event loop: the
-text of many series takes seconds to render, and requests (the readiness
-probe among them) must go on meanwhile.  One render runs at a time;
-scrapes arriving while it runs get its text.
-
-``record_request`` (which feeds the metrics from either front end) is
-:mod:`servinglib.server`'s, also importable from here as before.
-"""
+"""The Prometheus scrape endpoint, in front of the REST app."""
 
 from __future__ import annotations
 

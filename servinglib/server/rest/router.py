@@ -1,13 +1,4 @@
-"""Which endpoint a method and path go to, and the model selectors the path carries.
-
-TF Serving's paths are matched as its REST handler does: case-insensitively,
-on the raw (still percent-encoded) path, with model names and labels
-URL-decoded after the match, so an encoded ``/`` stays inside a name.
-Names are only ever looked up among the configured models, never used as
-file paths.  An app mounted under a prefix routes on the path below it
-(:func:`below_root`).  Matched routes are remembered (a bounded cache), so a path seen
-before costs one dict lookup.
-"""
+"""Which endpoint a method and path go to, and the model selectors the path carries."""
 
 from __future__ import annotations
 

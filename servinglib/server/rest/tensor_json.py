@@ -1,11 +1,4 @@
-"""JSON values ⇄ numpy arrays, shared by the TF Serving and KServe V2 codecs.
-
-Numbers go through one ``numpy.asarray`` call (no per-element Python work),
-followed by a check that the JSON kind fits the wanted dtype (TF Serving
-rejects ``1.5`` for an int32 tensor, so do we, rather than truncating).
-Strings need per-element work: JSON strings become UTF-8 bytes, and
-``{"b64": ...}`` objects their decoded bytes.
-"""
+"""JSON values ⇄ numpy arrays, shared by the TF Serving and KServe V2 codecs."""
 
 from __future__ import annotations
 

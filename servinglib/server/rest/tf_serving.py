@@ -1,12 +1,4 @@
-"""TF Serving's REST API: model status, metadata, predict, classify and regress.
-
-Formats follow TF Serving's ``api_rest.md`` and ``json_tensor.cc``: row
-(``instances`` → ``predictions``) and columnar (``inputs`` → ``outputs``)
-predict requests, the unnamed forms for single-input and single-output
-signatures, ``{"b64": ...}`` for binary strings (outputs whose name ends in
-``_bytes`` are written so), NaN and ±Infinity as bare tokens, and
-``{"results": ...}`` for classify and regress.
-"""
+"""TF Serving's REST API: model status, metadata, predict, classify and regress."""
 
 from __future__ import annotations
 
