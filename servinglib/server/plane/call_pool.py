@@ -10,7 +10,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, final
 
 import attrs
@@ -81,6 +81,7 @@ class CallPool:
         self._live: set[_Job] = set()  # guarded by: _lock; admitted or waiting, not finished
         self._drained = threading.Condition(self._lock)  # notified when _live empties
         self._overdue: dict[tuple[str, int], int] = {}  # guarded by: _lock; by model, version
+        self._here: dict[int, tuple[CallSite, float, float | None]] = {}  # guarded by: _lock
         self._written_off = 0  # guarded by: _lock; overdue calls running on the pool's threads
         self._draining = False  # guarded by: _lock
 
@@ -167,17 +168,42 @@ class CallPool:
                 if admit is not None:
                     self._enqueue(admit)
 
+    @contextlib.contextmanager
+    def running_here(self, site: CallSite, deadline: float | None) -> Iterator[None]:
+        """Counts the call a server thread runs itself (wherever it is placed) among the
+        running ones while the block runs; raises DeadlineExceededError after it when the
+        answer came past ``deadline`` (its client has had DEADLINE_EXCEEDED already)."""
+        key = threading.get_ident()
+        with self._lock:
+            self._here[key] = (site, time.monotonic(), deadline)
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._here[key]
+        if deadline is not None and (late := time.monotonic() - deadline) > 0:
+            raise DeadlineExceededError(f"The model answered {late:.3f} s past its deadline")
+
     def overdue(self) -> dict[tuple[str, int], int]:
         """Calls running past their deadline, by model name and version (none: left out)."""
+        now = time.monotonic()
         with self._lock:
-            return {key: n for key, n in self._overdue.items() if n}
+            counts = {key: n for key, n in self._overdue.items() if n}
+            late = [site for site, _, d in self._here.values() if d is not None and now > d]
+        for site in late:
+            counts[site.model_name, site.version] = (
+                counts.get((site.model_name, site.version), 0) + 1
+            )
+        return counts
 
     def running(self) -> list[RunningCall]:
-        """The calls workers run now, longest running first."""
+        """The calls workers and server threads run now, longest running first."""
         now = time.monotonic()
         with self._lock:
             jobs = [job for job in self._live if job.started_at is not None]
+            here = list(self._here.values())
         calls = [RunningCall(j.site, now - (j.started_at or now), j.overdue) for j in jobs]
+        calls += [RunningCall(site, now - at, d is not None and now > d) for site, at, d in here]
         return sorted(calls, key=lambda call: -call.running_s)
 
     def cut_off(self, error: ServingError) -> list[RunningCall]:

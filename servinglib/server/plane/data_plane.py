@@ -55,7 +55,6 @@ from servinglib.server.plane.placements import (
     CoroutinePlacement,
     InlinePlacement,
     PoolPlacement,
-    ServerThreadCalls,
 )
 from servinglib.server.plane.public_errors import PublicErrors
 from servinglib.server.plane.signature_cache import SignatureCache
@@ -105,35 +104,22 @@ class InferenceResult:
 class DataPlane:
     """Runs one request against a ServerCore the way every protocol must.
 
-    Admits it (``max_requests_in_flight_per_model`` of the core's options:
-    past it, UNAVAILABLE at once), looks the version up
-    (:meth:`ServerCore.servable_handle`: labels, latest), resolves the
-    signature and chooses, once, where the call runs: the servable's own
-    :class:`~servinglib.servable.Placement` (a batch queue) or the plane's
-    for the execution mode (:mod:`~servinglib.server.plane.placements`:
-    INLINE where it is asked, THREAD on the bounded worker pool, ASYNC as the
-    servable's coroutine).  :meth:`infer` runs it for an event loop,
-    :meth:`infer_blocking` for a thread with none (a synchronous server's).
-    The deadline (``time.monotonic()`` seconds) bounds the whole call (past
-    it: DEADLINE_EXCEEDED, logged one line per request; batching queues see
-    it through :func:`~servinglib.servable.request_deadline`).  The handle
-    is released when the model call ends, even if the request gave up
-    earlier, so a version never unloads under a running call.
-    Isolation: the worker pool (``max_workers`` threads, default 4 per CPU
-    up to 32) is shared, but at most ``max_calls_per_model`` calls of one
-    model run on it at once (default half the pool); calls that outlive
-    their deadline hold their model's share until they return
-    (:meth:`overdue_calls`).
-    Observers: each call that reached a version, and each closed stream, is
-    one :class:`~servinglib.server.observe.call_record.CallRecord` handed to
-    the plane's observers: Triton's statistics (``questions``), ``tracing``,
-    the :attr:`request_logger` (models with a ``logging_config``: sampled
-    requests to the file sink or one of ``log_sinks``, within
-    ``request_log``'s bounds), ``on_stream``, then ``observers``.
-    Questions about models (readiness, status, metadata) are answered by
-    :attr:`questions`, for every front end alike; they count as no request.
-    Errors reach clients through :meth:`public_error` (the server's own
-    directories hidden unless ``show_paths_in_errors``).
+    Admits it (``max_requests_in_flight_per_model``: past it, UNAVAILABLE at
+    once), looks the version up (:meth:`ServerCore.servable_handle`), resolves
+    the signature and chooses, once, where the call runs: the servable's own
+    :class:`~servinglib.servable.Placement` or the plane's for the execution
+    mode (:mod:`~servinglib.server.plane.placements`); :meth:`infer` runs it
+    for an event loop, :meth:`infer_blocking` for a thread with none.  The
+    deadline (``time.monotonic()`` seconds) bounds the whole call; the handle
+    is released when the model call ends, so a version never unloads under a
+    running call.  The worker pool (``max_workers`` threads, default 4 per CPU
+    up to 32) is shared, at most ``max_calls_per_model`` calls of one model
+    at once (default half).  Each call that reached a version, and each
+    closed stream, is one :class:`~servinglib.server.observe.call_record.CallRecord`
+    handed to the observers: statistics, ``tracing``, the :attr:`request_logger`
+    (``log_sinks``, ``request_log``'s bounds), ``on_stream``, ``observers``.
+    Questions about models are :attr:`questions`'; errors reach clients through
+    :meth:`public_error` (paths hidden unless ``show_paths_in_errors``).
     Thread-safe; :meth:`infer` runs on any event loop.
     """
 
@@ -164,7 +150,6 @@ class DataPlane:
             ExecutionMode.THREAD: PoolPlacement(self._pool),
             ExecutionMode.ASYNC: self._coroutines,
         }
-        self._here = ServerThreadCalls()
         self._signatures = SignatureCache(core)
         self._stream_limits = streams or StreamLimits()
         self._streams = OpenStreams(self._stream_limits.max_streams_per_model)
@@ -183,7 +168,7 @@ class DataPlane:
         self._questions = ModelQuestions(
             core,
             statistics,
-            self._overdue,
+            self._pool.overdue,
             self._pool.starved,
             PublicErrors(core, show_paths=show_paths_in_errors),
         )
@@ -225,20 +210,13 @@ class DataPlane:
     def overdue_calls(self) -> dict[str, int]:
         """Calls still running past their request's deadline, by model (none: left out)."""
         by_model: dict[str, int] = {}
-        for (name, _version), count in self._overdue().items():
+        for (name, _version), count in self._pool.overdue().items():
             by_model[name] = by_model.get(name, 0) + count
         return by_model
 
     def running_calls(self) -> list[RunningCall]:
         """The calls the worker pool and server threads run now, longest running first."""
-        calls = self._pool.running() + self._here.running()
-        return sorted(calls, key=lambda call: -call.running_s)
-
-    def _overdue(self) -> dict[tuple[str, int], int]:
-        counts = self._pool.overdue()
-        for key, count in self._here.overdue().items():
-            counts[key] = counts.get(key, 0) + count
-        return counts
+        return self._pool.running()
 
     def cut_off(self, error: ServingError) -> list[RunningCall]:
         """Answers every pool call still pending with ``error`` (at shutdown); the running ones.
@@ -249,7 +227,7 @@ class DataPlane:
         they have, and the models' generators are closed.
         """
         self._streams.cut_off(error)
-        return self._pool.cut_off(error) + self._here.running()
+        return self._pool.cut_off(error)
 
     def signatures(self, model_spec: ModelSpec) -> tuple[ModelSpec, Mapping[str, SignatureSpec]]:
         """The specific version ``model_spec`` selects now, and that version's signatures.
@@ -330,7 +308,7 @@ class DataPlane:
         started_ns = time.perf_counter_ns()
         call, placement = self._place(model_spec, signature_name, inputs, output_filter, deadline)
         try:
-            with _scope(deadline), self._here.running_here(call.site, deadline):
+            with _scope(deadline), self._pool.running_here(call.site, deadline):
                 outputs = placement.run_blocking(call)
         except BaseException as error:
             self._failed(call, error, started_ns)

@@ -7,25 +7,21 @@ a place of its model's share (:class:`PoolPlacement`), ``async`` as the
 servable's coroutine on the event loop, or on one helper loop while a server
 thread waits (:class:`CoroutinePlacement`).  A servable places its calls
 itself through :meth:`~servinglib.servable.Servable.placement` (a batch queue
-does).  :class:`ServerThreadCalls` knows which calls server threads run now,
-wherever they are placed.
+does).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any, final
 
 import numpy.typing as npt
 
-from servinglib.errors import DeadlineExceededError
-from servinglib.servable import CallSite, ModelCall, Placement, deadline_exceeded
-from servinglib.server.plane.call_pool import CallPool, RunningCall
+from servinglib.servable import ModelCall, Placement, deadline_exceeded
+from servinglib.server.plane.call_pool import CallPool
 from servinglib.server.plane.calls_here import client_watch
 
 _Outputs = dict[str, npt.NDArray[Any]]
@@ -133,53 +129,6 @@ class CoroutinePlacement(Placement):
                     daemon=True,
                 ).start()
             return self._loop
-
-
-@final
-class ServerThreadCalls:
-    """The calls server threads run now (for shutdown, status and overdue counts).
-
-    Thread-safe.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running: dict[int, tuple[CallSite, float, float | None]] = {}  # guarded by: _lock
-
-    @contextlib.contextmanager
-    def running_here(self, site: CallSite, deadline: float | None) -> Iterator[None]:
-        """Counts the calling thread's call of ``site`` as running while the block runs; raises
-        DeadlineExceededError after it when the answer came past ``deadline`` (its client has
-        had DEADLINE_EXCEEDED already: the call could not be cut off)."""
-        key = threading.get_ident()
-        with self._lock:
-            self._running[key] = (site, time.monotonic(), deadline)
-        try:
-            yield
-        finally:
-            with self._lock:
-                del self._running[key]
-        if deadline is not None and (late := time.monotonic() - deadline) > 0:
-            raise DeadlineExceededError(f"The model answered {late:.3f} s past its deadline")
-
-    def running(self) -> list[RunningCall]:
-        """The calls running on server threads now."""
-        now = time.monotonic()
-        with self._lock:
-            entries = list(self._running.values())
-        return [
-            RunningCall(site, now - started, deadline is not None and now > deadline)
-            for site, started, deadline in entries
-        ]
-
-    def overdue(self) -> dict[tuple[str, int], int]:
-        """Calls running past their deadline, by model name and version (none: left out)."""
-        counts: dict[tuple[str, int], int] = {}
-        for call in self.running():
-            if call.overdue:
-                key = (call.site.model_name, call.site.version)
-                counts[key] = counts.get(key, 0) + 1
-        return counts
 
 
 def _run_until_stopped(loop: asyncio.AbstractEventLoop) -> None:
