@@ -39,7 +39,7 @@ StreamObserver = Callable[[StreamRecord], None]
 
 
 @final
-@attrs.define(kw_only=True, slots=True)
+@attrs.define(slots=True)
 class CallRecord:
     """One finished model call (or, with ``stream``, one closed stream) of a version.
 

@@ -10,7 +10,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, final
 
 import attrs
@@ -168,21 +168,16 @@ class CallPool:
                 if admit is not None:
                     self._enqueue(admit)
 
-    @contextlib.contextmanager
-    def running_here(self, site: CallSite, deadline: float | None) -> Iterator[None]:
-        """Counts the call a server thread runs itself (wherever it is placed) among the
-        running ones while the block runs; raises DeadlineExceededError after it when the
-        answer came past ``deadline`` (its client has had DEADLINE_EXCEEDED already)."""
-        key = threading.get_ident()
+    def enter_running(self, site: CallSite, deadline: float | None) -> None:
+        """Counts the call the calling server thread runs itself (wherever it is placed) among
+        the running ones, until :meth:`leave_running`."""
         with self._lock:
-            self._here[key] = (site, time.monotonic(), deadline)
-        try:
-            yield
-        finally:
-            with self._lock:
-                del self._here[key]
-        if deadline is not None and (late := time.monotonic() - deadline) > 0:
-            raise DeadlineExceededError(f"The model answered {late:.3f} s past its deadline")
+            self._here[threading.get_ident()] = (site, time.monotonic(), deadline)
+
+    def leave_running(self) -> None:
+        """Ends what :meth:`enter_running` began for the calling thread."""
+        with self._lock:
+            del self._here[threading.get_ident()]
 
     def overdue(self) -> dict[tuple[str, int], int]:
         """Calls running past their deadline, by model name and version (none: left out)."""

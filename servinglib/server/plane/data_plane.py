@@ -263,25 +263,8 @@ class DataPlane:
         servable without signatures, DeadlineExceededError once ``deadline``
         passes.
         """
-        return await self._infer(
-            model_spec, signature_name, inputs, output_filter, deadline, log_request
-        )
-
-    async def _infer(  # noqa: PLR0917 - infer's arguments, in order
-        self,
-        model_spec: ModelSpec,
-        signature_name: str | None,
-        inputs: Tensors,
-        output_filter: Iterable[str] | None,
-        deadline: float | None,
-        log_request: bool,
-        *,
-        counted: bool = True,
-    ) -> InferenceResult:
         started_ns = time.perf_counter_ns()
-        call, placement = self._place(
-            model_spec, signature_name, inputs, output_filter, deadline, counted=counted
-        )
+        call, placement = self._place(model_spec, signature_name, inputs, output_filter, deadline)
         try:
             with _scope(deadline):
                 outputs = await placement.run(call)
@@ -307,9 +290,17 @@ class DataPlane:
         """
         started_ns = time.perf_counter_ns()
         call, placement = self._place(model_spec, signature_name, inputs, output_filter, deadline)
+        pool = self._pool
         try:
-            with _scope(deadline), self._pool.running_here(call.site, deadline):
-                outputs = placement.run_blocking(call)
+            with _scope(deadline):
+                pool.enter_running(call.site, deadline)
+                try:
+                    outputs = placement.run_blocking(call)
+                finally:
+                    pool.leave_running()
+            # A call here cannot be cut off: its client has had DEADLINE_EXCEEDED already.
+            if deadline is not None and (late := time.monotonic() - deadline) > 0:
+                raise DeadlineExceededError(f"The model answered {late:.3f} s past its deadline")
         except BaseException as error:
             self._failed(call, error, started_ns)
             raise
@@ -322,27 +313,24 @@ class DataPlane:
         inputs: Tensors,
         output_filter: Iterable[str] | None,
         deadline: float | None,
-        *,
-        counted: bool = True,
     ) -> tuple[ModelCall, Placement]:
         """The admitted call of the version ``model_spec`` picks, and where it runs: the
         servable's placement for its signature, or the plane's for its execution mode.
 
-        ``counted``: the call is one request in flight until the model's call
-        ends (its release), not only until its answer.  Raises UnavailableError
-        at the in-flight bound; what the lookup raises; what resolving the
-        signature raises (recorded as the version's failed call).
+        The call is one request in flight until the model's call ends (its
+        release), not only until its answer.  Raises UnavailableError at the
+        in-flight bound; what the lookup raises; what resolving the signature
+        raises (recorded as the version's failed call).
         """
         name = model_spec.name
-        if counted:
-            self._in_flight.enter(name)
+        in_flight = self._in_flight
+        in_flight.enter(name)
         try:
             handle = self._core.servable_handle(model_spec)
         except BaseException:
-            if counted:
-                self._in_flight.leave(name)
+            in_flight.leave(name)
             raise
-        release = _Release(handle, self._in_flight if counted else None, name)
+        release = _Release(handle, in_flight, name)
         try:
             servable = _servable_of(handle, model_spec)
             signature, spec = resolve_signature(servable, signature_name)
@@ -350,12 +338,11 @@ class DataPlane:
             release()
             site = CallSite(name, handle.id.version, signature_name or "")
             log_model_failure(error, site.model_name, site.version, site.signature_name)
-            self._emit(_record(site, CallStages(), error, inputs, output_filter))
+            self._emit(_record(site, CallStages(), error, inputs, output_filter, 0, None, True))
             raise
         site = CallSite(name, handle.id.version, signature)
-        call = ModelCall(
-            site, servable, spec, inputs, output_filter, deadline, CallStages(), release
-        )
+        stages = CallStages()
+        call = ModelCall(site, servable, spec, inputs, output_filter, deadline, stages, release)
         return call, servable.placement(signature) or self._by_mode[spec.execution_mode]
 
     def _answered(
@@ -373,9 +360,9 @@ class DataPlane:
                 None,
                 call.inputs,
                 call.output_filter,
-                started_ns=started_ns,
-                outputs=outputs,
-                log_request=log_request,
+                started_ns,
+                outputs,
+                log_request,
             )
         )
         return InferenceResult(outputs, site.model_name, site.version, site.signature_name)
@@ -388,11 +375,8 @@ class DataPlane:
             _log_gave_up(site, error, call.deadline, started_ns)
         elif isinstance(error, Exception):
             log_model_failure(error, site.model_name, site.version, site.signature_name)
-        self._emit(
-            _record(
-                site, call.stages, error, call.inputs, call.output_filter, started_ns=started_ns
-            )
-        )
+        record = _record(site, call.stages, error, call.inputs, call.output_filter, started_ns)
+        self._emit(record)
 
     def _emit(self, record: CallRecord) -> None:
         for observer in self._observers:
@@ -475,27 +459,26 @@ class DataPlane:
                     batch_parts=buffer_parts,
                     budget=self._stream_budget,
                 )
-                release_handle = handle.release
             else:
                 check_inputs(spec, inputs)
-                handle.release()  # the call takes its own, as any request
+                handle.release()  # infer takes its own, and its own place in flight
                 pinned = ModelSpec(model_spec.name, handle.id.version)
 
                 async def produce(
                     put: Callable[[Part], Awaitable[None]], _room: Callable[[], int]
                 ) -> None:
-                    result = await self._infer(
-                        pinned, name, inputs, output_filter, deadline, True, counted=False
+                    result = await self.infer(
+                        pinned, name, inputs, output_filter, deadline=deadline
                     )
                     await put(result.outputs)
 
-                release_handle = _no_release
         except BaseException:
             handle.release()
             raise
-
-        def release() -> None:  # the stream counts as one request in flight until it closes
-            release_handle()
+        release: Callable[[], None] = _no_release
+        if spec.streaming:  # one request in flight until the stream closes
+            release = _Release(handle, self._in_flight, model_spec.name)
+        else:
             self._in_flight.leave(model_spec.name)
 
         def finished(record: StreamRecord) -> None:
@@ -571,32 +554,31 @@ def _logging_config_of(core: ServerCore) -> Callable[[str], LoggingConfig | None
     return logging_config
 
 
-def _record(
+def _record(  # noqa: PLR0917 - a record's fields, positional on the hot path
     site: CallSite,
     stages: CallStages,
     error: BaseException | None,
     inputs: Tensors,
     output_filter: Iterable[str] | None,
-    *,
-    started_ns: int | None = None,
+    started_ns: int = 0,
     outputs: Mapping[str, npt.NDArray[Any]] | None = None,
     log_request: bool = True,
     stream: StreamRecord | None = None,
 ) -> CallRecord:
     ended_ns = time.perf_counter_ns()
     return CallRecord(
-        model_name=site.model_name,
-        version=site.version,
-        signature_name=site.signature_name,
-        started_ns=ended_ns if started_ns is None else started_ns,
-        ended_ns=ended_ns,
-        stages=stages,
-        error=error,
-        inputs=inputs,
-        outputs=outputs,
-        output_filter=None if output_filter is None else tuple(output_filter),
-        log_request=log_request,
-        stream=stream,
+        site.model_name,
+        site.version,
+        site.signature_name,
+        started_ns or ended_ns,
+        ended_ns,
+        stages,
+        error,
+        inputs,
+        outputs,
+        None if output_filter is None else tuple(output_filter),
+        log_request,
+        stream,
     )
 
 
