@@ -65,17 +65,13 @@ class AspiredVersionsManager(Manager):
 
     Each :meth:`set_aspired_versions` call for a servable name carries the
     complete desired set of versions: versions left out are unloaded, an
-    empty set unloads them all, and a version still aspired is never unloaded.
-    Requests are queued; each step (:meth:`run_once`, called by the
-    manage-state thread or by hand) applies the latest request per name and
-    takes at most one policy action, unloads before loads.  The thread runs a
-    step whenever something changed, and at least every
-    ``manage_state_interval_s``; ``None`` starts no thread (tests step by hand).
-    A version in ERROR aspired again with another revision (its source saw
-    its files change) gets its new loader: it heals, whatever its error; one
-    still loading or waiting to retry stops retrying and is replaced once
-    its attempt ends.  ``enable_reload_servables_with_error``: a version in
-    ERROR aspired again gets its new loader even with the same revision.
+    empty set unloads them all, a version still aspired is never unloaded.
+    Each step (:meth:`run_once`, by the manage-state thread or by hand)
+    applies the latest request per name and takes at most one policy action,
+    unloads before loads; the thread steps on each change and at least every
+    ``manage_state_interval_s`` (``None``: no thread).  A version in ERROR
+    aspired again with another revision (or any, with
+    ``enable_reload_servables_with_error``) gets its new loader.
     Thread-safe.
     """
 

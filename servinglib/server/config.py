@@ -67,21 +67,14 @@ def _models(models: Iterable[ModelConfig]) -> tuple[ModelConfig, ...]:
 class ModelConfig:
     """One model to serve: its name, where its versions are, its platform, versions and labels.
 
-    ``base_path`` is the directory whose numbered children are the versions
-    (``/models/m`` for ``/models/m/1``).  ``model_platform`` names the platform
-    that loads it (``"tensorflow"``, ``"python"``, ...).  ``version_policy``:
-    which versions to serve.  ``version_labels``: label → version, for requests
-    that ask for a label such as ``stable``; frozen into a read-only mapping.
-    ``logging_config``: which requests are logged, and where (None: none).
-    ``storage_options``: for a base path in an object store (``s3://...``),
-    anything its fsspec file system takes (``{"key": ..., "secret": ...,
-    "client_kwargs": {"endpoint_url": ...}}`` for S3); Python only: a
-    config file has no such field, and :meth:`to_proto` leaves it out.
+    TF Serving's ``ModelConfig``; the fields: docs/reference/config.md.
+    ``storage_options``: for a base path in an object store, anything its
+    fsspec file system takes; Python only (:meth:`to_proto` leaves it out).
     Raises InvalidArgumentError for an empty name or one with ``/``, an empty
     base path or platform, a base path holding a NUL byte or longer than
-    MAX_BASE_PATH_BYTES (4096; a local one's directory names at most
-    MAX_PATH_COMPONENT_BYTES, 255), a label that is empty or holds ``/`` or ``:``, or a
-    version outside int64 (negative included).  TF Serving's ``ModelConfig``.
+    MAX_BASE_PATH_BYTES (a local one's directory names at most
+    MAX_PATH_COMPONENT_BYTES), a label that is empty or holds ``/`` or ``:``,
+    or a version outside int64 (negative included).
     Immutable, so thread-safe.
     """
 
