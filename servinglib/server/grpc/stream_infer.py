@@ -1,23 +1,8 @@
 """KServe V2 / Triton ``ModelStreamInfer``: a bidirectional stream of requests and their parts.
 
-Each request on the stream is answered by zero or more
-``ModelStreamInferResponse`` s carrying its ``id``: one per part of a
-streaming signature, one for any other signature.  A failing request gets
-one response with ``error_message`` set (its ``infer_response`` names the
-request's id and model) and the stream stays open for the others.
-Requests run concurrently; one request's responses keep their order.
-
-Triton's final-response flag: every response carries the parameter
-``triton_final_response`` (false for a streaming signature's parts, whose
-last one is known only once the model has ended; true for the one response
-of any other signature); a request with ``triton_enable_empty_final_response``
-set also gets an empty response with the flag true once its stream ended
-(tritonclient's ``enable_empty_final_response``), so a client knows when it
-may stop waiting.
-
-:class:`StreamInferer` holds the protocol (decode, the plane's stream,
-encode, errors); :func:`stream_stream_handler` only runs it on grpc.aio's
-bidirectional call, so another gRPC server can run the same StreamInferer.
+Each request is answered by one response per part (or one, for a signature that does not
+stream), all carrying its ``id``; a failing request gets one response with ``error_message`` and
+the stream stays open.  The final-response flags: docs/guides/streaming.md.
 """
 
 from __future__ import annotations
