@@ -178,14 +178,10 @@ class AspiredVersionsManager(Manager):
     def run_once(self) -> bool:
         """One step: forget finished versions, apply pending requests, act for each name.
 
-        A step looks only at names whose versions changed (a request, or a
-        load or unload that finished) since a step last found nothing to do,
-        and starts the policy's next action for each of them that has one
-        (unloads first): one pass over the changed names, so a reload adding
-        N models costs O(N) policy calls, not O(N²).
-
-        Returns True if the step changed anything (so another step may have
-        more to do).  With 0 load (unload) threads the actions' loads
+        A step looks only at names whose versions changed since a step last found
+        nothing to do, and starts the policy's next action for each (unloads
+        first).  Returns True if the step changed anything (so another step may
+        have more to do).  With 0 load (unload) threads the actions' loads
         (unloads) run before this returns.  After close() a step does nothing.
         """
         with self._step_lock:

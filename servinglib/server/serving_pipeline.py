@@ -40,12 +40,10 @@ class ServingPipeline:
 
     A :class:`BasePathSource` → a router by platform → one adapter per
     platform (→ batching) → the AspiredVersionsManager, publishing on
-    :attr:`event_bus`; the :attr:`monitor` follows those states and the
-    source's storage conditions, and tells the source which versions are in
-    use (their remote copies stay).  Nothing polls until :meth:`start`.
-    Raises InvalidArgumentError for ``enable_per_model_batching_parameters``
-    without ``batching_parameters``.  Thread-safe, but :meth:`serve` calls
-    must not overlap (ServerCore makes them under its reload lock).
+    :attr:`event_bus`, which :attr:`monitor` follows.  Nothing polls until
+    :meth:`start`.  Raises InvalidArgumentError for
+    ``enable_per_model_batching_parameters`` without ``batching_parameters``.
+    Thread-safe, but :meth:`serve` calls must not overlap.
     """
 
     def __init__(
