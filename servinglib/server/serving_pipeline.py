@@ -32,6 +32,7 @@ from servinglib.sources.target import connect
 from servinglib.sources.version_check import VersionCheck
 
 _log = logging.getLogger("servinglib.server.server_core")  # what ServerCore.close() logs
+_NOT_ENDED = tuple(set(ManagerState) - {ManagerState.END})  # a version whose files stay
 
 
 @final
@@ -170,8 +171,7 @@ class ServingPipeline:
 
     def _versions_in_use(self, name: str) -> set[int]:
         """The versions of ``name`` the manager holds and has not ended: their files stay."""
-        states = self.monitor.get_version_states(name)
-        return {v for v, s in states.items() if s.state.manager_state is not ManagerState.END}
+        return self.monitor.versions_in(name, *_NOT_ENDED)
 
     def _connect_platforms(
         self, registry: PlatformRegistry
