@@ -206,16 +206,19 @@ def _signature_of(
     return pinned, name, spec
 
 
-def _check_classify_signature(spec: SignatureSpec) -> None:
-    if spec.method_name != CLASSIFY_METHOD:
+def _check_method_and_one_input(spec: SignatureSpec, method: str, kind: str) -> None:
+    if spec.method_name != method:
         raise InvalidArgumentError(
-            f"Expected classification signature method_name to be {CLASSIFY_METHOD}. "
-            f"Was: {spec.method_name}"
+            f"Expected {kind} signature method_name to be {method}. Was: {spec.method_name}"
         )
     if len(spec.inputs) != 1:
         raise InvalidArgumentError(
             f"Expected one input Tensor, found {len(spec.inputs)}: {sorted(spec.inputs)}"
         )
+
+
+def _check_classify_signature(spec: SignatureSpec) -> None:
+    _check_method_and_one_input(spec, CLASSIFY_METHOD, "classification")
     if CLASSIFY_INPUTS not in spec.inputs:
         raise InvalidArgumentError(
             f"No classification inputs found in the signature: its input is "
@@ -231,15 +234,7 @@ def _check_classify_signature(spec: SignatureSpec) -> None:
 
 
 def _check_regress_signature(spec: SignatureSpec) -> None:
-    if spec.method_name != REGRESS_METHOD:
-        raise InvalidArgumentError(
-            f"Expected regression signature method_name to be {REGRESS_METHOD}. "
-            f"Was: {spec.method_name}"
-        )
-    if len(spec.inputs) != 1:
-        raise InvalidArgumentError(
-            f"Expected one input Tensor, found {len(spec.inputs)}: {sorted(spec.inputs)}"
-        )
+    _check_method_and_one_input(spec, REGRESS_METHOD, "regression")
     if len(spec.outputs) != 1:
         raise InvalidArgumentError(
             f"Expected one output Tensor, found {len(spec.outputs)}: {sorted(spec.outputs)}"
