@@ -265,12 +265,9 @@ def register_platform(
 ) -> None:
     """Makes platform ``name`` available to config files and the CLI (the default registry).
 
-    ``factory(platform_config)`` returns a ``SourceAdapter[StoragePath, Loader]``,
-    e.g. a :class:`~servinglib.sources.UnarySourceAdapter` whose ``convert``
-    builds your Loader for a version directory.  Pass ``"module:attribute"``
-    to import the factory only when the platform is first used.
-    ``config_message`` / ``config_from_message`` / ``recognizes`` / ``version_check``: see
-    :class:`Platform`.
+    ``factory(platform_config)`` returns a ``SourceAdapter[StoragePath, Loader]``
+    (or is ``"module:attribute"``, imported when the platform is first used);
+    the other arguments: see :class:`Platform`.
     """
     platform = Platform(
         name,

@@ -131,14 +131,11 @@ class ModelConfig:
     def from_proto(cls, message: pb_message.Message) -> ModelConfig:
         """A ``ModelConfig`` message (ours or TF Serving's) as a ModelConfig.
 
-        Empty ``model_platform``: the deprecated ``model_type`` decides
-        (``TENSORFLOW`` → ``"tensorflow"``), else ``"tensorflow"``.  An unset or
-        ``latest {}`` policy means the latest version.  ``logging_config``
-        becomes a :class:`LoggingConfig` (InvalidArgumentError when it is
-        invalid).  Raises
-        InvalidArgumentError as the constructor does, for ``model_type`` other
-        than ``TENSORFLOW``, and for ``model_type`` together with
-        ``model_platform``.
+        Empty ``model_platform``: the deprecated ``model_type`` decides, else
+        ``"tensorflow"``; an unset or ``latest {}`` policy means the latest
+        version.  Raises InvalidArgumentError as the constructor does, for an
+        invalid ``logging_config``, for ``model_type`` other than ``TENSORFLOW``,
+        and for ``model_type`` together with ``model_platform``.
         """
         from servinglib.protos import model_server_config_pb2 as config_pb2
 
@@ -360,14 +357,11 @@ def read_model_server_config(
 ) -> ModelServerConfig:
     """Reads a ``models.config`` file (TF Serving's text format; UTF-8).
 
-    Relative base paths are joined to ``base_dir``, which defaults to the
-    directory of the file: a config file next to its models works from any
-    working directory.  ``content``: the file's bytes, when the caller has
-    read them already (the file is then not opened again).  Raises
-    NotFoundError for a missing file, PermissionDeniedError for an
-    unreadable one, UnavailableError for other I/O errors, and otherwise as
-    :func:`parse_model_server_config` does, with the file's path in the
-    message.
+    Relative base paths are joined to ``base_dir`` (default: the file's
+    directory).  ``content``: the file's bytes, when the caller has read them
+    already.  Raises NotFoundError for a missing file, PermissionDeniedError
+    for an unreadable one, UnavailableError for other I/O errors, and
+    otherwise as :func:`parse_model_server_config` does, naming the file.
     """
     path = os.fspath(path)
     if content is None:

@@ -274,12 +274,9 @@ class ServerCore:
     def ready(self) -> bool:
         """True when every configured model has an AVAILABLE version: the one readiness answer.
 
-        The front ends' readiness (REST ``/v2/health/ready``, gRPC
-        ``ServerReady`` and ``grpc.health.v1``) all ask this.  Not ready: a
-        configured model still loading (at start, or added by a reload), one
-        whose every version failed (:meth:`failed_models`, also with
-        ``start_degraded``), one whose directory holds no version yet, a core
-        with no model configured, and a core drained or closed.  Models
+        Not ready: a configured model still loading, one whose every version
+        failed (:meth:`failed_models`), one whose directory holds no version yet,
+        a core with no model configured, and a core drained or closed.  Models
         swapping versions stay ready under the availability-preserving policy.
         """
         if self._closed or self._draining:

@@ -19,12 +19,9 @@ from servinglib.servable import Servable, SignatureSpec, Tensors
 class TensorFlowServable(Servable):
     """The signatures of a ``tf.saved_model.load`` result, as a Servable.
 
-    Each call converts the numpy inputs to tensors (object arrays of bytes
-    become string tensors), runs the signature's concrete function, and
-    converts the requested outputs back with ``.numpy()`` (string outputs
-    are object arrays of bytes).  Errors TF raises while running are
-    reported with TF's status code and message: an op rejecting its input
-    is INVALID_ARGUMENT.
+    Inputs and outputs are numpy arrays (strings as object arrays of bytes).
+    Errors TF raises while running are reported with TF's status code and
+    message: an op rejecting its input is INVALID_ARGUMENT.
     Thread-safe: TF runs concurrent calls of one function.
     """
 

@@ -190,12 +190,9 @@ def _failure(
 ) -> tuple[StatusCode, str]:
     """The status an RPC failing with ``error`` answers: a ServingError's own, else INTERNAL.
 
-    The message is cut to MAX_MESSAGE_BYTES (bounded_message): a status
-    message past grpc's metadata limit reaches the client as
-    RESOURCE_EXHAUSTED, whatever the code was.
-
-    Failures of the server's or the model's side are logged once, with the
-    request's id (unless the DataPlane logged them already, traceback and all).
+    The message is cut to MAX_MESSAGE_BYTES (past grpc's metadata limit the
+    client would get RESOURCE_EXHAUSTED).  Failures of the server's or the
+    model's side are logged once, with the request's id.
     """
     if isinstance(error, ServingError):
         if error.code in _LOGGED_CODES and not was_logged(error):

@@ -244,12 +244,9 @@ def _streams(
 ) -> dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]]:
     """The streaming RPCs, by service and method (``stream_loop``: the synchronous server's).
 
-    Unlike unary RPCs (one handler, driven by either server), a stream
-    needs a handler per server: a generator on the synchronous server's
-    thread, an async generator on grpc.aio.  Health Watch is one;
-    ModelStreamInfer the other (on the synchronous server, a stream's
-    requests are answered concurrently on the helper event loop its streams
-    share while the RPC's thread relays).
+    A stream needs a handler per server (a generator on the synchronous
+    server's thread, an async generator on grpc.aio): Health Watch and
+    ModelStreamInfer.
     """
     if stream_loop is None:
         watch = stream_handler(health_pb2.HealthCheckRequest, health_servicer.watch)

@@ -57,12 +57,10 @@ class StreamInferer:
         """The responses to one serialized ModelInferRequest, each with its model, outcome and
         what releases the bytes it holds of the plane's stream budget.
 
-        The outcome is OK but for the last response of a failed request
-        (its error's code).  Call the release once the response is sent
-        (or dropped).
-        Closing the iterator early (``aclose``, e.g. through
-        ``contextlib.aclosing``: leaving an ``async for`` does not) closes
-        the plane's stream, and so the model's generator.
+        The outcome is OK but for the last response of a failed request (its
+        error's code).  Call the release once the response is sent (or dropped).
+        Closing the iterator early (``aclose``; leaving an ``async for`` does
+        not) closes the plane's stream, and so the model's generator.
         """
         request = v2.ModelInferRequest()
         try:
@@ -269,11 +267,10 @@ def blocking_stream_stream_handler(
 ) -> grpc.RpcMethodHandler[Any, Any]:
     """ModelStreamInfer on grpcio's synchronous server: the stream's loop on ``streams``' loop.
 
-    The RPC's thread relays: requests are read from it by the stream's own
-    executor (at most two threads: a read, and a write waiting for room),
-    responses handed back through a bounded queue (a slow reader holds the
-    models back as on grpc.aio).  A client that cancels, or the
-    server's stop, cancels the stream's requests, closing their generators.
+    The RPC's thread relays requests (read by the stream's own executor) and
+    responses (through a bounded queue, so a slow reader holds the models
+    back).  A client that cancels, or the server's stop, cancels the stream's
+    requests, closing their generators.
     """
     serve = _serving(service, inferer, observer)
 

@@ -58,11 +58,9 @@ class RequestLogOptions:
     """Bounds of request logging: the queue waiting for the writer, and the files kept.
 
     ``max_queued``: requests waiting to be written, at most;
-    ``max_queued_bytes``: their estimated size at most (their tensors'
-    ``nbytes``, serialized examples and messages, the one being written
-    included), so that logging large requests holds at most this much
-    memory.  A request past either bound is dropped and counted.
-    ``file_rotation`` and ``file_retention``: of the built-in file sink.
+    ``max_queued_bytes``: their estimated size at most (tensors' ``nbytes``,
+    examples and messages).  A request past either bound is dropped and
+    counted.  ``file_rotation`` and ``file_retention``: of the built-in file sink.
     Immutable, so thread-safe.
     """
 
