@@ -80,17 +80,13 @@ class _Scope(Generic[_T]):
 class CallStages:
     """Where one call's time went, as ``time.perf_counter_ns()`` marks (0: not reached).
 
-    ``queued_ns`` when the call was handed to where it waits (a worker
-    pool, a batch queue), ``started_ns`` when it left the wait,
-    ``infer_started_ns`` / ``infer_ended_ns`` around the model's own call,
-    ``ended_ns`` when its outputs were ready.  A batched call also gets
-    ``batch_size`` (the rows its batch ran, padding excluded) and
-    ``leads_batch`` (True for one request per batch: the one that reports
-    the batch's execution).  The DataPlane makes one per request and reads
-    it when the request ends (statistics, tracing); a servable that runs
-    requests elsewhere fills it through :func:`call_stages`.
-    Not thread-safe: one writer at a time, the reader after it (a batch
-    thread writes before it settles the request's future).
+    ``queued_ns``: handed to where it waits (a pool, a batch queue);
+    ``started_ns``: left the wait; ``infer_started_ns`` / ``infer_ended_ns``:
+    around the model's own call; ``ended_ns``: outputs ready.  A batched call
+    also gets ``batch_size`` (padding excluded) and ``leads_batch`` (True for
+    the one request per batch that reports its execution).  A servable that
+    runs requests elsewhere fills it through :func:`call_stages`.
+    Not thread-safe: one writer at a time, the reader after it.
     """
 
     __slots__ = (

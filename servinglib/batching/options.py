@@ -29,20 +29,11 @@ def _sizes(value: Iterable[int]) -> tuple[int, ...]:
 class BatchingParameters:
     """How one model's requests are batched (TF Serving's ``BatchingParameters``, same defaults).
 
-    ``max_batch_size``: the largest request a queue accepts and, unless
-    ``enable_large_batch_splitting``, the largest batch.
-    ``batch_timeout_s``: how long an under-full batch waits for more
-    requests (0: it runs as soon as a batch thread is free).
-    ``max_enqueued_batches``: the queue's bound; a request beyond it is
-    refused at once with UNAVAILABLE.  ``num_batch_threads``: threads of
-    the shared pool (taken from the server-wide parameters; ignored in a
-    model's own file).  ``allowed_batch_sizes``: batches are padded up to
-    the next of these (increasing; the last equals the largest batch).
-    ``pad_variable_length_inputs``: pad the other dimensions of same-named
-    inputs to the largest in the batch, with the tensor's first element.
-    ``enable_large_batch_splitting``: split requests across batches so
-    batches fill up; then ``max_execution_batch_size`` (default
-    ``max_batch_size``) bounds the batches that run, and ``max_batch_size``
+    Each field, its default and unit: docs/guides/batching.md.  A request
+    beyond ``max_enqueued_batches`` is refused at once with UNAVAILABLE;
+    ``num_batch_threads`` is taken from the server-wide parameters (ignored in
+    a model's own file); with ``enable_large_batch_splitting``,
+    ``max_execution_batch_size`` bounds the batches and ``max_batch_size``
     only the requests.
     Immutable, so thread-safe.
     """

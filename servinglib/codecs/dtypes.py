@@ -5,13 +5,15 @@ Every function raises InvalidArgumentError for a type the other side cannot repr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from servinglib.errors import InvalidArgumentError
 from servinglib.protos import tensor_pb2
+
+T = TypeVar("T")
 
 # Numeric types by numpy (kind, itemsize): by size, not by numpy type object, because numpy has
 # several type objects of one size (np.longlong is not np.int64 on Linux).
@@ -32,22 +34,9 @@ _DATA_TYPE_BY_KIND_SIZE: dict[tuple[str, int], tensor_pb2.DataType] = {
     ("c", 16): tensor_pb2.DT_COMPLEX128,
 }
 _NUMPY_BY_DATA_TYPE: dict[int, np.dtype[Any]] = {
-    tensor_pb2.DT_BOOL: np.dtype(np.bool_),
-    tensor_pb2.DT_INT8: np.dtype(np.int8),
-    tensor_pb2.DT_INT16: np.dtype(np.int16),
-    tensor_pb2.DT_INT32: np.dtype(np.int32),
-    tensor_pb2.DT_INT64: np.dtype(np.int64),
-    tensor_pb2.DT_UINT8: np.dtype(np.uint8),
-    tensor_pb2.DT_UINT16: np.dtype(np.uint16),
-    tensor_pb2.DT_UINT32: np.dtype(np.uint32),
-    tensor_pb2.DT_UINT64: np.dtype(np.uint64),
-    tensor_pb2.DT_HALF: np.dtype(np.float16),
-    tensor_pb2.DT_FLOAT: np.dtype(np.float32),
-    tensor_pb2.DT_DOUBLE: np.dtype(np.float64),
-    tensor_pb2.DT_COMPLEX64: np.dtype(np.complex64),
-    tensor_pb2.DT_COMPLEX128: np.dtype(np.complex128),
-    tensor_pb2.DT_STRING: np.dtype(object),
-}
+    data_type: np.dtype(f"{kind}{size}")
+    for (kind, size), data_type in _DATA_TYPE_BY_KIND_SIZE.items()
+} | {tensor_pb2.DT_STRING: np.dtype(object)}
 
 _V2_BY_KIND_SIZE: dict[tuple[str, int], str] = {
     ("b", 1): "BOOL",
@@ -64,20 +53,8 @@ _V2_BY_KIND_SIZE: dict[tuple[str, int], str] = {
     ("f", 8): "FP64",
 }
 _NUMPY_BY_V2: dict[str, np.dtype[Any]] = {
-    "BOOL": np.dtype(np.bool_),
-    "INT8": np.dtype(np.int8),
-    "INT16": np.dtype(np.int16),
-    "INT32": np.dtype(np.int32),
-    "INT64": np.dtype(np.int64),
-    "UINT8": np.dtype(np.uint8),
-    "UINT16": np.dtype(np.uint16),
-    "UINT32": np.dtype(np.uint32),
-    "UINT64": np.dtype(np.uint64),
-    "FP16": np.dtype(np.float16),
-    "FP32": np.dtype(np.float32),
-    "FP64": np.dtype(np.float64),
-    "BYTES": np.dtype(object),
-}
+    name: np.dtype(f"{kind}{size}") for (kind, size), name in _V2_BY_KIND_SIZE.items()
+} | {"BYTES": np.dtype(object)}
 
 _STRING_KINDS = frozenset("OSU")  # object (of bytes or str), fixed-width bytes, fixed-width str
 _BFLOAT16 = "bfloat16"  # numpy's name of ml_dtypes.bfloat16
@@ -119,22 +96,15 @@ def numpy_to_data_type(dtype: npt.DTypeLike) -> tensor_pb2.DataType:
     Raises InvalidArgumentError for dtypes TensorFlow has no type for (float128, datetime64,
     structured, ...).
     """
-    if isinstance(dtype, np.dtype):
-        known = _DATA_TYPE_BY_DTYPE.get(dtype)
-        if known is not None:
-            return known
-    dtype = np.dtype(dtype)
-    if dtype.kind in _STRING_KINDS:
-        return tensor_pb2.DT_STRING
-    if dtype.name == _BFLOAT16:
-        data_type = tensor_pb2.DT_BFLOAT16
-    else:
-        found = _DATA_TYPE_BY_KIND_SIZE.get((dtype.kind, dtype.itemsize))
-        if found is None:
-            raise InvalidArgumentError(f"numpy dtype {dtype} has no TensorFlow DataType")
-        data_type = found
-    _DATA_TYPE_BY_DTYPE[dtype] = data_type
-    return data_type
+    known = _DATA_TYPE_BY_DTYPE.get(dtype) if isinstance(dtype, np.dtype) else None
+    if known is not None:
+        return known
+    return _learned(
+        np.dtype(dtype),
+        _DATA_TYPE_BY_DTYPE,
+        _DATA_TYPE_BY_KIND_SIZE,
+        (tensor_pb2.DT_STRING, tensor_pb2.DT_BFLOAT16, "TensorFlow DataType"),
+    )
 
 
 def v2_datatype_to_numpy(datatype: str) -> np.dtype[Any]:
@@ -158,22 +128,30 @@ def numpy_to_v2_datatype(dtype: npt.DTypeLike) -> str:
 
     Raises InvalidArgumentError for dtypes V2 has no name for (complex, float128, ...).
     """
-    if isinstance(dtype, np.dtype):
-        known = _V2_BY_DTYPE.get(dtype)
-        if known is not None:
-            return known
-    dtype = np.dtype(dtype)
+    known = _V2_BY_DTYPE.get(dtype) if isinstance(dtype, np.dtype) else None
+    if known is not None:
+        return known
+    return _learned(
+        np.dtype(dtype), _V2_BY_DTYPE, _V2_BY_KIND_SIZE, ("BYTES", "BF16", "V2 datatype")
+    )
+
+
+def _learned(
+    dtype: np.dtype[Any],
+    by_dtype: dict[np.dtype[Any], T],
+    by_kind_size: dict[tuple[str, int], T],
+    names: tuple[T, T, str],
+) -> T:
+    """``dtype``'s name on one side (``names``: its string, its bfloat16, the side), kept in
+    ``by_dtype`` unless a string."""
+    string, bfloat16, side = names
     if dtype.kind in _STRING_KINDS:
-        return "BYTES"
-    if dtype.name == _BFLOAT16:
-        datatype = "BF16"
-    else:
-        found = _V2_BY_KIND_SIZE.get((dtype.kind, dtype.itemsize))
-        if found is None:
-            raise InvalidArgumentError(f"numpy dtype {dtype} has no V2 datatype")
-        datatype = found
-    _V2_BY_DTYPE[dtype] = datatype
-    return datatype
+        return string
+    found = bfloat16 if dtype.name == _BFLOAT16 else by_kind_size.get((dtype.kind, dtype.itemsize))
+    if found is None:
+        raise InvalidArgumentError(f"numpy dtype {dtype} has no {side}")
+    by_dtype[dtype] = found
+    return found
 
 
 def _bfloat16(type_name: str) -> np.dtype[Any]:

@@ -21,13 +21,11 @@ _UNBOUNDED: Final = 2**63 - 1
 class DecodeLimits:
     """The bounds every decoder of request tensors applies.
 
-    ``max_elements``: a tensor with more elements, or a dimension larger than
-    this, is refused (default 2^31: no protobuf message, JSON body or binary
-    body we accept carries more).  ``max_fill_bytes``: the most bytes the
-    fills of one request may create in all (default 64 MiB).  ``fill_ratio``:
-    the most bytes a fill may create per byte of the tensors carrying the
-    request's values (default 65536, so ``tf.make_tensor_proto(0.0,
-    shape=[1, 224, 224, 3])``, 16 bytes on the wire, still fills its 588 KiB).
+    ``max_elements``: a tensor with more elements, or a dimension larger, is
+    refused (default 2^31).  ``max_fill_bytes``: the most bytes the fills of
+    one request may create in all (default 64 MiB).  ``fill_ratio``: the most
+    bytes a fill may create per byte of the tensors carrying the request's
+    values (default 65536).
     Immutable, so thread-safe.
     """
 

@@ -65,17 +65,13 @@ class AspiredVersionsManager(Manager):
 
     Each :meth:`set_aspired_versions` call for a servable name carries the
     complete desired set of versions: versions left out are unloaded, an
-    empty set unloads them all, and a version still aspired is never unloaded.
-    Requests are queued; each step (:meth:`run_once`, called by the
-    manage-state thread or by hand) applies the latest request per name and
-    takes at most one policy action, unloads before loads.  The thread runs a
-    step whenever something changed, and at least every
-    ``manage_state_interval_s``; ``None`` starts no thread (tests step by hand).
-    A version in ERROR aspired again with another revision (its source saw
-    its files change) gets its new loader: it heals, whatever its error; one
-    still loading or waiting to retry stops retrying and is replaced once
-    its attempt ends.  ``enable_reload_servables_with_error``: a version in
-    ERROR aspired again gets its new loader even with the same revision.
+    empty set unloads them all, a version still aspired is never unloaded.
+    Each step (:meth:`run_once`, by the manage-state thread or by hand)
+    applies the latest request per name and takes at most one policy action,
+    unloads before loads; the thread steps on each change and at least every
+    ``manage_state_interval_s`` (``None``: no thread).  A version in ERROR
+    aspired again with another revision (or any, with
+    ``enable_reload_servables_with_error``) gets its new loader.
     Thread-safe.
     """
 
@@ -182,14 +178,10 @@ class AspiredVersionsManager(Manager):
     def run_once(self) -> bool:
         """One step: forget finished versions, apply pending requests, act for each name.
 
-        A step looks only at names whose versions changed (a request, or a
-        load or unload that finished) since a step last found nothing to do,
-        and starts the policy's next action for each of them that has one
-        (unloads first): one pass over the changed names, so a reload adding
-        N models costs O(N) policy calls, not O(N²).
-
-        Returns True if the step changed anything (so another step may have
-        more to do).  With 0 load (unload) threads the actions' loads
+        A step looks only at names whose versions changed since a step last found
+        nothing to do, and starts the policy's next action for each (unloads
+        first).  Returns True if the step changed anything (so another step may
+        have more to do).  With 0 load (unload) threads the actions' loads
         (unloads) run before this returns.  After close() a step does nothing.
         """
         with self._step_lock:

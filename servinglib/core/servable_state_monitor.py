@@ -101,6 +101,12 @@ class ServableStateMonitor:
         with self._lock:
             return dict(self._states.get(name, {}))
 
+    def versions_in(self, name: str, *states: ManagerState) -> set[int]:
+        """The versions of ``name`` whose last state is one of ``states``."""
+        with self._lock:
+            versions = self._states.get(name, {})
+            return {v for v, s in versions.items() if s.state.manager_state in states}
+
     def get_all_servable_states(self) -> dict[str, dict[int, ServableStateAndTime]]:
         """Every servable seen, by name and version."""
         with self._lock:

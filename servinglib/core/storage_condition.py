@@ -15,15 +15,12 @@ from servinglib.errors import ServingError
 class StorageCondition:
     """What a source found at its last look at one servable's storage (its base path).
 
-    ``error``: why the storage cannot be used now (a missing or unreadable
-    base path, a store that does not answer, ...); what the source emitted
+    ``error``: why the storage cannot be used now; what the source emitted
     before keeps serving.  ``holds_no_version``: the storage was read and
-    holds no version to serve, nor one on its way (a version whose files are
-    still arriving is on its way).  Neither (:attr:`clear`): the storage is
-    fine, or the source no longer watches the servable.  A source publishes
-    one when a look finds a servable's condition changed, and a clear one
-    when it stops watching it; a :class:`ServableStateMonitor` given the bus
-    keeps the latest per name, beside the servable's states.
+    holds no version to serve, nor one on its way.  Neither (:attr:`clear`):
+    the storage is fine, or the source no longer watches the servable.  A
+    source publishes one when a servable's condition changed, and a clear one
+    when it stops watching it.
     Immutable, so thread-safe.
     """
 

@@ -23,16 +23,13 @@ ServableWrapper = Callable[[Servable, str], Servable]
 class ModelLoader(Loader):
     """Loads the Servable of one version directory, warms it up, and serves it.
 
-    Subclasses implement :meth:`_load_servable` (and :meth:`_unload_servable`
-    to release what it holds).  load() wraps the servable if a wrapper was
-    set (:meth:`wrap_servable_with`: the server's batching), then replays
-    the directory's warmup requests through it before it returns, so a
-    version is AVAILABLE only warmed up; a failed warmup unloads the
-    servable and fails the load; a directory the server may not list or
-    enter fails it with PERMISSION_DENIED before the platform looks inside
-    (which would see no files).  unload() closes the served servable
-    (:meth:`Servable.close`) before :meth:`_unload_servable`.  The resource
-    estimate is the directory's size x 1.2 as RAM bytes, computed once.
+    Subclasses implement :meth:`_load_servable` (and :meth:`_unload_servable`).
+    load() wraps the servable if a wrapper was set (:meth:`wrap_servable_with`),
+    then replays the directory's warmup requests through it, so a version is
+    AVAILABLE only warmed up; a failed warmup unloads it and fails the load;
+    a directory the server may not list or enter fails it with
+    PERMISSION_DENIED.  unload() closes the served servable before
+    :meth:`_unload_servable`.  The RAM estimate is the directory's size x 1.2.
     Thread safety: as :class:`Loader` requires.
     """
 

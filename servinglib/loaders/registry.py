@@ -46,18 +46,13 @@ DEFAULT_MODEL_PLATFORM = "tensorflow"
 class Platform:
     """A registered platform: its factory (or ``"module:attribute"`` to import lazily).
 
-    ``requires`` lists modules that must be importable (checked without
-    importing them) and ``install_hint`` says how to get them.
-    ``config_message`` (``"module:MessageClass"``, a protobuf message) and
-    ``config_from_message`` (a function, or ``"module:function"``, turning
-    that message into the platform's config) let a ``--platform_config_file``
-    configure the platform.  ``recognizes`` names files whose presence in a
-    version directory shows it holds this platform's model
-    (``saved_model.pb``, ``model.py``), so a server can tell a model
-    directory's platform without being told.  ``version_check`` (a factory taking
-    the platform's config, or ``"module:function"``) says what a complete
-    version directory holds, so a file-system source offers a version only
-    once it is complete; None: any file (see :func:`~servinglib.sources.holds_a_file`).
+    ``requires``: modules that must be importable (checked without importing
+    them), ``install_hint`` how to get them.  ``config_message`` and
+    ``config_from_message`` let a ``--platform_config_file`` configure it.
+    ``recognizes``: files whose presence shows a version directory holds this
+    platform's model.  ``version_check`` (a factory taking the platform's
+    config, or ``"module:function"``): what a complete version holds (None:
+    any file).
     Immutable, so thread-safe.
     """
 
@@ -270,12 +265,9 @@ def register_platform(
 ) -> None:
     """Makes platform ``name`` available to config files and the CLI (the default registry).
 
-    ``factory(platform_config)`` returns a ``SourceAdapter[StoragePath, Loader]``,
-    e.g. a :class:`~servinglib.sources.UnarySourceAdapter` whose ``convert``
-    builds your Loader for a version directory.  Pass ``"module:attribute"``
-    to import the factory only when the platform is first used.
-    ``config_message`` / ``config_from_message`` / ``recognizes`` / ``version_check``: see
-    :class:`Platform`.
+    ``factory(platform_config)`` returns a ``SourceAdapter[StoragePath, Loader]``
+    (or is ``"module:attribute"``, imported when the platform is first used);
+    the other arguments: see :class:`Platform`.
     """
     platform = Platform(
         name,

@@ -67,21 +67,14 @@ def _models(models: Iterable[ModelConfig]) -> tuple[ModelConfig, ...]:
 class ModelConfig:
     """One model to serve: its name, where its versions are, its platform, versions and labels.
 
-    ``base_path`` is the directory whose numbered children are the versions
-    (``/models/m`` for ``/models/m/1``).  ``model_platform`` names the platform
-    that loads it (``"tensorflow"``, ``"python"``, ...).  ``version_policy``:
-    which versions to serve.  ``version_labels``: label → version, for requests
-    that ask for a label such as ``stable``; frozen into a read-only mapping.
-    ``logging_config``: which requests are logged, and where (None: none).
-    ``storage_options``: for a base path in an object store (``s3://...``),
-    anything its fsspec file system takes (``{"key": ..., "secret": ...,
-    "client_kwargs": {"endpoint_url": ...}}`` for S3); Python only: a
-    config file has no such field, and :meth:`to_proto` leaves it out.
+    TF Serving's ``ModelConfig``; the fields: docs/reference/config.md.
+    ``storage_options``: for a base path in an object store, anything its
+    fsspec file system takes; Python only (:meth:`to_proto` leaves it out).
     Raises InvalidArgumentError for an empty name or one with ``/``, an empty
     base path or platform, a base path holding a NUL byte or longer than
-    MAX_BASE_PATH_BYTES (4096; a local one's directory names at most
-    MAX_PATH_COMPONENT_BYTES, 255), a label that is empty or holds ``/`` or ``:``, or a
-    version outside int64 (negative included).  TF Serving's ``ModelConfig``.
+    MAX_BASE_PATH_BYTES (a local one's directory names at most
+    MAX_PATH_COMPONENT_BYTES), a label that is empty or holds ``/`` or ``:``,
+    or a version outside int64 (negative included).
     Immutable, so thread-safe.
     """
 
@@ -138,14 +131,11 @@ class ModelConfig:
     def from_proto(cls, message: pb_message.Message) -> ModelConfig:
         """A ``ModelConfig`` message (ours or TF Serving's) as a ModelConfig.
 
-        Empty ``model_platform``: the deprecated ``model_type`` decides
-        (``TENSORFLOW`` → ``"tensorflow"``), else ``"tensorflow"``.  An unset or
-        ``latest {}`` policy means the latest version.  ``logging_config``
-        becomes a :class:`LoggingConfig` (InvalidArgumentError when it is
-        invalid).  Raises
-        InvalidArgumentError as the constructor does, for ``model_type`` other
-        than ``TENSORFLOW``, and for ``model_type`` together with
-        ``model_platform``.
+        Empty ``model_platform``: the deprecated ``model_type`` decides, else
+        ``"tensorflow"``; an unset or ``latest {}`` policy means the latest
+        version.  Raises InvalidArgumentError as the constructor does, for an
+        invalid ``logging_config``, for ``model_type`` other than ``TENSORFLOW``,
+        and for ``model_type`` together with ``model_platform``.
         """
         from servinglib.protos import model_server_config_pb2 as config_pb2
 
@@ -367,14 +357,11 @@ def read_model_server_config(
 ) -> ModelServerConfig:
     """Reads a ``models.config`` file (TF Serving's text format; UTF-8).
 
-    Relative base paths are joined to ``base_dir``, which defaults to the
-    directory of the file: a config file next to its models works from any
-    working directory.  ``content``: the file's bytes, when the caller has
-    read them already (the file is then not opened again).  Raises
-    NotFoundError for a missing file, PermissionDeniedError for an
-    unreadable one, UnavailableError for other I/O errors, and otherwise as
-    :func:`parse_model_server_config` does, with the file's path in the
-    message.
+    Relative base paths are joined to ``base_dir`` (default: the file's
+    directory).  ``content``: the file's bytes, when the caller has read them
+    already.  Raises NotFoundError for a missing file, PermissionDeniedError
+    for an unreadable one, UnavailableError for other I/O errors, and
+    otherwise as :func:`parse_model_server_config` does, naming the file.
     """
     path = os.fspath(path)
     if content is None:

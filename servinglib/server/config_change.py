@@ -108,7 +108,7 @@ def check_labels(
             f"Model {model.name} has version labels, which this server does not allow "
             "(allow_version_labels)"
         )
-    available = _available(monitor, model.name)
+    available = monitor.versions_in(model.name, ManagerState.AVAILABLE)
     for label, version in model.version_labels.items():
         if version in available:
             continue
@@ -127,7 +127,7 @@ def warn_if_moved(
     """Says that versions loaded from the old base path keep serving (as in TF Serving)."""
     if previous is None or previous.base_path == model.base_path:
         return
-    loaded = sorted(_available(monitor, model.name))
+    loaded = sorted(monitor.versions_in(model.name, ManagerState.AVAILABLE))
     if not loaded:
         return
     _log.warning(
@@ -140,11 +140,3 @@ def warn_if_moved(
         model.base_path,
         ", ".join(map(str, loaded)),
     )
-
-
-def _available(monitor: ServableStateMonitor, name: str) -> set[int]:
-    return {
-        version
-        for version, state in monitor.get_version_states(name).items()
-        if state.state.manager_state is ManagerState.AVAILABLE
-    }

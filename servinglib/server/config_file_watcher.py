@@ -46,20 +46,14 @@ class ConfigFileStatus:
 class ModelConfigFileWatcher:
     """Re-reads a model config file and reloads the ServerCore when its content changes.
 
-    The core is assumed to serve the file's content at construction (build
-    the core from the file first).
-
+    Requires: the core serves the file's content at construction.
     Checks every ``poll_wait_seconds`` and, with ``watch_filesystem_events``,
-    the moment anything in the file's directory changes (so a ConfigMap
-    volume's ``..data`` symlink swap is seen at once).  A file that cannot be
-    read or parsed (empty, half-written) is read again once its content has
-    stayed the same for ``settle_s``, so an edit in place (truncate, then
-    write) reports nothing; only a file still bad then is an error. A file
-    that fails to read, parse or validate — a syntax error, a platform change
-    — is reported by :meth:`status` and the log and changes nothing; the same
-    content is not retried until it changes. A config applied whose new models
-    did not become available is applied all the same: the log and
-    ``status().unavailable`` name those models and why.
+    the moment anything in the file's directory changes.  A file that cannot
+    be read or parsed is read again once its content stayed the same for
+    ``settle_s``; a file still bad then, or one that fails to validate, is
+    reported by :meth:`status` and the log, changes nothing, and is not
+    retried until it changes.  A config applied whose new models did not
+    become available stays applied; ``status().unavailable`` names them.
     Thread-safe.
     """
 

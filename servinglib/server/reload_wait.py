@@ -123,7 +123,7 @@ def _outcome(
     current = monitor.get_version_states(name)
     # Available whenever it was published: a model removed and added again before its
     # unload began keeps its version, and publishes nothing new.
-    if any(e.state.manager_state is ManagerState.AVAILABLE for e in current.values()):
+    if monitor.versions_in(name, ManagerState.AVAILABLE):
         return True
     states = {v: e for v, e in current.items() if before.get(v) is not e}  # this reload's
     newest_first = [states[v].state for v in sorted(states, reverse=True)]

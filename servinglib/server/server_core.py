@@ -52,14 +52,11 @@ _log = logging.getLogger(__name__)
 class ServerCore:
     """Serves the models of a ModelServerConfig through a :class:`ServingPipeline`.
 
-    Constructing it with a config loads that config and waits as
-    :meth:`reload_config` does; a failure raises (or, with
-    ``start_degraded``, is recorded and the healthy models serve).
-    ``state_listeners`` are subscribed to the event bus before that first
-    load, and run on the publishing thread.  How models are is asked of the
-    state monitor, never of the source.  Loads, unloads and failures are
-    logged on ``servinglib.server``, retries on
-    ``servinglib.core.loader_harness``; the library adds no handler.
+    Constructing it loads the config and waits as :meth:`reload_config` does;
+    a failure raises (or, with ``start_degraded``, is recorded and the
+    healthy models serve).  ``state_listeners`` are subscribed before that
+    first load and run on the publishing thread.  Loads, unloads and failures
+    are logged on ``servinglib.server``; the library adds no handler.
     Thread-safe; config changes serialize, but not the waits for their models.
     """
 
@@ -277,12 +274,9 @@ class ServerCore:
     def ready(self) -> bool:
         """True when every configured model has an AVAILABLE version: the one readiness answer.
 
-        The front ends' readiness (REST ``/v2/health/ready``, gRPC
-        ``ServerReady`` and ``grpc.health.v1``) all ask this.  Not ready: a
-        configured model still loading (at start, or added by a reload), one
-        whose every version failed (:meth:`failed_models`, also with
-        ``start_degraded``), one whose directory holds no version yet, a core
-        with no model configured, and a core drained or closed.  Models
+        Not ready: a configured model still loading, one whose every version
+        failed (:meth:`failed_models`), one whose directory holds no version yet,
+        a core with no model configured, and a core drained or closed.  Models
         swapping versions stay ready under the availability-preserving policy.
         """
         if self._closed or self._draining:
@@ -315,16 +309,13 @@ class ServerCore:
     def reload_config(self, config: ModelServerConfig) -> None:
         """Makes ``config`` the complete desired state and waits for its new models.
 
-        Models absent from ``config`` unload; new ones are waited for until
-        each has an available version, fails, or
-        ``servable_state_waiter_timeout_s`` passes.  A config that does not
-        validate (see :class:`ConfigChange`; labels not allowed or pointing
-        at unavailable versions) is rejected whole and the previous one keeps
-        serving.  New models that fail raise an error naming them (see
-        ``reload_wait.failure_error``; they stay configured, in error); one
-        whose base path holds no version fails at once (NOT_FOUND) and loads
-        when one appears.  The wait holds no lock: :meth:`drain` and
-        :meth:`close` end it.
+        Models absent from ``config`` unload; new ones are waited for until each
+        has an available version, fails, or ``servable_state_waiter_timeout_s``
+        passes.  A config that does not validate is rejected whole and the
+        previous one keeps serving.  New models that fail raise an error naming
+        them (they stay configured, in error; one whose base path holds no
+        version fails at once, NOT_FOUND, and loads when one appears).  The wait
+        holds no lock: :meth:`drain` and :meth:`close` end it.
         """
         if not isinstance(config, ModelServerConfig):
             raise wrong_type(

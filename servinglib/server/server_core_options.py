@@ -108,16 +108,13 @@ class _TakesFlatKeywords(type):
 class ServerCoreOptions(metaclass=_TakesFlatKeywords):
     """How a ServerCore loads and serves (TF Serving's ServerCore::Options), composed of parts.
 
-    Each part keeps its own options object, with its own defaults: the
-    manager's (``ManagerOptions``: load and unload threads, load retries),
-    the file-system source's (``FileSystemStoragePathSourceConfig``: poll
-    period, settle window, done marker, always-present versions; its
-    ``servables`` come from the config and must be empty here), batching's
-    (``BatchingParameters``) and each platform's config, which holds its
-    ``WarmupOptions``.  The flat keywords of earlier releases
-    (``num_load_threads=``, ``file_system_poll_wait_seconds=``, ...) still
-    work with a DeprecationWarning naming the new spelling, and so do reads
-    of them.  Immutable, so thread-safe.
+    Each part keeps its own options object and defaults: ``ManagerOptions``,
+    ``FileSystemStoragePathSourceConfig`` (its ``servables`` come from the
+    config and must be empty here), ``BatchingParameters`` and each
+    platform's config (which holds its ``WarmupOptions``).  The flat keywords
+    of earlier releases (``num_load_threads=``, ...) still work, and so do
+    reads of them, with a DeprecationWarning naming the new spelling.
+    Immutable, so thread-safe.
     """
 
     aspired_version_policy: AspiredVersionPolicy = attrs.field(factory=AvailabilityPreservingPolicy)

@@ -32,6 +32,7 @@ from servinglib.sources.target import connect
 from servinglib.sources.version_check import VersionCheck
 
 _log = logging.getLogger("servinglib.server.server_core")  # what ServerCore.close() logs
+_NOT_ENDED = tuple(set(ManagerState) - {ManagerState.END})  # a version whose files stay
 
 
 @final
@@ -40,12 +41,10 @@ class ServingPipeline:
 
     A :class:`BasePathSource` → a router by platform → one adapter per
     platform (→ batching) → the AspiredVersionsManager, publishing on
-    :attr:`event_bus`; the :attr:`monitor` follows those states and the
-    source's storage conditions, and tells the source which versions are in
-    use (their remote copies stay).  Nothing polls until :meth:`start`.
-    Raises InvalidArgumentError for ``enable_per_model_batching_parameters``
-    without ``batching_parameters``.  Thread-safe, but :meth:`serve` calls
-    must not overlap (ServerCore makes them under its reload lock).
+    :attr:`event_bus`, which :attr:`monitor` follows.  Nothing polls until
+    :meth:`start`.  Raises InvalidArgumentError for
+    ``enable_per_model_batching_parameters`` without ``batching_parameters``.
+    Thread-safe, but :meth:`serve` calls must not overlap.
     """
 
     def __init__(
@@ -172,8 +171,7 @@ class ServingPipeline:
 
     def _versions_in_use(self, name: str) -> set[int]:
         """The versions of ``name`` the manager holds and has not ended: their files stay."""
-        states = self.monitor.get_version_states(name)
-        return {v for v, s in states.items() if s.state.manager_state is not ManagerState.END}
+        return self.monitor.versions_in(name, *_NOT_ENDED)
 
     def _connect_platforms(
         self, registry: PlatformRegistry

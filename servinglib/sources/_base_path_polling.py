@@ -32,14 +32,12 @@ class BasePathPolling(Source[StoragePath], abc.ABC):
     """Polls the base paths of a config's servables and emits what each look finds.
 
     A subclass says how one servable is looked at (:meth:`_scan`) and which
-    base paths it takes (:meth:`_refusal`); this runs the polls: the first
-    when connected, then a full poll every ``file_system_poll_wait_seconds``
-    on a thread of its own (and of the names :meth:`_mark_dirty` names, as
-    soon as the thread is free), by hand with :meth:`poll_once`, and of new
-    and changed servables in :meth:`update_config`.  Each look's condition
-    (an error, no version there) is kept for :meth:`servable_errors` and
-    :meth:`holds_no_version`, logged when it begins and ends, and published
-    on :attr:`storage_conditions` when it changed.
+    base paths it takes (:meth:`_refusal`); this runs the polls: when
+    connected, every ``file_system_poll_wait_seconds`` on a thread of its own
+    (and at once for names :meth:`_mark_dirty` names), by hand with
+    :meth:`poll_once`, and in :meth:`update_config`.  Each look's condition is
+    kept (:meth:`servable_errors`, :meth:`holds_no_version`), logged when it
+    begins and ends, and published on :attr:`storage_conditions`.
     Thread-safe.
     """
 

@@ -47,10 +47,10 @@ class VersionSettling:
     """Decides, per version directory, when its files are complete and quiet.
 
     A version is offered once its platform's check passes and no file under
-    it changed for ``settle_window_s`` (by fingerprint: names, sizes, mtimes;
-    or, on first sight, files whose newest ctime is that old already).  An
-    offered version stays offered; when its files change and settle again it
-    is offered again with the next revision (a failed load then heals).
+    it changed (names, sizes, mtimes) for ``settle_window_s`` (on first sight:
+    its files' newest ctime is that old).  An offered version stays offered;
+    when its files change and settle again it is offered again with the next
+    revision (a failed load then heals).
     Not thread-safe: the source calls it under its poll lock.
     """
 

@@ -32,18 +32,12 @@ _CLOCK_SLACK_S = 1e-3  # a timer may fire a hair before the clock says its time 
 class FileSystemStoragePathSource(BasePathPolling):
     """Polls base paths for version directories and aspires those the version policy picks.
 
-    A version directory is a child of the base path named by a non-negative
-    integer (``00012`` is version 12; ``12.tmp`` is ignored).  A base path
-    with none that itself passes ``version_check`` (a bare model, as KServe's
-    storage initializer leaves in ``/mnt/models``) is
-    :data:`BARE_MODEL_VERSION`.  The policy picks among the complete, quiet
-    versions (see the config's ``settle_window_s``), so a version still being
-    copied never displaces the one serving; one whose files changed and
-    settled again is emitted with the next revision, so a failed load is
-    tried again.  A base path that is missing, unreadable or not a directory
-    keeps the previous set (nothing is unloaded).  An object-store base path
-    is refused (InvalidArgumentError): see :class:`RemoteStoragePathSource`
-    and :class:`BasePathSource`.  ``in_use`` is deprecated and unused.
+    Version directories, bare models, settling and faults:
+    docs/guides/file-system-source.md.  A version still being copied never
+    displaces the one serving; a base path that is missing, unreadable or
+    not a directory keeps the previous set (nothing is unloaded).  An
+    object-store base path is refused (InvalidArgumentError): see
+    :class:`RemoteStoragePathSource`.  ``in_use`` is deprecated and unused.
     Thread-safe.
     """
 

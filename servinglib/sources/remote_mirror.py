@@ -73,18 +73,13 @@ def default_cache_dir() -> str:
 class RemoteMirror:
     """Keeps a local copy of the complete versions of one remote base path that a policy picks.
 
-    ``url``: the base path (``s3://bucket/prefix``); ``cache_dir``: the
-    cache root (this base path gets its own directory in it,
-    :attr:`local_base`); ``download_concurrency``: files downloaded at once
-    within a version; ``done_marker``: a version holding this object is
-    complete at once; ``storage_options``: for the fsspec file system (see
-    :func:`open_store`); ``servable_name``: whose base path it is (its cache
-    directory is its own); ``on_event``: called with each
-    :class:`StoreEvent`; ``work``: runs its store calls (cancelling it ends
-    a sync with CancelledError, leaving no partial copy; None: its own).
-    :attr:`local_base` is ``<cache_dir>/<base path>-<digest>`` when this
-    mirror claimed it, else a private directory beside it (another mirror,
-    of this process or another, holds it), removed by :meth:`close`.
+    ``url``: the base path (``s3://bucket/prefix``); ``cache_dir``: the cache
+    root; ``done_marker``: a version holding this object is complete at once;
+    ``on_event``: called with each :class:`StoreEvent`; ``work``: runs its
+    store calls (cancelling it ends a sync with CancelledError, leaving no
+    partial copy; None: its own).  :attr:`local_base` is
+    ``<cache_dir>/<base path>-<digest>`` when this mirror claimed it, else a
+    private directory beside it, removed by :meth:`close`.
     Not thread-safe: the source calls it under its poll.
     """
 

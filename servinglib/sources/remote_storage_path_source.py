@@ -36,21 +36,15 @@ class RemoteStoragePathSource(BasePathPolling):
 
     Each poll of a servable lists its base path, copies the complete versions
     its policy picks into the config's ``model_cache_dir`` (one
-    :class:`RemoteMirror` per servable) and emits, as a
-    FileSystemStoragePathSource does for a directory, the versions of that
-    copy: a copy is renamed into place whole, so it needs no settle window.
-    A store whose sync failed is not asked again before a wait (the poll
-    period, doubled per failure in a row, up to :data:`MAX_BACKOFF_S`).  A
-    version refused for an unsafe key is emitted as an error beside what
-    serves; versions listed but not complete yet are waited for.  It polls
-    on a thread of its own, so a store that is slow to answer delays no
-    local base path.  ``in_use``: the versions of a servable still loading,
-    serving or unloading downstream; a copy is kept while its version is in
-    use, and the copies of a servable removed (or moved) go at the first
-    full poll after none is (None: a copy goes as soon as the policy drops
-    its version).  It is called under the source's poll lock: it must not
-    call back into this source.  A local base path is refused
-    (InvalidArgumentError).
+    :class:`RemoteMirror` per servable) and emits the versions of that copy,
+    as FileSystemStoragePathSource does for a directory.  After a failed sync
+    a store is not asked again for the poll period, doubled per failure in a
+    row, up to :data:`MAX_BACKOFF_S`.  ``in_use``: the versions of a servable
+    still loading, serving or unloading downstream, whose copies are kept
+    (None: a copy goes as soon as the policy drops its version); it is called
+    under the source's poll lock and must not call back into this source.  A
+    local base path is refused (InvalidArgumentError).  How it behaves on
+    faults and unsafe keys: docs/guides/remote-storage.md.
     Thread-safe.
     """
 

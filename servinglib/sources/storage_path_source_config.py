@@ -54,23 +54,9 @@ class FileSystemStoragePathSourceConfig:
     """What a storage path source watches, and how (FileSystemStoragePathSource's,
     RemoteStoragePathSource's and BasePathSource's config).
 
-    ``file_system_poll_wait_seconds``: poll period; 0 polls once when
-    connected, a negative value never polls by itself (call ``poll_once``).
-    ``servable_versions_always_present``: an empty or unreadable base path
-    never unloads what serves (the problem is reported instead).
-    ``settle_window_s``: with periodic polling, a version directory is
-    aspired only once it is complete (its ``version_check``) and no file
-    under it changed for this long (0: as soon as it is complete); polling
-    by hand, the caller says when.  ``version_done_marker``: if set, a
-    version directory is aspired only once this file exists in it (no settle
-    window then: the writer said it is done).
-    ``watch_filesystem_events``: with periodic polling, also poll a servable
-    the moment something under its base path is created, written, moved or
-    deleted (watchdog); polling stays the source of truth.
-    ``model_cache_dir``: where versions of remote base paths (``s3://``,
-    ``gs://``, ``az://``) are downloaded by the remote source (None: ``servinglib-model-cache``
-    under the system temp directory); ``download_concurrency``: files
-    downloaded at once within a version (see :class:`RemoteMirror`).
+    Every field, its default and unit: docs/guides/file-system-source.md
+    ("Configuration").  ``file_system_poll_wait_seconds``: poll period; 0 polls once
+    when connected, a negative value never polls by itself (call ``poll_once``).
     Immutable, so thread-safe.
     """
 

@@ -54,34 +54,10 @@ def check_loader(
 ) -> list[Violation]:
     """Drives a loader from ``factory()`` through the Loader contract; returns what it breaks.
 
-    In order: estimate_resources() before load; servable() must raise before
-    load; load(), whose growth of the process's resident memory must stay
-    within the RAM estimate (+ ``ram_slack_bytes``); the estimate must never
-    increase afterwards; servable(); its calls from ``concurrent_calls``
-    threads at once (``calls_per_thread`` each) must give the results of
-    calls made alone; each signature called with one output as its
-    ``output_filter`` must return exactly that output; unload() must not
-    raise, must let the servable be garbage-collected, and servable() must
-    raise again; then ``cycles`` - 1 more load → unload cycles on the same
-    loader, whose memory growth must stay within ``max_memory_growth_bytes``
-    (default: 64 MiB + the RAM estimate), and which must leave at most
-    ``max_thread_growth`` more threads running (after 2 s to end) and
-    ``max_fd_growth`` more file descriptors open.  With ``failing_factory``
-    (a loader whose load() fails now, e.g. pointed at a missing or corrupt
-    model), failed loads must leave no servable, memory, threads or file
-    descriptors behind, and with ``heal_failure(loader)`` (removes the
-    cause) the same loader's next load() must succeed.
-
-    The servable is called through ``call(servable)`` if given (results
-    compared with ``==``); otherwise, if it is a servinglib
-    :class:`~servinglib.servable.Servable`, through each of its signatures,
-    with ``inputs[signature]`` or zeros built from its TensorSpecs; any
-    other servable is not called.
-    Memory and file-descriptor checks need /proc (Linux) and are skipped
-    elsewhere, where threads are counted from Python alone; the
-    collection check is skipped for servables that take no weak reference
-    (dict, list, ...).  ``skip`` names checks not to report (check ids, listed in
-    docs/guides/testing_loaders.md).  Each check reports at most one violation.
+    The checks, in order, and what each parameter bounds are listed in
+    docs/guides/testing_loaders.md ("Check the Loader contract"); ``skip``
+    names check ids not to report.  Each check reports at most one
+    violation.  Memory and file-descriptor checks need /proc (Linux).
     Requires: ``factory`` returns a new, unloaded loader.
     Thread safety: runs on the calling thread (and its own threads for the
     concurrent calls); the loader is never loaded or unloaded concurrently.

@@ -25,11 +25,9 @@ def resident_bytes() -> int | None:
 def collections_of_new_objects_only() -> Iterator[None]:
     """Within it, garbage collections look only at objects made since it was entered.
 
-    The checks collect before each measurement, a dozen times a run; in a
-    process with a large heap (TensorFlow imported, a test suite's worth of
-    objects) a full collection takes a good part of a second, so everything
-    alive on entry is moved to the permanent generation (:func:`gc.freeze`)
-    and moved back on exit.  A heap someone else froze already is left as it is.
+    Everything alive on entry is frozen (:func:`gc.freeze`), so a collection
+    in a large heap stays quick, and moved back on exit; a heap someone else
+    froze already is left as it is.
     Thread safety: the garbage collector is process-wide: one at a time.
     """
     if gc.get_freeze_count() > 0:

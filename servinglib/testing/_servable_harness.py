@@ -41,20 +41,14 @@ _SETTLED = frozenset({ManagerState.AVAILABLE, ManagerState.END})
 class ServableHarness:
     """Serves one Loader from a real AspiredVersionsManager in this process, stepped by hand.
 
-    ``loader`` is a Loader, or a factory called for each :meth:`load` (so a
-    version can be loaded again after :meth:`unload`).  The manager has no
-    manage-state thread; with the default ManagerOptions loads and unloads
-    run on the calling thread, inside :meth:`load` / :meth:`unload`.
+    ``loader`` is a Loader, or a factory called for each :meth:`load`.
     Entering the ``with`` block loads the version (unless ``load_on_enter``
     is False) and raises AssertionError, with the load's error as cause, if
     it does not become AVAILABLE; leaving it closes the manager (unloading).
-    :attr:`events` records every state the manager published.
-    With load retries on a FakeClock, a failed load waits for the clock:
-    use :meth:`aspire`, :meth:`run_once` and ``clock.advance`` instead of
-    :meth:`load`.  With ``batching``, the version is served as a ServerCore
-    with those batching parameters serves it (its signatures wrapped at
-    load, before warmup); :meth:`call_concurrently` then shows requests
-    sharing model calls, and :attr:`batch_scheduler` their statistics.
+    With load retries on a FakeClock use :meth:`aspire`, :meth:`run_once`
+    and ``clock.advance`` instead of :meth:`load`.  ``batching``: serve the
+    version through batch queues as a ServerCore does.  More:
+    docs/guides/testing_loaders.md ("ServableHarness").
     Thread-safe (call from any thread; one thread steps).
     """
 

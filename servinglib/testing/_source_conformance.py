@@ -32,25 +32,11 @@ def check_source(
 ) -> list[Violation]:
     """Connects a source from ``source_factory()`` to a recorder; returns what it breaks.
 
-    Checks: the source emits an aspired set within ``timeout_s`` of being
-    connected ("emits"); every set names only its own servable and no
-    version twice ("complete-sets"); and, with ``remove_version``, that
-    removing a version from the source's world makes the source emit a set
-    for that name without it, an empty set if it was the last
-    ("omission-unloads").
-
-    What the caller provides: ``source_factory`` returns a source whose
-    world holds at least one version (e.g. a model directory made with
-    make_version_dirs).  ``remove_version(source, servable_id)`` removes that
-    version from the world (deletes its directory, drops it from the
-    registry, ...); it is called for the highest version of the first
-    servable name (sorted) whose last emitted set is not empty.
-    ``poll(source)``, for sources that look at their world only when asked
-    (``FileSystemStoragePathSource.poll_once``), is called after connecting
-    and then repeatedly while waiting for an emission; sources with their
-    own threads need none.  ``close(source)`` runs at the end; by default
-    the source's own ``close()``, if it has one.
-    ``skip`` names checks not to report (the ids above).
+    Checks ("emits", "complete-sets", "omission-unloads"; ``skip`` names those
+    not to report) and what each argument provides are listed in
+    docs/guides/testing_loaders.md ("Check a Source").
+    Requires: ``source_factory`` returns a source whose world holds at least
+    one version; ``remove_version`` removes one from that world.
     Thread safety: runs on the calling thread; the source may emit from any.
     """
     skipped = check_skip(skip, SOURCE_CHECKS)

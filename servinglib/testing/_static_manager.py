@@ -24,12 +24,10 @@ def static_manager(
 ) -> Iterator[AspiredVersionsManager]:
     """A manager already serving ``servables``, each object as is; closed on leaving the block.
 
-    ``servables`` maps name → version → object, or ServableId → object.
-    The manager is a real AspiredVersionsManager stepped by hand (no
-    manage-state thread, loads on the calling thread), so the code under
-    test gets real handles and errors (NotFoundError for an unknown name,
-    ...); it can still be given other aspired versions.  ``event_bus``:
-    where lifecycle events go (e.g. a ServableStateMonitor's bus).
+    ``servables`` maps name → version → object, or ServableId → object.  The
+    manager is a real AspiredVersionsManager stepped by hand, so the code
+    under test gets real handles and errors.  ``event_bus``: where lifecycle
+    events go (e.g. a ServableStateMonitor's bus).
     Thread safety: the manager is thread-safe.
     """
     wanted = _by_name(servables)

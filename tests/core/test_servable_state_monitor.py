@@ -158,6 +158,22 @@ def test_get_available_servable_states(
     assert monitor.get_available_servable_states() == {sid(1), sid(7, "other")}
 
 
+def test_versions_in_names_the_versions_of_one_model_in_the_states_asked(
+    bus: EventBus[ServableState], monitor: ServableStateMonitor
+) -> None:
+    """versions_in is the versions of one name whose last state is among those given."""
+    publish(bus, sid(1), M.AVAILABLE)
+    publish(bus, sid(2), M.AVAILABLE)
+    publish(bus, sid(2), M.UNLOADING)
+    publish(bus, sid(3), M.END)
+    publish(bus, sid(4, "other"), M.AVAILABLE)
+
+    assert monitor.versions_in("m", M.AVAILABLE) == {1}
+    assert monitor.versions_in("m", M.AVAILABLE, M.UNLOADING) == {1, 2}
+    assert monitor.versions_in("m") == set()
+    assert monitor.versions_in("unknown", M.AVAILABLE) == set()
+
+
 def test_forget_unloaded_keeps_errors_and_live_versions(
     bus: EventBus[ServableState], monitor: ServableStateMonitor
 ) -> None:

@@ -18,17 +18,13 @@ from servinglib.servable import Servable
 class ProcessLoader(ModelLoader):
     """A ModelLoader whose version another loader loads and serves, in a process of its own.
 
-    ``factory`` (``"module:attribute"``, e.g.
-    ``"servinglib.loaders.tensorflow:SavedModelLoader"``) is called in the new
-    process as ``factory(path, config)`` and must return a
-    :class:`~servinglib.core.loader.Loader` serving a
-    :class:`~servinglib.servable.Servable`; ``config`` must pickle.  The
-    process loads and serves it as :class:`ProcessServable` says.  As a
+    ``factory`` (``"module:attribute"``) is called in the new process as
+    ``factory(path, config)`` and must return a Loader serving a
+    :class:`~servinglib.servable.Servable`; ``config`` must pickle.  As a
     ModelLoader, this loader wraps the served servable (batching runs in the
-    server), replays the version's warmup records through it (``warmup``; the
-    inner loader's own warmup is the factory config's, best turned off), and
-    estimates the version's RAM from its files.  unload() makes the process
-    unload and exit, so the version's memory goes back to the machine at once.
+    server), replays the version's warmup records and estimates its RAM.
+    unload() makes the process unload and exit, so the version's memory goes
+    back to the machine at once.
     Thread safety: as :class:`~servinglib.core.loader.Loader` requires.
     """
 

@@ -51,19 +51,14 @@ class _Pending:
 class ProcessServable(Servable):
     """The signatures of a version that another process loaded and serves.
 
-    :meth:`start` has a process (``python -m servinglib.loaders.process._child``)
-    build ``factory(path, config)`` (a :class:`~servinglib.core.loader.Loader`;
-    ``factory`` is ``"module:attribute"``), load it (at idle priority, so the
-    load takes no CPU time the server wants) and serve it.  Each :meth:`call`
-    sends the inputs over a socket and blocks its thread until the process
-    answers (or the request's deadline passes: DEADLINE_EXCEEDED).  Every
-    signature runs in ``thread`` mode here, whatever it is in the process.
-    If the process dies, its calls fail with UNAVAILABLE naming its exit
-    status, and a new process loads the version again (after 0, 1, 2, 4 ...
-    up to 60 s between attempts); calls meanwhile fail with UNAVAILABLE too.
-    :meth:`close` makes the process unload the version and exit.  The first
-    load of a factory starts a process; each load then starts a spare for the
-    next one.
+    :meth:`start` has a process build ``factory(path, config)`` (a Loader;
+    ``factory`` is ``"module:attribute"``), load it at idle priority and
+    serve it.  Each :meth:`call` blocks its thread until the process answers
+    (or the request's deadline passes: DEADLINE_EXCEEDED).  If the process
+    dies, its calls fail with UNAVAILABLE naming its exit status, and a new
+    process loads the version again (backing off up to 60 s); calls meanwhile
+    fail with UNAVAILABLE too.  :meth:`close` makes the process unload the
+    version and exit.  How: architecture.md ("Loaders").
     Thread-safe: calls run concurrently (up to 8 at once in the process).
     """
 

@@ -19,14 +19,11 @@ def _tags(value: Iterable[str]) -> tuple[str, ...]:
 class TensorFlowPlatformConfig:
     """Options of the "tensorflow" platform.
 
-    ``saved_model_tags``: the MetaGraph to load (TF Serving's
-    ``--saved_model_tags``, default ``serve``).  ``intra_op_parallelism_threads``
-    / ``inter_op_parallelism_threads``: TensorFlow's thread pools, 0 = TF's
-    default; process-wide, applied before TensorFlow first runs.
+    ``saved_model_tags``: the MetaGraph to load (default ``serve``).
+    ``intra_op_parallelism_threads`` / ``inter_op_parallelism_threads``:
+    TensorFlow's process-wide thread pools (0: TF's default).
     ``model_process``: load and serve each version in a process of its own
-    (:class:`~servinglib.loaders.process.ProcessLoader`), loading at idle CPU
-    priority, so a load never slows the models serving; each call then
-    crosses a socket.
+    (:class:`~servinglib.loaders.process.ProcessLoader`).
     Immutable, so thread-safe.
     """
 

@@ -42,18 +42,13 @@ def make_adapter(config: TensorFlowPlatformConfig | None) -> SourceAdapter[Stora
 class SavedModelLoader(ModelLoader):
     """Loads the SavedModel in a version directory and serves its signatures.
 
-    load() reads ``saved_model.pb`` (signatures, method names, tensor
-    specs), loads the MetaGraph tagged ``config.saved_model_tags`` with
+    load() loads the MetaGraph tagged ``config.saved_model_tags`` with
     ``tf.saved_model.load``, then replays the directory's warmup requests.
     Missing files (maybe still being copied in) are NOT_FOUND and retried;
-    errors retrying cannot heal are DATA_LOSS (a corrupt ``saved_model.pb``,
-    damaged variables) or INVALID_ARGUMENT
-    (no MetaGraph with those tags, signatures that do not match the model),
-    so the manager does not retry them.  unload() drops the model and runs a
-    full garbage collection: the restored functions hold the variables'
-    buffers in reference cycles, which would otherwise keep the memory of an
-    unloaded version until Python's next full collection (~0.1 s, during
-    which other Python threads pause).
+    what retrying cannot heal is DATA_LOSS (a corrupt model) or
+    INVALID_ARGUMENT (no MetaGraph with those tags, mismatched signatures).
+    unload() drops the model and runs a full garbage collection (the restored
+    functions hold the variables in reference cycles).
     Thread safety: as :class:`~servinglib.core.loader.Loader` requires.
     """
 

@@ -19,12 +19,9 @@ from servinglib.servable import Servable, SignatureSpec, Tensors
 class TensorFlowServable(Servable):
     """The signatures of a ``tf.saved_model.load`` result, as a Servable.
 
-    Each call converts the numpy inputs to tensors (object arrays of bytes
-    become string tensors), runs the signature's concrete function, and
-    converts the requested outputs back with ``.numpy()`` (string outputs
-    are object arrays of bytes).  Errors TF raises while running are
-    reported with TF's status code and message: an op rejecting its input
-    is INVALID_ARGUMENT.
+    Inputs and outputs are numpy arrays (strings as object arrays of bytes).
+    Errors TF raises while running are reported with TF's status code and
+    message: an op rejecting its input is INVALID_ARGUMENT.
     Thread-safe: TF runs concurrent calls of one function.
     """
 
@@ -120,15 +117,10 @@ def _bind(model: Any, name: str, spec: SignatureSpec) -> _BoundSignature:  # noq
 def _flat_call(function: Any, spec: SignatureSpec) -> tuple[Any, tuple[str, ...]] | None:  # noqa: ANN401 - a ConcreteFunction
     """The function's flat entry point and its input order, when its inputs allow it.
 
-    Calling ``function(**tensors)`` binds the keywords to the function's
-    type and casts each tensor to its TensorSpec: ~20 µs of Python per call
-    (a quarter of a small model's call) that call_signature's own checks
-    make redundant.  ``_call_flat`` is what that binding ends in: it takes
-    one tensor per parameter, in the FunctionType's parameter order.  It is
-    TF-internal, so it is used only when the function has exactly the shape
-    this relies on (every parameter a dense TensorSpec that can be passed by
-    keyword, named after a signature input, as in TF 2 signatures and TF 1
-    SavedModels' pruned functions); anything else uses the public call.
+    ``_call_flat`` skips the keyword binding and casts of ``function(**tensors)``
+    (~20 µs a call, which call_signature's checks make redundant).  It is
+    TF-internal, so it is used only when every parameter is a dense TensorSpec
+    passable by keyword and named after a signature input; else the public call.
     """
     call_flat = getattr(function, "_call_flat", None)
     function_type = getattr(function, "function_type", None)

@@ -1,5 +1,5 @@
 """The gRPC front end: TF Serving's PredictionService and ModelService, KServe V2's
-GRPCInferenceService and grpc.health.v1.Health on one grpc.aio server.
+GRPCInferenceService and grpc.health.v1.Health, on grpcio's synchronous server or grpc.aio.
 
 ``server, port = create_server(core, GrpcServerOptions(port=8500))`` then
 ``await server.start()`` inside a running event loop (the CLI runs it beside

@@ -24,14 +24,10 @@ _specs: dict[Hashable, ModelSpec] = {}
 def cached_spec(key: Hashable, make: Callable[[], ModelSpec]) -> ModelSpec:
     """The ModelSpec ``make()`` builds for the request fields ``key``, built once per key.
 
-    Clients send the same few specs again and again, and building one (attrs
-    validators included) costs more than the dict lookup.  ``key`` must hold
-    every field ``make`` reads.  Errors ``make`` raises are not kept.  At
-    :data:`MAX_CACHED_SPECS` keys the cache is emptied, so clients sending
-    ever new names cannot grow it without bound.  Process-wide on purpose: an
-    entry is immutable and a pure function of its key (interning, not state),
-    so every server in the process may share it.  Thread-safe: ModelSpecs are
-    immutable and each dict operation is atomic under the GIL.
+    ``key`` must hold every field ``make`` reads.  Errors ``make`` raises are
+    not kept.  At :data:`MAX_CACHED_SPECS` keys the cache is emptied, so ever
+    new names cannot grow it.  Process-wide: an entry is an immutable, pure
+    function of its key.  Thread-safe: each dict operation is atomic.
     """
     spec = _specs.get(key)
     if spec is None:

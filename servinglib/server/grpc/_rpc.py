@@ -1,16 +1,9 @@
 """The one place every RPC passes through: decode, call, map errors, time, report.
 
-Each RPC is described by an :class:`Rpc` (wire method, API name, request
-class, handler, how to read the model name).  :func:`method_handler` turns it
-into a grpc.aio method handler that takes the raw request bytes (and
-:func:`blocking_method_handler` into one for grpcio's synchronous server,
-which runs the same handler on its worker thread, each step it waits for in
-its blocking form: see :mod:`~servinglib.server.grpc._step`), so that an
-undecodable message becomes INVALID_ARGUMENT (grpc's own deserializer would
-answer INTERNAL), every ServingError becomes its status code, and anything
-else becomes INTERNAL, logged.  When the RPC ends, one :class:`RpcRecord`
-(model, API, entrypoint, code, latency) goes to the server's observer: the
-hook request metrics attach to.
+Each RPC is an :class:`Rpc`; :func:`method_handler` (grpc.aio) and
+:func:`blocking_method_handler` (grpcio's synchronous server) turn it into a method handler:
+an undecodable message is INVALID_ARGUMENT, a ServingError its status code, anything else
+INTERNAL (logged); one :class:`RpcRecord` goes to the server's observer when the RPC ends.
 """
 
 from __future__ import annotations
@@ -197,12 +190,9 @@ def _failure(
 ) -> tuple[StatusCode, str]:
     """The status an RPC failing with ``error`` answers: a ServingError's own, else INTERNAL.
 
-    The message is cut to MAX_MESSAGE_BYTES (bounded_message): a status
-    message past grpc's metadata limit reaches the client as
-    RESOURCE_EXHAUSTED, whatever the code was.
-
-    Failures of the server's or the model's side are logged once, with the
-    request's id (unless the DataPlane logged them already, traceback and all).
+    The message is cut to MAX_MESSAGE_BYTES (past grpc's metadata limit the
+    client would get RESOURCE_EXHAUSTED).  Failures of the server's or the
+    model's side are logged once, with the request's id.
     """
     if isinstance(error, ServingError):
         if error.code in _LOGGED_CODES and not was_logged(error):

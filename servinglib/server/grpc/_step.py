@@ -1,16 +1,8 @@
 """Servicers written once for both gRPC servers: what an RPC waits for is a :class:`Step`.
 
-An RPC that only asks questions (a model's status, its metadata, health) is
-a plain function returning its response.  One that waits (an inference, a
-model load, a config reload) is a generator: it decodes the request, yields
-each step it waits for and receives its result
-(``result = yield from Step(plane.infer, plane.infer_blocking, ...)``), and
-encodes the response.  A step holds both forms of its call: :func:`answer`
-awaits the coroutine function (grpc.aio), :func:`answer_blocking` calls the
-blocking twin, which blocks the synchronous server's worker thread (there is
-no event loop there to await on).  A step's error is raised inside the
-handler, at its ``yield``.  So nothing below a servicer has to complete
-without suspending, and the type checker sees which form each server runs.
+A handler that waits is a generator: it yields each step and receives its result
+(``result = yield from Step(plane.infer, plane.infer_blocking, ...)``); :func:`answer` awaits
+each step's coroutine (grpc.aio), :func:`answer_blocking` calls its blocking twin.
 """
 
 from __future__ import annotations

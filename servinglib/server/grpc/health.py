@@ -25,18 +25,14 @@ _Status = health_pb2.HealthCheckResponse.ServingStatus
 class HealthServicer:
     """The gRPC health protocol: SERVING while the core is ready and the server not draining.
 
-    ``ready``: what "ready" means (default: ``core.ready``; the server passes
-    its DataPlane's readiness, which also asks whether calls find workers).
-    Known services are the empty name (the whole server) and the names the
-    server registers; all report the same status.  Check of an unknown
-    service is NOT_FOUND; Watch of one reports SERVICE_UNKNOWN and stays
-    open, as the protocol asks.  Watch sends the status at once and then each
-    change: it reacts to model state events and re-checks every
-    ``poll_interval_s`` (readiness also moves when a reload settles).
-    :meth:`set_not_serving` starts a drain (NOT_SERVING from then on);
-    :meth:`shutdown` ends the Watch streams.  :meth:`watch` serves grpc.aio,
-    :meth:`watch_blocking` grpcio's synchronous server (each stream then
-    holds one of its worker threads while it lasts).
+    ``ready``: what "ready" means (default: ``core.ready``).  Known services
+    are the empty name and the names the server registers, all with the same
+    status.  Check of an unknown service is NOT_FOUND; Watch of one reports
+    SERVICE_UNKNOWN and stays open.  Watch sends the status at once and then
+    each change (on model state events, and every ``poll_interval_s``).
+    :meth:`set_not_serving` starts a drain; :meth:`shutdown` ends the Watch
+    streams.  :meth:`watch` serves grpc.aio, :meth:`watch_blocking` grpcio's
+    synchronous server (each stream holding a worker thread).
     Thread-safe for :meth:`set_not_serving` and :meth:`watch_blocking`; the
     rest runs on the server's loop (any thread for a synchronous server).
     """

@@ -32,10 +32,9 @@ class InferenceServicer:
     """The V2 inference protocol over a DataPlane.
 
     ModelInfer takes typed or raw input contents and answers with raw output
-    contents, as Triton does.  The signature is
-    ``serving_default`` unless the request parameter ``signature_name`` names
-    another.  Repository RPCs go to a :class:`ModelRepository`, whose loads
-    and unloads ``management`` allows or refuses.
+    contents, as Triton does; the signature is ``serving_default`` unless the
+    request parameter ``signature_name`` names another.  ``management``
+    allows or refuses the repository's loads and unloads.
     Thread-safe: its state is the repository's, which is thread-safe.
     """
 

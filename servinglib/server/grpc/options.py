@@ -143,44 +143,15 @@ class SslConfig:
 class GrpcServerOptions:
     """How the gRPC server listens and behaves.
 
-    - ``host`` / ``port``: where to listen (TF Serving: ``0.0.0.0:8500``);
-      port 0 picks a free port (``create_server`` returns it).
-      ``unix_socket_path``: also listen on this UNIX socket (TF Serving's
-      ``--grpc_socket_path``).
-    - ``max_receive_message_bytes`` / ``max_send_message_bytes``: message
-      size limits, up to and by default 2 GiB - 1 as TF Serving.
-    - ``channel_arguments``: grpc server options, as pairs or in
-      ``--grpc_channel_arguments`` text (``"key=value,key=value"``); they
-      override the size limits and :data:`DEFAULT_CHANNEL_ARGUMENTS` when
-      they name the same option (and a later pair overrides an earlier one).
-    - ``ssl``: serve TLS (see :class:`SslConfig`); None: plaintext.
-    - ``grace_period_s``: how long a stop lets RPCs in flight finish.
-    - ``max_concurrent_rpcs``: grpc's bound on RPCs in flight; past it new
-      RPCs fail with RESOURCE_EXHAUSTED.  None: unbounded (the per-model
-      in-flight bound of ServerCore still answers UNAVAILABLE).
-    - ``tensor_content_responses``: write Predict outputs to
-      ``tensor_content`` (TF Serving's
-      ``--enable_serialization_as_tensor_content``) instead of typed fields.
-    - ``health_poll_interval_s``: how often a health Watch re-checks readiness
-      besides reacting to model state changes.
-    - ``decode_limits``: how large the tensors a request declares may be, and
-      how far TensorFlow's fill of a few values may grow them (see
-      :class:`~servinglib.codecs.limits.DecodeLimits`).
-    - ``server``: which gRPC server runs the servicers: ``"sync"`` (the
-      default: grpcio's synchronous server, each RPC on one of its worker
-      threads; the faster here, see the gRPC guide) or ``"aio"``
-      (grpc.aio, RPCs as coroutines on the event loop).
-    - ``max_threads``: the synchronous server's worker threads (TF
-      Serving's ``--grpc_max_threads``): how many RPCs run at once; more
-      wait for a thread (a batched call holds its thread until its batch
-      ran, so keep it above the concurrency batches should fill from).
-      Ignored by grpc.aio.
-    - ``max_connections``: open connections at most, those still in their
-      handshake included (gRPC's ``grpc.max_allowed_incoming_connections``;
-      default 1000, as the REST server's); a connection past it is closed
-      as soon as it is accepted.
-    - ``rpc_observer``: deprecated; pass ``create_server(..., on_request=...)``.
-
+    Each field, its default and unit: docs/guides/grpc.md ("Options").
+    Port 0 picks a free port (``create_server`` returns it).
+    ``channel_arguments`` (pairs, or ``"key=value,key=value"`` text) override
+    the size limits and :data:`DEFAULT_CHANNEL_ARGUMENTS` naming the same
+    option.  Past ``max_concurrent_rpcs`` new RPCs fail with
+    RESOURCE_EXHAUSTED; past ``max_connections`` a new connection is closed
+    once accepted.  ``server``: ``"sync"`` (grpcio's synchronous server, with
+    ``max_threads`` worker threads) or ``"aio"`` (grpc.aio).
+    ``rpc_observer``: deprecated; pass ``create_server(..., on_request=...)``.
     Immutable, so thread-safe.
     """
 

@@ -136,18 +136,11 @@ def create_server(
     GRPCInferenceService and grpc.health.v1.Health, bound but not started; and its port.
 
     ``target``: the DataPlane every RPC goes through (share one with the
-    REST app: both then answer alike from one worker pool), or a
-    ServerCore, for which the server makes (and on stop closes) its own;
-    the REST ``create_app`` takes the same.  ``on_request``: called with a
-    :class:`~servinglib.server.observe.request_record.RequestRecord` when each
-    RPC ends (e.g. ``record_request(metrics)``); ``options.rpc_observer`` is
-    its deprecated spelling.  ``management`` decides whether RepositoryModelLoad / Unload
-    and HandleReloadConfigRequest may change what is served; default: a
-    ModelManagement with remote management off (they answer
-    PERMISSION_DENIED).  Servicers are registered under the wire service
-    names with our own messages, so the official clients work unchanged.
-    ``options.server`` chooses grpcio's synchronous server (``"sync"``, with
-    ``options.max_threads`` worker threads) or grpc.aio (``"aio"``).
+    REST app), or a ServerCore, for which the server makes (and on stop
+    closes) its own.  ``on_request``: called with a RequestRecord when each
+    RPC ends.  ``management`` decides whether RepositoryModelLoad / Unload
+    and HandleReloadConfigRequest may change what is served (default: they
+    answer PERMISSION_DENIED).
     Requires: called from a coroutine on the event loop that will run
     :class:`GrpcServer`'s coroutines (grpc.aio binds to it).  Raises
     UnavailableError when the address cannot be bound.
@@ -251,12 +244,9 @@ def _streams(
 ) -> dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]]:
     """The streaming RPCs, by service and method (``stream_loop``: the synchronous server's).
 
-    Unlike unary RPCs (one handler, driven by either server), a stream
-    needs a handler per server: a generator on the synchronous server's
-    thread, an async generator on grpc.aio.  Health Watch is one;
-    ModelStreamInfer the other (on the synchronous server, a stream's
-    requests are answered concurrently on the helper event loop its streams
-    share while the RPC's thread relays).
+    A stream needs a handler per server (a generator on the synchronous
+    server's thread, an async generator on grpc.aio): Health Watch and
+    ModelStreamInfer.
     """
     if stream_loop is None:
         watch = stream_handler(health_pb2.HealthCheckRequest, health_servicer.watch)

@@ -1,23 +1,8 @@
 """KServe V2 / Triton ``ModelStreamInfer``: a bidirectional stream of requests and their parts.
 
-Each request on the stream is answered by zero or more
-``ModelStreamInferResponse`` s carrying its ``id``: one per part of a
-streaming signature, one for any other signature.  A failing request gets
-one response with ``error_message`` set (its ``infer_response`` names the
-request's id and model) and the stream stays open for the others.
-Requests run concurrently; one request's responses keep their order.
-
-Triton's final-response flag: every response carries the parameter
-``triton_final_response`` (false for a streaming signature's parts, whose
-last one is known only once the model has ended; true for the one response
-of any other signature); a request with ``triton_enable_empty_final_response``
-set also gets an empty response with the flag true once its stream ended
-(tritonclient's ``enable_empty_final_response``), so a client knows when it
-may stop waiting.
-
-:class:`StreamInferer` holds the protocol (decode, the plane's stream,
-encode, errors); :func:`stream_stream_handler` only runs it on grpc.aio's
-bidirectional call, so another gRPC server can run the same StreamInferer.
+Each request is answered by one response per part (or one, for a signature that does not
+stream), all carrying its ``id``; a failing request gets one response with ``error_message`` and
+the stream stays open.  The final-response flags: docs/guides/streaming.md.
 """
 
 from __future__ import annotations
@@ -72,12 +57,10 @@ class StreamInferer:
         """The responses to one serialized ModelInferRequest, each with its model, outcome and
         what releases the bytes it holds of the plane's stream budget.
 
-        The outcome is OK but for the last response of a failed request
-        (its error's code).  Call the release once the response is sent
-        (or dropped).
-        Closing the iterator early (``aclose``, e.g. through
-        ``contextlib.aclosing``: leaving an ``async for`` does not) closes
-        the plane's stream, and so the model's generator.
+        The outcome is OK but for the last response of a failed request (its
+        error's code).  Call the release once the response is sent (or dropped).
+        Closing the iterator early (``aclose``; leaving an ``async for`` does
+        not) closes the plane's stream, and so the model's generator.
         """
         request = v2.ModelInferRequest()
         try:
@@ -284,11 +267,10 @@ def blocking_stream_stream_handler(
 ) -> grpc.RpcMethodHandler[Any, Any]:
     """ModelStreamInfer on grpcio's synchronous server: the stream's loop on ``streams``' loop.
 
-    The RPC's thread relays: requests are read from it by the stream's own
-    executor (at most two threads: a read, and a write waiting for room),
-    responses handed back through a bounded queue (a slow reader holds the
-    models back as on grpc.aio).  A client that cancels, or the
-    server's stop, cancels the stream's requests, closing their generators.
+    The RPC's thread relays requests (read by the stream's own executor) and
+    responses (through a bounded queue, so a slow reader holds the models
+    back).  A client that cancels, or the server's stop, cancels the stream's
+    requests, closing their generators.
     """
     serve = _serving(service, inferer, observer)
 

@@ -43,19 +43,13 @@ StreamObserver = Callable[[StreamRecord], None]
 class CallRecord:
     """One finished model call (or, with ``stream``, one closed stream) of a version.
 
-    ``model_name``, ``version`` and ``signature_name`` say where it ran
-    (``signature_name`` is the one the request named when the call failed
-    before its signature was resolved; "" for the default).  ``stages``
-    holds the ``time.perf_counter_ns()`` marks of the call's wait and run
-    (:class:`~servinglib.servable.CallStages`), between ``started_ns`` (the
-    plane took the request) and ``ended_ns``.  ``error`` is None for an
-    answer, else what the request failed with.  ``inputs`` and ``outputs``
-    are the request's tensors and the answer's (None without one), and
-    ``output_filter`` the outputs it asked for (None: all), for the request
-    log; ``log_request`` is False when the caller logs the request itself
-    (classify and regress).  A stream's record has ``stream`` set, and the
-    call's fields as far as the stream had them (no outputs: its parts went
-    to the reader).
+    ``signature_name`` is the one the request named when the call failed
+    before its signature was resolved ("" for the default).  ``stages``: the
+    :class:`~servinglib.servable.CallStages` marks between ``started_ns`` (the
+    plane took the request) and ``ended_ns``.  ``error``: None for an answer.
+    ``inputs``, ``outputs`` (None without an answer) and ``output_filter``
+    (None: all) are for the request log; ``log_request`` is False when the
+    caller logs the request itself.  A stream's record has no outputs.
     Not mutated once handed to observers, who must not change it either:
     read from one thread at a time, in observer order.
     """

@@ -103,11 +103,9 @@ class ServerMetrics:
     def attach(self, core: ServerCore) -> None:
         """Follows ``core``: its versions' states, load times and failures, and its batches.
 
-        The one way to connect a core: call it when you like, e.g. after
-        ``ServerCore(config)`` returned.  The versions loaded (or failed)
-        before are seen from the core's event log, their loads timed too,
-        and every change from then on as it happens.  From then on the
-        models ``core`` has configured are labelled by their names.
+        Call it any time after ``ServerCore(config)`` returned: what happened
+        before is read from the core's event log.  From then on the models
+        ``core`` has configured are labelled by their names.
         Requires: called once per core (a second call counts its past again).
         """
         self._labels.follow(core)

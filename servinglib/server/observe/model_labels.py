@@ -16,11 +16,9 @@ UNKNOWN_MODEL: Final = "__unknown__"
 class ModelLabels:
     """Maps the model name a request carried to the ``model_name`` label its series get.
 
-    A name configured now in a core this follows is its own label; any
-    other — never configured, removed since, or with no core followed yet —
-    is :data:`UNKNOWN_MODEL`.  The series of a model that was removed stay
-    (with their counts when it left), so the series are bounded by the
-    models ever configured, plus one.
+    A name configured now in a core this follows is its own label; any other
+    is :data:`UNKNOWN_MODEL`, so the series are bounded by the models ever
+    configured, plus one.
     Thread-safe; :meth:`label` takes no lock (the cores and their configs
     are replaced whole).
     """

@@ -58,11 +58,9 @@ class RequestLogOptions:
     """Bounds of request logging: the queue waiting for the writer, and the files kept.
 
     ``max_queued``: requests waiting to be written, at most;
-    ``max_queued_bytes``: their estimated size at most (their tensors'
-    ``nbytes``, serialized examples and messages, the one being written
-    included), so that logging large requests holds at most this much
-    memory.  A request past either bound is dropped and counted.
-    ``file_rotation`` and ``file_retention``: of the built-in file sink.
+    ``max_queued_bytes``: their estimated size at most (tensors' ``nbytes``,
+    examples and messages).  A request past either bound is dropped and
+    counted.  ``file_rotation`` and ``file_retention``: of the built-in file sink.
     Immutable, so thread-safe.
     """
 
@@ -79,15 +77,11 @@ class RequestLogger:
     """Logs the sampled requests of models whose config has a ``logging_config``.
 
     ``model_config(name)``: the model's current LoggingConfig (None: not
-    logged); read at each request, so a config reload applies at once.
-    ``options``: the queue's bounds and the file sink's rotation and
-    retention.  ``sinks``: collector type → factory of the sink for a
-    LoggingConfig; the ``"file"`` type (also ``""``) is built in
-    (:class:`FileLogSink`) unless replaced here.  One sink is made per
-    (type, filename_prefix) and kept until :meth:`close`.  The writer thread
-    starts with the first sampled request.  Dropped requests are counted per
-    model and reported in a warning line at most every
-    :data:`DROP_WARNING_INTERVAL_S`.
+    logged), read at each request.  ``sinks``: collector type → factory of
+    the sink for a LoggingConfig; ``"file"`` (also ``""``) is
+    :class:`FileLogSink` unless replaced.  One sink is made per (type,
+    filename_prefix) and kept until :meth:`close`.  Dropped requests are
+    counted per model and warned of at most every :data:`DROP_WARNING_INTERVAL_S`.
     Thread-safe: :meth:`log` may be called from any thread or event loop.
     """
 

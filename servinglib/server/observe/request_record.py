@@ -18,16 +18,13 @@ if TYPE_CHECKING:
 class RequestRecord:
     """What one finished request or RPC was: model, API, entrypoint, status code, latency.
 
-    ``code`` is the canonical status (OK on success; over REST the one
-    behind the HTTP status, e.g. FAILED_PRECONDITION and INVALID_ARGUMENT
-    are both HTTP 400).  ``model_name`` is empty for requests about no model
-    (health, listing, unmatched paths, requests that could not be decoded).
-    ``api`` names the endpoint or RPC ("predict", "classify", "metadata",
-    "infer", "model_ready", ...; REST says "unknown" for unmatched paths).
-    ``entrypoint`` is the front end, in TF Serving's words: ``REST`` or ``GRPC``.
-    ``latency_s`` runs from the request's arrival at the front end to its
-    response.  REST sets ``status`` (the HTTP status; 0 over gRPC); gRPC sets
-    ``service`` and ``method`` (the wire names; empty over REST).
+    ``code``: the canonical status (over REST the one behind the HTTP
+    status).  ``model_name`` is empty for requests about no model.  ``api``
+    names the endpoint or RPC ("predict", "infer", ...; REST says "unknown"
+    for unmatched paths).  ``entrypoint``: ``REST`` or ``GRPC``.
+    ``latency_s`` runs from the request's arrival to its response.  REST sets
+    ``status`` (0 over gRPC); gRPC sets ``service`` and ``method`` (empty over
+    REST).
     Immutable, so thread-safe.
     """
 

@@ -68,15 +68,9 @@ class Tracing:
     def from_environment(cls) -> Tracing:
         """Spans exported by OTLP, batched off the request path, as ``OTEL_*`` variables say.
 
-        The exporter is OTLP over HTTP/protobuf, or over gRPC when
-        ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` (or ``OTEL_EXPORTER_OTLP_PROTOCOL``)
-        is ``grpc``; endpoint, headers, timeout and compression come from
-        the exporter's own variables, the sampler from ``OTEL_TRACES_SAMPLER``,
-        the batching from ``OTEL_BSP_*``, the resource from
-        ``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_SERVICE_NAME`` (default
-        ``servinglib``).  Raises FailedPreconditionError naming the
-        ``pip install`` when the extra is missing, InvalidArgumentError for
-        another protocol.
+        The variables read: docs/guides/observability.md ("Tracing").  Raises
+        FailedPreconditionError naming the install command when the extra is
+        missing, InvalidArgumentError for a protocol other than HTTP/protobuf or gRPC.
         """
         env = os.environ
         _context, _propagate, _trace, resources, sdk_trace, export = _import_sdk()

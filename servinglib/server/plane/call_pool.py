@@ -45,24 +45,15 @@ class RunningCall:
 class CallPool:
     """Bounded worker threads that run calls for coroutines: a lean ``run_in_executor``.
 
-    Threads start on demand up to ``max_workers``.
-
-    Isolation: at most ``max_calls_per_model`` calls of one model are
-    admitted to the workers at a time; the model's further calls wait in
-    its own queue, so a model whose calls hang holds its share and never
-    the whole pool.  A call counts against its model until the function
-    really returns, also when its request gave up at the deadline.  Past
-    its deadline a call's future fails with DeadlineExceededError; a call
-    not started yet is then never run (its ``on_done`` runs at once), and
-    a running one is *overdue*: logged once, counted by :meth:`overdue`.
-
-    An overdue call is written off: its thread no longer counts as one of
-    the ``max_workers``, and the pool starts another in its place, up to
-    twice ``max_workers`` threads in all.  So two models that hang, each
-    holding its share, leave the others a whole pool; the pool is
-    :meth:`starved` only once every one of those threads is held by an
-    overdue call.  When the server drains (:meth:`drain`) the shares end
-    for models without overdue calls: the calls left may use every worker.
+    Threads start on demand up to ``max_workers``; at most
+    ``max_calls_per_model`` calls of one model run at a time (its further
+    calls wait in its own queue) until the function really returns.  Past its
+    deadline a call's future fails with DeadlineExceededError: a call not
+    started is never run, a running one is overdue (logged, counted by
+    :meth:`overdue`) and written off, another thread starting in its place, up
+    to twice ``max_workers`` (:meth:`starved` once all are overdue).  After
+    :meth:`drain` models without overdue calls may use every worker.  See
+    architecture.md's table of threads.
     Thread safety: ``submit`` from any event loop's thread; the rest from
     any thread; ``close`` once.
     """

@@ -1,19 +1,8 @@
 """Classify and Regress over tf.Examples: TF Serving's signature checks and result shapes.
 
-Front ends build the serialized tf.Examples (REST from JSON ``examples`` and
-``context``, gRPC from ``Input`` protos); this module checks the signature
-the request names the way TF Serving's classifier and regressor do, runs it
-through the :class:`DataPlane` and turns its outputs into per-example
-results.  Both protocols therefore report the same errors.
-
-Signature rules (TF Serving's ``classifier.cc`` / ``regressor.cc``):
-
-- classify: method ``tensorflow/serving/classify``, exactly one input,
-  ``inputs``; one or two outputs among ``classes`` (string [batch, k]) and
-  ``scores`` (float32 [batch, k]);
-- regress: method ``tensorflow/serving/regress``, exactly one input,
-  ``inputs``, and exactly one output, ``outputs`` (float32 [batch] or
-  [batch, 1]).
+Front ends build the serialized tf.Examples; this module checks the signature the way TF
+Serving's ``classifier.cc`` / ``regressor.cc`` do, runs it through the :class:`DataPlane` and
+turns its outputs into per-example results, so both protocols report the same errors.
 """
 
 from __future__ import annotations
@@ -84,10 +73,9 @@ def examples_call(
     signature_name: str | None,
     serialized_examples: npt.NDArray[Any],
 ) -> ExamplesCall:
-    """The call of :func:`classify` (``method`` CLASSIFY_METHOD) or :func:`regress`, its
-    signature and examples checked (raising their errors), for a caller that runs it itself
-    (:meth:`DataPlane.infer_blocking` with ``log_request=False``, say) and then passes its
-    result to :func:`classified` or :func:`regressed`."""
+    """The checked call of :func:`classify` (``method`` CLASSIFY_METHOD) or :func:`regress`, for a
+    caller that runs it itself and passes its result to :func:`classified` or :func:`regressed`.
+    """
     pinned, name, spec = _signature_of(plane, model_spec, signature_name)
     _SIGNATURE_CHECKS[method](spec)
     _count_examples(serialized_examples)
@@ -151,16 +139,8 @@ async def regress(
     deadline: float | None = None,
     log_request: bool = True,
 ) -> RegressResult:
-    """Regresses ``serialized_examples`` (object array of bytes, shape [n]).
-
-    Requires: each element is a serialized tf.Example (context already
-    merged in).  Raises InvalidArgumentError for no examples, a signature
-    that is not a regress signature or does not follow its tensor rules, or
-    an output of the wrong shape or dtype; FailedPreconditionError for an
-    unknown signature; and whatever :meth:`DataPlane.infer` raises.
-    A sampled request of a model with a ``logging_config`` is logged as a
-    ``regress_log`` (``log_request=False``: the caller logs it).
-    Thread safety: a coroutine; run it on any event loop, concurrently.
+    """Regresses ``serialized_examples`` as :func:`classify` classifies them, with a regress
+    signature (its output checked as TF Serving does; logged as a ``regress_log``).
     """
     call = examples_call(plane, REGRESS_METHOD, model_spec, signature_name, serialized_examples)
     result = await plane.infer(
@@ -226,16 +206,19 @@ def _signature_of(
     return pinned, name, spec
 
 
-def _check_classify_signature(spec: SignatureSpec) -> None:
-    if spec.method_name != CLASSIFY_METHOD:
+def _check_method_and_one_input(spec: SignatureSpec, method: str, kind: str) -> None:
+    if spec.method_name != method:
         raise InvalidArgumentError(
-            f"Expected classification signature method_name to be {CLASSIFY_METHOD}. "
-            f"Was: {spec.method_name}"
+            f"Expected {kind} signature method_name to be {method}. Was: {spec.method_name}"
         )
     if len(spec.inputs) != 1:
         raise InvalidArgumentError(
             f"Expected one input Tensor, found {len(spec.inputs)}: {sorted(spec.inputs)}"
         )
+
+
+def _check_classify_signature(spec: SignatureSpec) -> None:
+    _check_method_and_one_input(spec, CLASSIFY_METHOD, "classification")
     if CLASSIFY_INPUTS not in spec.inputs:
         raise InvalidArgumentError(
             f"No classification inputs found in the signature: its input is "
@@ -251,15 +234,7 @@ def _check_classify_signature(spec: SignatureSpec) -> None:
 
 
 def _check_regress_signature(spec: SignatureSpec) -> None:
-    if spec.method_name != REGRESS_METHOD:
-        raise InvalidArgumentError(
-            f"Expected regression signature method_name to be {REGRESS_METHOD}. "
-            f"Was: {spec.method_name}"
-        )
-    if len(spec.inputs) != 1:
-        raise InvalidArgumentError(
-            f"Expected one input Tensor, found {len(spec.inputs)}: {sorted(spec.inputs)}"
-        )
+    _check_method_and_one_input(spec, REGRESS_METHOD, "regression")
     if len(spec.outputs) != 1:
         raise InvalidArgumentError(
             f"Expected one output Tensor, found {len(spec.outputs)}: {sorted(spec.outputs)}"

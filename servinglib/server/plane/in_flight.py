@@ -12,12 +12,9 @@ from servinglib.errors import UnavailableError
 class InFlight:
     """Counts requests per model between :meth:`enter` and :meth:`leave`, within a bound.
 
-    With ``limit`` (``max_requests_in_flight_per_model``), a request past
-    it is refused at once; without, every request is admitted.  Either
-    way every request is counted, so an autoscaler can always read the
-    gauge.  A model whose count drops to 0 is forgotten: the names are the
-    clients', and only those with requests in flight are kept (the gauge
-    lists the served models with 0 itself).
+    With ``limit`` (``max_requests_in_flight_per_model``), a request past it
+    is refused at once; either way every request is counted.  A model whose
+    count drops to 0 is forgotten (the names are the clients').
     Thread-safe (one lock, held for a dict update).
     """
 

@@ -20,10 +20,8 @@ class StreamBudget:
 
     An ``urgent`` charge (a part its reader waits for) may use the whole
     budget, any other three quarters of it.  One charge is let in whatever
-    its size when nothing is charged, so a part larger than the whole
-    budget waits for the others rather than for ever.  Charges and
-    releases come from any event loop (a synchronous gRPC server runs one
-    per stream) and any thread.
+    its size when nothing is charged.  Charges and releases come from any
+    event loop and any thread.
     Thread-safe (one lock; waiters are woken on their own loops).
     """
 

@@ -19,14 +19,11 @@ _positive = attrs.validators.gt(0)
 class StreamLimits:
     """The bounds of a DataPlane's streams (:meth:`DataPlane.open_stream`).
 
-    ``max_buffered_bytes``: the parts all streams have made and not yet
-    handed to their clients, in bytes (64 MiB); past it every stream's
-    next part waits, its model's iterator not advanced, for room.
-    ``max_streams_per_model``: streams of one model open at once (64); the
-    next one is refused at once with UNAVAILABLE naming the bound.
-    ``idle_timeout_s``: how long a stream whose buffer is full may wait for
-    its reader to take a part (60 s); past it the stream ends with
-    DEADLINE_EXCEEDED and the parts it held are dropped.
+    ``max_buffered_bytes``: parts all streams made and not yet handed to
+    their clients; past it every stream's next part waits.
+    ``max_streams_per_model``: past it a stream is refused with UNAVAILABLE.
+    ``idle_timeout_s``: how long a full stream may wait for its reader, then
+    it ends with DEADLINE_EXCEEDED.  Defaults: docs/guides/streaming.md.
     Immutable, so thread-safe.
     """
 

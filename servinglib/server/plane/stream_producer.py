@@ -31,14 +31,10 @@ def stream_producer(
 ) -> Produce:
     """What produces a streaming signature's parts (``start_stream``'s iterator) into a stream.
 
-    Each part is checked (:func:`checked_part`).  A THREAD iterator makes
-    its first part alone on a worker, then up to ``batch_parts`` per pool
-    call (no more than the stream's buffer has room for, and at least one;
-    each call handing its parts over within about a millisecond), so
-    a stream costs a pool hop per batch, not per part; a batch also ends
-    once its parts would fill what is left of ``budget``, so a stream
-    waiting for room holds about one part it could not hand over.  Whatever ends the
-    production (its end, an error, cancellation) closes the iterator first.
+    Each part is checked (:func:`checked_part`).  A THREAD iterator makes its
+    first part alone on a worker, then up to ``batch_parts`` per pool call
+    (within the buffer's room and ``budget``).  Whatever ends the production
+    (its end, an error, cancellation) closes the iterator first.
     """
     name = site.signature_name
 

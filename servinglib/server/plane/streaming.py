@@ -33,20 +33,15 @@ Part = dict[str, npt.NDArray[Any]]
 class InferenceStream:
     """An open stream of one signature call's parts; ``async with`` it and iterate it.
 
-    Iterating gives each part (a mapping of output name to array); the
-    stream ends with StopAsyncIteration, or raises the ServingError that
-    ended it (DeadlineExceededError past the deadline; a model's error
-    after the parts before it).  :meth:`aclose` (``async with`` calls it)
-    stops a stream not read to its end: nothing of it is left running when
-    it returns.  ``model_name``, ``version`` and ``signature_name`` say
-    what serves it; ``streaming`` whether the signature streams.
-    With a ``budget``, each part is charged to it from its entering the
-    buffer until the reader asks for the next part (or closes the stream):
-    a reader is done with a part, having sent it, when it comes back.
-    With ``idle_timeout_s``, a producer that has waited that long for room
-    (in the buffer or the budget) while its reader, with parts buffered for
-    it, did not come for them, ends the stream with DEADLINE_EXCEEDED, its
-    buffered parts dropped.
+    Iterating gives each part (output name to array); the stream ends with
+    StopAsyncIteration, or raises the ServingError that ended it
+    (DeadlineExceededError past the deadline; a model's error after the parts
+    before it).  :meth:`aclose` stops a stream not read to its end: nothing
+    of it is left running when it returns.  With a ``budget``, each part is
+    charged to it from entering the buffer until the reader asks for the
+    next part (or closes).  With ``idle_timeout_s``, a producer that waited
+    that long for room while its reader left parts unread ends the stream
+    with DEADLINE_EXCEEDED, its buffered parts dropped.
     Not thread-safe: read and close it from one task on one event loop.
     """
 

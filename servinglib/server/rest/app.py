@@ -63,16 +63,12 @@ class RestApp:
     """An ASGI 3 application: TF Serving's REST API, KServe V2, model listing and health.
 
     Every request passes through one method, which maps errors to
-    ``{"error": message}`` bodies with the HTTP status of their code (see
-    :attr:`servinglib.errors.StatusCode.http_status`), answers 413 for
-    bodies over ``max_request_body_bytes``, logs server-side failures (5xx
-    other than 503 and 504) once with a request id, and reports a
-    :class:`RequestRecord` to ``on_request``.  Model calls run through the
-    DataPlane, each signature in its execution mode.  Lifespan events are
-    accepted; :meth:`close` stops the DataPlane if the app created it.
-    Paths are routed below the ASGI ``root_path``, so the app also serves
-    mounted under a prefix (``app.mount("/serving", rest_app)`` in
-    Starlette or FastAPI, uvicorn's ``--root-path``).
+    ``{"error": message}`` bodies with their code's HTTP status, answers 413
+    for bodies over ``max_request_body_bytes``, logs 5xx failures (but 503 and
+    504) once with a request id, and reports a :class:`RequestRecord` to
+    ``on_request``.  :meth:`close` stops the DataPlane if the app created it.
+    Paths are routed below the ASGI ``root_path`` (it serves mounted under a
+    prefix).
     Thread-safe: holds no per-request state; mount it on any ASGI server.
     """
 
@@ -372,15 +368,12 @@ def create_app(
 ) -> RestApp:
     """The REST app serving ``target``: TF Serving's REST API, KServe V2, listing and health.
 
-    ``target``: the DataPlane every request goes through (share one with
-    the gRPC front end: both then answer alike from one worker pool), or a
-    ServerCore, for which the app makes its own (stopped by
-    :meth:`RestApp.close`); the gRPC ``create_server`` takes the same.
-    ``on_request``: called with a :class:`RequestRecord` after each
-    response (e.g. :func:`record_request` to record metrics).
-    ``management``: whether the V2 repository load and unload may change
-    what is served (share the gRPC server's; default: off).
-    ``plane``: deprecated; pass the DataPlane as ``target``.
+    ``target``: the DataPlane every request goes through (share one with the
+    gRPC server), or a ServerCore, for which the app makes its own (stopped by
+    :meth:`RestApp.close`).  ``on_request``: called with a RequestRecord after
+    each response.  ``management``: whether the V2 repository load and unload
+    may change what is served (default: off).  ``plane``: deprecated; pass
+    the DataPlane as ``target``.
     """
     if plane is not None:
         warnings.warn(

@@ -18,20 +18,11 @@ _FDS_KEPT_FREE: Final = 64
 class HttpLimits:
     """Bounds that keep idle, slow and oversized HTTP clients from exhausting the REST server.
 
-    ``max_header_bytes``: a request line and headers larger than this are
-    answered 431 and the connection closed, before more of them is buffered
-    (default 64 KiB).  ``idle_timeout_s``: a connection with no request in
-    progress (before its first, or after a response) is closed after this
-    long (default 5 s, uvicorn's keep-alive; behind a load balancer keep it
-    above the balancer's idle timeout).  ``request_read_timeout_s``: a
-    request's line, headers and body must have arrived this long after its
-    first byte, else 408 and the connection is closed (default 60 s; the
-    slowloris bound).  ``max_connections``: open connections at most (default
-    1000, lowered to what the open-file limit leaves; see
-    :meth:`connection_cap`); a new connection past it closes the longest-idle
-    one, or, if every connection is in a request, is answered 503.  Half the
-    cap (at least 1) may be reading a request's line and headers at once: one
-    more closes, with 408, the connection that began its headers earliest.
+    Each field, its default and unit: docs/guides/rest.md ("Connection
+    limits").  Past ``max_header_bytes`` a request is answered 431; past
+    ``request_read_timeout_s`` 408; a connection idle ``idle_timeout_s`` is
+    closed; past ``max_connections`` (see :meth:`connection_cap`) the
+    longest-idle connection is closed, or 503 if all are in a request.
     Immutable, so thread-safe.
     """
 

@@ -23,16 +23,11 @@ def _positive_or_none(
 class RestOptions:
     """Options of the REST app (:func:`servinglib.server.rest.create_app`).
 
-    ``request_timeout_s``: deadline of each model call, measured from when
-    the request's body has arrived; past it the request fails with 504
-    (TF Serving's ``--rest_api_timeout_in_ms``, 30 s; None: no deadline).
-    ``max_request_body_bytes``: larger bodies are refused with 413 before
-    they are read whole (default 64 MiB, Triton's ``--http-max-input-size``).
-    ``enable_cors_support``: answer with ``Access-Control-Allow-Origin: *``
-    and accept OPTIONS preflights, as TF Serving's
-    ``--rest_api_enable_cors_support``.  ``server_name`` / ``server_version``:
-    what ``GET /v2`` reports.  ``decode_limits``: how large the tensors a
-    request declares may be (see :class:`~servinglib.codecs.limits.DecodeLimits`).
+    Each field, its default and unit: docs/guides/rest.md.
+    ``request_timeout_s``: deadline of each model call from when the body has
+    arrived (504 past it; None: none).  Larger bodies than
+    ``max_request_body_bytes`` are refused with 413 before they are read whole.
+    ``server_name`` / ``server_version``: what ``GET /v2`` reports.
     Immutable, so thread-safe.
     """
 

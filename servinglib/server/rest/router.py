@@ -163,13 +163,10 @@ class Router:
 def below_root(path: str, root_path: str) -> str:
     """``path`` seen from inside the app mounted at ``root_path`` (the ASGI scope's two fields).
 
-    ASGI servers and frameworks pass the whole path, mount point included
-    (uvicorn's ``--root-path``, Starlette's and FastAPI's ``mount``), so the
-    mount point is taken off the front.  ``path`` may be the raw,
-    percent-encoded path (as latin-1 text) while ``root_path`` is decoded:
-    a prefix spelled encoded (``/my%20models`` for ``/my models``) is found
-    by decoding.  A path that does not start with ``root_path`` (a server
-    that took it off already) is returned unchanged.
+    ASGI servers pass the whole path, mount point included, so it is taken
+    off the front (a prefix spelled percent-encoded in ``path`` is found by
+    decoding).  A path that does not start with ``root_path`` is returned
+    unchanged.
     """
     root = root_path.rstrip("/")
     if not root:

@@ -29,18 +29,12 @@ def _import_uvicorn() -> Any:  # noqa: ANN401 - the uvicorn module
 class RestServer:
     """Serves an ASGI app with uvicorn on a socket bound at construction (so its port is known).
 
-    Run it inside an event loop with :meth:`serve` (e.g. beside grpc.aio in
-    one loop), or on a background thread with its own loop with
-    :meth:`start` / :meth:`stop` (tests, notebooks).  :meth:`stop` stops
+    Run it in an event loop with :meth:`serve`, or on a background thread
+    with its own loop with :meth:`start` / :meth:`stop`.  :meth:`stop` stops
     accepting connections, lets requests in flight finish (within
-    ``graceful_timeout_s``), and closes the socket: the serving loop closes
-    it once uvicorn has let go of it, or :meth:`stop` itself if serving
-    never began (a server stopped before it served never serves).  ``limits``
-    bound what each connection may hold (header bytes, idle and read time)
-    and how many may be open (see
-    :class:`~servinglib.server.rest.http_limits.HttpLimits`).
-    ``reuse_port`` shares the port with other processes that set it
-    (``SO_REUSEPORT``).
+    ``graceful_timeout_s``) and closes the socket; a server stopped before it
+    served never serves.  ``limits``: see :class:`HttpLimits`; ``reuse_port``
+    sets ``SO_REUSEPORT``.
     Thread safety: :meth:`stop` may be called from any thread, any number
     of times; call :meth:`serve` or :meth:`start` once.
     """
