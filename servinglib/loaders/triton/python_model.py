@@ -15,7 +15,7 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from time import monotonic
 from typing import Any, final
 
@@ -141,7 +141,7 @@ class TritonPythonServable(Servable):
         """
         self._check_batch_size(inputs)
         reply = _Reply()
-        sender = InferenceResponseSender(reply.take, _never)
+        sender = InferenceResponseSender(reply.take, _past(request_deadline()))
         wanted = output_filter or frozenset(self._spec.outputs)
         return PendingRequest(self._request(inputs, output_filter, sender), reply, wanted)
 
@@ -195,9 +195,10 @@ class TritonPythonServable(Servable):
         sent: queue.SimpleQueue[tuple[InferenceResponse | None, bool]] = queue.SimpleQueue()
         ended = threading.Event()
         deadline = request_deadline()
+        deadline_passed = _past(deadline)
 
         def cancelled() -> bool:
-            return ended.is_set() or (deadline is not None and monotonic() >= deadline)
+            return ended.is_set() or deadline_passed()
 
         sender = InferenceResponseSender(lambda r, final: sent.put((r, final)), cancelled)
         request = self._request(inputs, output_filter, sender)
@@ -285,6 +286,13 @@ class _Reply:
 
 def _never() -> bool:
     return False
+
+
+def _past(deadline: float | None) -> Callable[[], bool]:
+    """Whether ``deadline`` (``time.monotonic()`` seconds; None: none) has passed, when asked."""
+    if deadline is None:
+        return _never
+    return lambda: monotonic() >= deadline
 
 
 def _next_sent(

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from servinglib.loaders.triton import pb_utils
 from servinglib.loaders.triton.backend_utils_import import MODULE_NAME
 from servinglib.loaders.triton.python_model import TritonPythonServable
 from servinglib.request_extras import RequestExtras, request_extras_scope
+from servinglib.servable import deadline_scope
 from servinglib.testing import triton_python_model
 from tests.triton.python_models import (
     write_add_sub,
@@ -100,6 +102,18 @@ def test_a_request_sees_its_id_parameters_and_requested_outputs(tmp_path: Path) 
         "requested_output_names": ["REQUEST"],
         "is_cancelled": False,
     }
+
+
+def test_a_request_past_its_deadline_is_cancelled(tmp_path: Path) -> None:
+    """request.is_cancelled() is True once the request's deadline has passed."""
+    with triton_python_model(write_recorder(tmp_path)) as model:
+        with deadline_scope(time.monotonic() - 1):
+            late = model.call(None, {"IN": np.array([b"x"], dtype=object)})
+        with deadline_scope(time.monotonic() + 600):
+            early = model.call(None, {"IN": np.array([b"x"], dtype=object)})
+
+    assert _recorded(late, "REQUEST")["is_cancelled"] is True
+    assert _recorded(early, "REQUEST")["is_cancelled"] is False
 
 
 def test_no_requested_outputs_asks_for_all_of_the_config_s(tmp_path: Path) -> None:
