@@ -10,7 +10,6 @@ the responses its sender sends.  ``finalize()`` runs when the version unloads.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
@@ -22,26 +21,18 @@ from typing import Any, final
 import attrs
 import numpy as np
 import numpy.typing as npt
-from google.protobuf import json_format
 
-from servinglib.errors import (
-    InternalError,
-    InvalidArgumentError,
-    NotFoundError,
-    ServingError,
-)
-from servinglib.loaders.triton.config import (
-    TritonModelConfig,
-    complete,
-    parse_model_config,
-    read_model_config,
-    tensor_specs,
-    unimplemented_fields,
-)
-from servinglib.loaders.triton.pb_model_config import ModelConfig
+from servinglib.errors import InternalError, InvalidArgumentError, ServingError
+from servinglib.loaders.triton.config import TritonModelConfig, tensor_specs
 from servinglib.loaders.triton.pb_request import InferenceRequest, InferenceResponseSender
 from servinglib.loaders.triton.pb_types import InferenceResponse, Tensor
-from servinglib.protos import model_config_pb2 as pb
+from servinglib.loaders.triton.python_config import (
+    CLASS_NAME,
+    completed_config,
+    initialize_args,
+    instance_name,
+    not_implemented,
+)
 from servinglib.request_extras import request_extras
 from servinglib.servable import (
     DEFAULT_SIGNATURE,
@@ -53,12 +44,6 @@ from servinglib.servable import (
 )
 
 _log = logging.getLogger(__name__)
-
-CLASS_NAME = "TritonPythonModel"
-"""The class a Triton Python-backend ``model.py`` defines."""
-
-# Fields the python platform implements for Triton Python models beyond config.py's list.
-_IMPLEMENTED_HERE = ("model_transaction_policy",)
 
 
 def load_triton_python_model(model_class: type[Any], version_path: str) -> TritonPythonServable:
@@ -73,11 +58,8 @@ def load_triton_python_model(model_class: type[Any], version_path: str) -> Trito
     version_name = os.path.basename(os.path.normpath(version_path))
     if not version_name.isdigit():
         raise InvalidArgumentError(f"Version directory {version_path} is not named by a number")
-    config = _completed_config(model_class, model_dir)
-    unimplemented = [
-        field for field in config.unimplemented if not field.startswith(_IMPLEMENTED_HERE)
-    ]
-    unimplemented += _not_applied_yet(config.message)
+    config = completed_config(model_class, model_dir)
+    unimplemented = not_implemented(config)
     if unimplemented:
         _log.warning(
             "Model %s: %s sets fields servinglib does not implement for Triton Python models, "
@@ -86,7 +68,7 @@ def load_triton_python_model(model_class: type[Any], version_path: str) -> Trito
             config.source,
             ", ".join(unimplemented),
         )
-    args = _initialize_args(config.message, model_dir, version_name)
+    args = initialize_args(config.message, model_dir, version_name)
     try:
         model = model_class()
         initialize = getattr(model, "initialize", None)
@@ -117,7 +99,7 @@ class TritonPythonServable(Servable):
         self._signatures = {DEFAULT_SIGNATURE: self._spec}
         self._output_names = [tensor.name for tensor in message.output]
         self._max_batch_size = message.max_batch_size
-        self._instance_name = _instance_name(message)
+        self._instance_name = instance_name(message)
         self._execute_lock = threading.Lock()  # one instance: one execute() at a time
 
     @property
@@ -360,98 +342,3 @@ def _wire_array(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
 
 def _as_bytes(item: object) -> bytes:
     return item if isinstance(item, bytes) else str(item).encode("utf-8")
-
-
-def _completed_config(model_class: type[Any], model_dir: str) -> TritonModelConfig:
-    """The model's config: its config.pbtxt (or none), then its ``auto_complete_config``."""
-    try:
-        config = read_model_config(model_dir)
-    except NotFoundError:
-        name = os.path.basename(model_dir)
-        config = parse_model_config('backend: "python"', name, source=f"{model_dir} (no config)")
-    auto_complete = getattr(model_class, "auto_complete_config", None)
-    if auto_complete is None:
-        return config
-    try:
-        completed = auto_complete(ModelConfig(config_json(config.message)))
-    except Exception as exc:
-        raise InvalidArgumentError(
-            f"{CLASS_NAME}.auto_complete_config of model {config.message.name!r} failed: "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
-    if not isinstance(completed, ModelConfig):
-        raise InvalidArgumentError(
-            f"{CLASS_NAME}.auto_complete_config of model {config.message.name!r} returned "
-            f"{type(completed).__name__}, not the pb_utils.ModelConfig it was given"
-        )
-    try:
-        message = json_format.ParseDict(completed.as_dict(), pb.ModelConfig())
-    except json_format.ParseError as exc:
-        raise InvalidArgumentError(
-            f"{CLASS_NAME}.auto_complete_config of model {config.message.name!r} made a "
-            f"config that is not valid: {exc}"
-        ) from exc
-    return TritonModelConfig(
-        complete(message, config.message.name), config.source, unimplemented_fields(message)
-    )
-
-
-def config_json(message: pb.ModelConfig) -> str:
-    """``message`` as Triton's JSON: field names as in the proto, unset fields included,
-    64-bit integers as numbers."""
-    as_dict = json_format.MessageToDict(
-        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-    )
-    return json.dumps(_numbers(as_dict, message.DESCRIPTOR))
-
-
-def _numbers(value: Any, descriptor: Any) -> Any:  # noqa: ANN401 - a JSON value and its message's descriptor
-    """``value`` with the 64-bit integer fields ``MessageToDict`` wrote as strings as numbers."""
-    for field in descriptor.fields:
-        if field.name not in value:
-            continue
-        item = value[field.name]
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            entry = field.message_type.fields_by_name["value"]
-            if entry.message_type is not None:
-                value[field.name] = {k: _numbers(v, entry.message_type) for k, v in item.items()}
-        elif field.message_type is not None:
-            items = item if isinstance(item, list) else [item]
-            for sub in items:
-                _numbers(sub, field.message_type)
-        elif field.cpp_type in _INT64_TYPES:
-            value[field.name] = [int(v) for v in item] if isinstance(item, list) else int(item)
-    return value
-
-
-_INT64_TYPES = (2, 4)  # FieldDescriptor.CPPTYPE_INT64, CPPTYPE_UINT64
-
-
-def _not_applied_yet(config: pb.ModelConfig) -> list[str]:
-    """Fields config.py maps that Triton Python models do not apply yet: one instance serves,
-    and each execute() gets one request."""
-    fields = []
-    if sum(group.count for group in config.instance_group) > 1:
-        fields.append("instance_group.count")
-    if config.HasField("dynamic_batching"):
-        fields.append("dynamic_batching")
-    return fields
-
-
-def _instance_name(config: pb.ModelConfig) -> str:
-    """The name of the model's first instance: its group's, then ``_0``, as Triton names it."""
-    group = config.instance_group[0].name if config.instance_group else config.name
-    return f"{group}_0"
-
-
-def _initialize_args(config: pb.ModelConfig, model_dir: str, version: str) -> dict[str, str]:
-    """Triton's ``initialize`` args for the model's first instance (all strings)."""
-    return {
-        "model_config": config_json(config),
-        "model_instance_kind": "CPU",
-        "model_instance_name": _instance_name(config),
-        "model_instance_device_id": "0",
-        "model_repository": model_dir,
-        "model_version": version,
-        "model_name": config.name,
-    }
