@@ -37,16 +37,16 @@ def python_models_config(repository: Path) -> ModelServerConfig:
 
 
 @contextlib.contextmanager
-def serving_repository(repository: Path) -> Iterator[Serving]:
+def serving_repository(repository: Path, grpc_server: str = "sync") -> Iterator[Serving]:
     """servinglib serving every model of ``repository`` (code execution allowed) until the
-    block ends; every model is loaded when it starts."""
+    block ends; every model is loaded when it starts.  ``grpc_server``: "sync" or "aio"."""
     options = ServerCoreOptions(
         platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)}
     )
     with ServerCore(python_models_config(repository), options) as core:
         rest = LocalRestServer(core)
         try:
-            grpc = LocalGrpcServer(core)
+            grpc = LocalGrpcServer(core, server=grpc_server)
             try:
                 yield Serving(core, rest.url.removeprefix("http://"), grpc.target)
             finally:

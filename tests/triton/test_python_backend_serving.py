@@ -6,6 +6,7 @@ for the module; each test calls it as tritonclient's users do.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 from collections.abc import Iterator
 
@@ -28,13 +29,16 @@ STATUS = {
 }
 
 
-@pytest.fixture(scope="module")
-def clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clients]:
-    """tritonclient.http and .grpc clients of servinglib serving the repository."""
+@pytest.fixture(scope="module", params=["sync", "aio"])
+def clients(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Clients]:
+    """tritonclient.http and .grpc clients of servinglib serving the repository (on each of
+    the two gRPC servers)."""
     repository = tmp_path_factory.mktemp("repository")
     write_repository(repository)
     with (
-        serving_repository(repository) as serving,
+        serving_repository(repository, request.param) as serving,
         Clients(serving.http_url, serving.grpc_url) as both,
     ):
         yield both
@@ -140,3 +144,41 @@ def test_a_decoupled_model_streams_over_model_stream_infer(clients: Clients) -> 
 
     assert answers == [{"outputs": {"IDX": [i], "OUT": [v]}} for i, v in enumerate([5, 6, 7])]
     assert empty == []
+
+
+def test_concurrent_requests_on_one_channel_each_see_their_own(clients: Clients) -> None:
+    """Requests from many threads over one gRPC client each reach execute with their own id
+    and parameters, and get their own answer."""
+
+    def ask(index: int) -> tuple[int, dict[str, object]]:
+        answer = clients.infer(
+            "grpc",
+            "recorder",
+            {"IN": np.array([b"x"], dtype=object)},
+            outputs=["REQUEST"],
+            request_id=f"req-{index}",
+            parameters={"index": index},
+        )
+        return index, json.loads(answer["outputs"]["REQUEST"][0])
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        seen = list(pool.map(ask, range(200)))
+
+    for index, request in seen:
+        assert (request["request_id"], request["parameters"]) == (f"req-{index}", {"index": index})
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_odd_and_large_parameters_reach_the_model_intact(clients: Clients, protocol: str) -> None:
+    """A parameter holding NUL, CR/LF, '..' or a megabyte reaches parameters() as sent."""
+    parameters = {"odd": "a\x00b\r\nc/../d", "big": "x" * 1_000_000, "é\n": "v"}
+
+    answer = clients.infer(
+        protocol,
+        "recorder",
+        {"IN": np.array([b"x"], dtype=object)},
+        outputs=["REQUEST"],
+        parameters=parameters,
+    )
+
+    assert json.loads(answer["outputs"]["REQUEST"][0])["parameters"] == parameters
