@@ -13,11 +13,19 @@ import numpy as np
 import pytest
 
 from servinglib.errors import ServingError, StatusCode
+from servinglib.loaders import PythonPlatformConfig
 from servinglib.loaders.triton import pb_utils
 from servinglib.loaders.triton.backend_utils_import import MODULE_NAME
 from servinglib.loaders.triton.python_model import TritonPythonServable
 from servinglib.request_extras import RequestExtras, request_extras_scope
-from servinglib.servable import deadline_scope
+from servinglib.servable import call_signature, deadline_scope
+from servinglib.server import (
+    ModelConfig,
+    ModelServerConfig,
+    ModelSpec,
+    ServerCore,
+    ServerCoreOptions,
+)
 from servinglib.testing import triton_python_model
 from tests.triton.python_models import (
     write_add_sub,
@@ -396,3 +404,24 @@ def test_pb_utils_is_the_module_models_import(tmp_path: Path) -> None:
         outputs = model.call(None, {"X": np.array([1], np.int32)})
 
     assert os.fsdecode(outputs["F"][0]) == pb_utils.__file__
+
+
+def test_a_triton_model_runs_in_a_model_process_of_its_own(tmp_path: Path) -> None:
+    """With model_process=True a Triton model loads and answers from its own process, errors
+    with their codes."""
+    write_add_sub(tmp_path)
+    write_errors(tmp_path)
+    config = ModelServerConfig(
+        [ModelConfig(name, str(tmp_path / name), "python") for name in ("add_sub", "errors")]
+    )
+    python = PythonPlatformConfig(allow_code_execution=True, model_process=True)
+
+    with ServerCore(config, ServerCoreOptions(platform_configs={"python": python})) as core:
+        with core.servable_handle(ModelSpec.latest("add_sub")) as handle:
+            outputs = call_signature(handle.servable, None, {"INPUT0": A, "INPUT1": B})
+        errors = core.servable_handle(ModelSpec.latest("errors"))
+        with errors as handle, pytest.raises(ServingError) as raised:
+            call_signature(handle.servable, None, {"CODE": np.array([2], np.int32)})
+
+    np.testing.assert_array_equal(outputs["OUTPUT0"], A + B)
+    assert (raised.value.code, raised.value.message) == (StatusCode.NOT_FOUND, "failed with code 2")
