@@ -25,6 +25,7 @@ class Clients:
     """An HTTP and a gRPC tritonclient to one server.  Not thread-safe (tests call in turn)."""
 
     def __init__(self, http_url: str, grpc_url: str) -> None:
+        self.http_url = http_url
         self.http = tritonclient.http.InferenceServerClient(http_url)
         self.grpc = tritonclient.grpc.InferenceServerClient(grpc_url)
 

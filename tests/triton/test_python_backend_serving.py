@@ -10,6 +10,7 @@ import concurrent.futures
 import json
 from collections.abc import Iterator
 
+import httpx
 import numpy as np
 import pytest
 
@@ -144,6 +145,17 @@ def test_a_decoupled_model_streams_over_model_stream_infer(clients: Clients) -> 
 
     assert answers == [{"outputs": {"IDX": [i], "OUT": [v]}} for i, v in enumerate([5, 6, 7])]
     assert empty == []
+
+
+def test_a_decoupled_model_streams_over_rest_generate_stream(clients: Clients) -> None:
+    """The repeat model's responses arrive as generate_stream's server-sent events."""
+    url = f"http://{clients.http_url}/v2/models/repeat/generate_stream"
+
+    response = httpx.post(url, json={"IN": [5, 6]})
+
+    events = [json.loads(line[5:]) for line in response.text.splitlines() if line]
+    assert response.status_code == 200
+    assert [(e["OUT"], e["IDX"]) for e in events] == [(5, 0), (6, 1)]
 
 
 def test_concurrent_requests_on_one_channel_each_see_their_own(clients: Clients) -> None:
