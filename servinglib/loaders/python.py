@@ -31,6 +31,7 @@ from servinglib.errors import (
 )
 from servinglib.loaders.model_loader import ModelLoader
 from servinglib.loaders.process import process_loaders
+from servinglib.loaders.triton.backend_utils_import import backend_utils_importable
 from servinglib.loaders.warmup import WarmupOptions
 from servinglib.servable import (
     PREDICT_METHOD,
@@ -53,6 +54,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 _loader_numbers = itertools.count()
 
 _SPEC_ATTRIBUTE = "__servinglib_signature__"
+_TRITON_CLASS_NAME = "TritonPythonModel"
 
 
 @final
@@ -166,6 +168,11 @@ def make_adapter(config: PythonPlatformConfig | None) -> SourceAdapter[StoragePa
 class PythonLoader(ModelLoader):
     """Imports a version directory's ``model.py``, instantiates its model and loads it.
 
+    The model is the PythonModel subclass ``class_name`` names; failing that, a Triton
+    Python-backend ``TritonPythonModel`` class, served through
+    :mod:`servinglib.loaders.triton.python_model` (``import triton_python_backend_utils``
+    works while ``model.py`` is imported).
+
     The module is imported under a name unique to the directory and removed
     from ``sys.modules`` on unload.  Thread safety: as :class:`Loader` requires.
     """
@@ -193,15 +200,20 @@ class PythonLoader(ModelLoader):
         sys.modules[self._module_name] = module
         try:
             try:
-                module_spec.loader.exec_module(module)
+                with backend_utils_importable():
+                    module_spec.loader.exec_module(module)
             except SyntaxError as exc:  # cannot heal by retrying
                 raise InvalidArgumentError(f"Importing {entry} failed: {exc}") from exc
             except Exception as exc:
                 raise ServingError.wrap(exc, f"Importing {entry} failed") from exc
             model_class = getattr(module, self._config.class_name, None)
             if not (isinstance(model_class, type) and issubclass(model_class, PythonModel)):
+                triton_class = getattr(module, _TRITON_CLASS_NAME, None)
+                if isinstance(triton_class, type):
+                    return _load_triton_python_model(triton_class, self.path)
                 raise InvalidArgumentError(
-                    f"{entry} defines no PythonModel subclass named {self._config.class_name}"
+                    f"{entry} defines no PythonModel subclass named {self._config.class_name} "
+                    f"(nor a Triton Python-backend {_TRITON_CLASS_NAME})"
                 )
             model = model_class()
             model.load(self.path)
@@ -216,6 +228,13 @@ class PythonLoader(ModelLoader):
                 servable.model.unload()
         finally:
             sys.modules.pop(self._module_name, None)
+
+
+def _load_triton_python_model(model_class: type[Any], path: str) -> Servable:
+    # Imported here: only Triton Python models need the config reader and its protos.
+    from servinglib.loaders.triton.python_model import load_triton_python_model
+
+    return load_triton_python_model(model_class, path)
 
 
 @final

@@ -29,6 +29,7 @@ from servinglib.testing._source_conformance import (
 )
 from servinglib.testing._source_conformance import check_source as check_source
 from servinglib.testing._static_manager import static_manager as static_manager
+from servinglib.testing._triton_python import triton_python_model as triton_python_model
 from servinglib.testing._violation import Violation as Violation
 from servinglib.testing._waiters import run_until as run_until
 from servinglib.testing._waiters import wait_for_state as wait_for_state
@@ -57,6 +58,7 @@ __all__ = [
     "make_version_dirs",
     "run_until",
     "static_manager",
+    "triton_python_model",
     "wait_for_state",
     "wait_until",
     "wait_until_available",

@@ -34,6 +34,7 @@ START, LOADING, AVAILABLE, UNLOADING, END = (
 
 MODEL_PY = """
 import asyncio
+import numpy as np
 from servinglib.loaders import PythonModel, signature
 from servinglib.servable import ExecutionMode, TensorSpec
 
@@ -49,6 +50,16 @@ class Model(PythonModel):
     async def later(self, x):
         await asyncio.sleep(0)
         return {"y": x + 1}
+
+    @signature(name="parts", inputs=X, outputs=Y)
+    def parts(self, x):
+        for value in x:
+            yield {"y": np.array([value], np.float32)}
+
+    @signature(name="parts_async", inputs=X, outputs=Y, execution_mode=ExecutionMode.ASYNC)
+    async def parts_async(self, x):
+        for value in x:
+            yield {"y": np.array([-value], np.float32)}
 """
 
 
@@ -209,3 +220,15 @@ def test_call_concurrently_without_batching_runs_each_call(version_dir: Path) ->
         assert harness.batch_scheduler is None
         results = harness.call_concurrently(None, [x(1.0), x(2.0)])
         assert [r["y"].tolist() for r in results] == [[2.0], [4.0]]
+
+
+def test_call_stream_reads_every_part_of_a_streaming_signature(version_dir: Path) -> None:
+    """call_stream gives a generator's parts in order, for THREAD and ASYNC signatures alike."""
+    with ServableHarness(PythonLoader(str(version_dir))) as harness:
+        parts = harness.call_stream("parts", x(1, 2))
+        async_parts = harness.call_stream("parts_async", x(1, 2))
+        with pytest.raises(InvalidArgumentError):
+            harness.call_stream("parts", {"z": np.zeros(1, np.float32)})
+
+    assert [p["y"].tolist() for p in parts] == [[1.0], [2.0]]
+    assert [p["y"].tolist() for p in async_parts] == [[-1.0], [-2.0]]

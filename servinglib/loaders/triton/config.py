@@ -106,8 +106,12 @@ def parse_model_config(text: str, model_name: str, source: str = "") -> TritonMo
             f"The {_WHAT} {source or '<text>'} names the model {message.name!r}, "
             f"but its directory is {model_name!r}"
         )
-    unimplemented = tuple(dict.fromkeys(_unimplemented(message, _IMPLEMENTED, "")))
-    return TritonModelConfig(complete(message, model_name), source, unimplemented)
+    return TritonModelConfig(complete(message, model_name), source, unimplemented_fields(message))
+
+
+def unimplemented_fields(message: pb.ModelConfig) -> tuple[str, ...]:
+    """The set fields of ``message`` servinglib does not act on (see :class:`TritonModelConfig`)."""
+    return tuple(dict.fromkeys(_unimplemented(message, _IMPLEMENTED, "")))
 
 
 def complete(message: pb.ModelConfig, model_name: str) -> pb.ModelConfig:

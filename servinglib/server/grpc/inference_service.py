@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final, final
 
 import attrs
@@ -10,6 +11,7 @@ import numpy.typing as npt
 from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
 from servinglib.errors import InvalidArgumentError, UnimplementedError
 from servinglib.protos import grpc_service_pb2 as v2
+from servinglib.request_extras import NO_EXTRAS, RequestExtras, request_extras_scope
 from servinglib.server.grpc._convert import cached_spec, deadline_of
 from servinglib.server.grpc._rpc import Context, Rpc
 from servinglib.server.grpc._step import Step, Steps, blocking
@@ -149,15 +151,16 @@ class InferenceServicer:
         """Runs the signature on the inputs; the requested outputs (default: all)."""
         call = decode_request(request, self._decode_limits)
         plane = self._plane
-        result = yield from Step(
-            plane.infer,
-            plane.infer_blocking,
-            call.spec,
-            call.signature,
-            call.inputs,
-            call.requested,
-            deadline=deadline_of(context),
-        )
+        with request_extras_scope(call.extras):
+            result = yield from Step(
+                plane.infer,
+                plane.infer_blocking,
+                call.spec,
+                call.signature,
+                call.inputs,
+                call.requested,
+                deadline=deadline_of(context),
+            )
         return encode_response(request, call, result.model_name, result.version, result.outputs)
 
     def model_config(
@@ -245,12 +248,14 @@ class InferenceServicer:
 @final
 @attrs.frozen
 class DecodedRequest:
-    """A ModelInferRequest as the plane takes it: model, signature, inputs, outputs.  Immutable."""
+    """A ModelInferRequest as the plane takes it: model, signature, inputs, outputs, and the
+    id and parameters a model may read.  Immutable."""
 
     spec: ModelSpec
     signature: str | None
     inputs: dict[str, npt.NDArray[Any]]
     requested: list[str] | None
+    extras: RequestExtras = NO_EXTRAS
 
 
 def decode_request(request: v2.ModelInferRequest, limits: DecodeLimits) -> DecodedRequest:
@@ -266,7 +271,23 @@ def decode_request(request: v2.ModelInferRequest, limits: DecodeLimits) -> Decod
                     f"Output '{output.name}': the classification extension is not supported"
                 )
         requested = [output.name for output in request.outputs]
-    return DecodedRequest(spec, signature, decode_inputs(request, limits), requested)
+    extras = (
+        RequestExtras.of_request(request.id, _parameter_values(request.parameters))
+        if request.id or request.parameters
+        else NO_EXTRAS
+    )
+    return DecodedRequest(spec, signature, decode_inputs(request, limits), requested, extras)
+
+
+def _parameter_values(
+    parameters: Mapping[str, v2.InferParameter],
+) -> dict[str, bool | int | float | str]:
+    values: dict[str, bool | int | float | str] = {}
+    for key, parameter in parameters.items():
+        which = parameter.WhichOneof("parameter_choice")
+        if which is not None:
+            values[key] = getattr(parameter, which)
+    return values
 
 
 def encode_response(

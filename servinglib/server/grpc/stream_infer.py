@@ -24,6 +24,7 @@ from google.protobuf import message as pb_message
 from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
 from servinglib.errors import InvalidArgumentError, ServingError, StatusCode
 from servinglib.protos import grpc_service_pb2 as v2
+from servinglib.request_extras import request_extras_scope
 from servinglib.server.grpc._convert import deadline_of
 from servinglib.server.grpc.inference_service import decode_request, encode_response
 from servinglib.server.observe.request_record import RequestObserver, RequestRecord
@@ -74,14 +75,21 @@ class StreamInferer:
             stream = self._plane.open_stream(
                 call.spec, call.signature, call.inputs, call.requested, deadline=deadline
             )
-            async with stream:
-                final = not stream.streaming  # a streaming signature's last part is not known
-                async for outputs in stream:
-                    response = encode_response(
-                        request, call, stream.model_name, stream.version, outputs
-                    )
-                    sent = stream.hand_over()
-                    yield _wrapped(response, final=final), request.model_name, StatusCode.OK, sent
+            # One task iterates this generator, so the scope is set and reset in its context.
+            with request_extras_scope(call.extras):
+                async with stream:
+                    final = not stream.streaming  # a streaming signature's last part is unknown
+                    async for outputs in stream:
+                        response = encode_response(
+                            request, call, stream.model_name, stream.version, outputs
+                        )
+                        sent = stream.hand_over()
+                        yield (
+                            _wrapped(response, final=final),
+                            request.model_name,
+                            StatusCode.OK,
+                            sent,
+                        )
         except ServingError as error:
             yield _error(request, error.message), request.model_name, error.code, _nothing
             return

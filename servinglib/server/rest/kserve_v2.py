@@ -10,6 +10,7 @@ import numpy.typing as npt
 from servinglib.codecs import decode_raw, encode_raw, numpy_to_v2_datatype, v2_datatype_to_numpy
 from servinglib.codecs.limits import DecodeLimits, element_count
 from servinglib.errors import InvalidArgumentError, NotFoundError, ServingError
+from servinglib.request_extras import RequestExtras, request_extras_scope
 from servinglib.server.management.model_management import ModelManagement
 from servinglib.server.management.repository import ModelRepository
 from servinglib.server.observe.statistics import StatisticDuration, VersionStatistics
@@ -143,14 +144,18 @@ class KServeV2Api:
         signature_name = parameters.get("signature_name")
         if signature_name is not None and not isinstance(signature_name, str):
             raise InvalidArgumentError("Parameter 'signature_name' must be a string")
-        result = await self._plane.infer(
-            request.model_spec(), signature_name, tensors, wanted, deadline=request.deadline
+        request_id = body.get("id")
+        extras = RequestExtras.of_request(
+            request_id if isinstance(request_id, str) else "", _scalars(parameters)
         )
+        with request_extras_scope(extras):
+            result = await self._plane.infer(
+                request.model_spec(), signature_name, tensors, wanted, deadline=request.deadline
+            )
         response: dict[str, Any] = {
             "model_name": result.model_name,
             "model_version": str(result.version),
         }
-        request_id = body.get("id")
         if request_id is not None:
             response["id"] = request_id
         names = wanted if wanted is not None else list(result.outputs)
@@ -222,6 +227,11 @@ def _split_body(request: RestRequest) -> tuple[bytes, memoryview]:
             f"Inference-Header-Content-Length {length} is outside the body's {len(body)} bytes"
         )
     return body[:length], memoryview(body)[length:]
+
+
+def _scalars(parameters: dict[str, Any]) -> dict[str, bool | int | float | str]:
+    """The parameters a model may read: those of a JSON scalar value."""
+    return {k: v for k, v in parameters.items() if isinstance(v, bool | int | float | str)}
 
 
 def _string_parameters(request: RestRequest) -> dict[str, str]:

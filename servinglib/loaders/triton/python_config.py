@@ -1,0 +1,129 @@
+"""A Triton Python model's configuration: completed, as Triton's JSON, and ``initialize``'s args.
+
+:func:`completed_config` reads the model's ``config.pbtxt`` (none is allowed) and runs the
+model's ``auto_complete_config`` on it, as Triton does with auto-complete on (its default).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
+
+from servinglib.errors import InvalidArgumentError, NotFoundError
+from servinglib.loaders.triton.config import (
+    TritonModelConfig,
+    complete,
+    parse_model_config,
+    read_model_config,
+    unimplemented_fields,
+)
+from servinglib.loaders.triton.pb_model_config import ModelConfig
+from servinglib.protos import model_config_pb2 as pb
+
+CLASS_NAME = "TritonPythonModel"
+"""The class a Triton Python-backend ``model.py`` defines."""
+
+# Fields config.py lists as not implemented that Triton Python models implement.
+_IMPLEMENTED_HERE = ("model_transaction_policy",)
+
+
+def completed_config(model_class: type[Any], model_dir: str) -> TritonModelConfig:
+    """The model's config: its config.pbtxt (or none), then its ``auto_complete_config``."""
+    try:
+        config = read_model_config(model_dir)
+    except NotFoundError:
+        name = os.path.basename(model_dir)
+        config = parse_model_config('backend: "python"', name, source=f"{model_dir} (no config)")
+    auto_complete = getattr(model_class, "auto_complete_config", None)
+    if auto_complete is None:
+        return config
+    try:
+        completed = auto_complete(ModelConfig(config_json(config.message)))
+    except Exception as exc:
+        raise InvalidArgumentError(
+            f"{CLASS_NAME}.auto_complete_config of model {config.message.name!r} failed: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(completed, ModelConfig):
+        raise InvalidArgumentError(
+            f"{CLASS_NAME}.auto_complete_config of model {config.message.name!r} returned "
+            f"{type(completed).__name__}, not the pb_utils.ModelConfig it was given"
+        )
+    try:
+        message = json_format.ParseDict(completed.as_dict(), pb.ModelConfig())
+    except json_format.ParseError as exc:
+        raise InvalidArgumentError(
+            f"{CLASS_NAME}.auto_complete_config of model {config.message.name!r} made a "
+            f"config that is not valid: {exc}"
+        ) from exc
+    return TritonModelConfig(
+        complete(message, config.message.name), config.source, unimplemented_fields(message)
+    )
+
+
+def config_json(message: pb.ModelConfig) -> str:
+    """``message`` as Triton's JSON: field names as in the proto, unset fields included,
+    64-bit integers as numbers."""
+    as_dict = json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    return json.dumps(_numbers(as_dict, message.DESCRIPTOR))
+
+
+def _numbers(value: Any, descriptor: Any) -> Any:  # noqa: ANN401 - a JSON value and its message's descriptor
+    """``value`` with the 64-bit integer fields ``MessageToDict`` wrote as strings as numbers."""
+    for field in descriptor.fields:
+        if field.name not in value:
+            continue
+        item = value[field.name]
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            entry = field.message_type.fields_by_name["value"]
+            if entry.message_type is not None:
+                value[field.name] = {k: _numbers(v, entry.message_type) for k, v in item.items()}
+        elif field.message_type is not None:
+            items = item if isinstance(item, list) else [item]
+            for sub in items:
+                _numbers(sub, field.message_type)
+        elif field.cpp_type in _INT64_TYPES:
+            value[field.name] = [int(v) for v in item] if isinstance(item, list) else int(item)
+    return value
+
+
+_INT64_TYPES = (FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64)
+
+
+def not_implemented(config: TritonModelConfig) -> list[str]:
+    """The set fields a Triton Python model's config asks for that servinglib does not apply:
+    config.py's list but for the transaction policy (decoupled models are served), and the
+    fields config.py maps that Python models do not apply yet (one instance serves, and each
+    ``execute`` gets one request)."""
+    fields = [name for name in config.unimplemented if not name.startswith(_IMPLEMENTED_HERE)]
+    message = config.message
+    if sum(group.count for group in message.instance_group) > 1:
+        fields.append("instance_group.count")
+    if message.HasField("dynamic_batching"):
+        fields.append("dynamic_batching")
+    return fields
+
+
+def instance_name(config: pb.ModelConfig) -> str:
+    """The name of the model's first instance: its group's, then ``_0``, as Triton names it."""
+    group = config.instance_group[0].name if config.instance_group else config.name
+    return f"{group}_0"
+
+
+def initialize_args(config: pb.ModelConfig, model_dir: str, version: str) -> dict[str, str]:
+    """Triton's ``initialize`` args for the model's first instance (all strings)."""
+    return {
+        "model_config": config_json(config),
+        "model_instance_kind": "CPU",
+        "model_instance_name": instance_name(config),
+        "model_instance_device_id": "0",
+        "model_repository": model_dir,
+        "model_version": version,
+        "model_name": config.name,
+    }

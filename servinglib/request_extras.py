@@ -1,0 +1,104 @@
+"""What an inference request carries beside its tensors: its id, sequence id and parameters.
+
+The KServe V2 front ends set them (:func:`request_extras_scope`) around the call; a model
+that reads them (a Triton Python model's ``request.parameters()``) asks :func:`request_extras`.
+They travel as the deadline does: a context variable, copied to the thread that runs the call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import final
+
+import attrs
+
+ParameterValue = bool | int | float | str
+
+
+def _frozen(value: Mapping[str, ParameterValue]) -> Mapping[str, ParameterValue]:
+    return MappingProxyType(dict(value))
+
+
+@final
+@attrs.frozen
+class RequestExtras:
+    """A request's ``id`` (empty: none), sequence id (0: none; an int or a str, as the client
+    sent it) and parameters (those the protocol reserves excluded).  Immutable, so thread-safe.
+    """
+
+    request_id: str = ""
+    correlation_id: int | str = 0
+    parameters: Mapping[str, ParameterValue] = attrs.field(
+        factory=lambda: MappingProxyType({}), converter=_frozen
+    )
+
+    @classmethod
+    def of_request(cls, request_id: str, parameters: Mapping[str, ParameterValue]) -> RequestExtras:
+        """A V2 request's extras: its ``id`` and ``parameters``, whose ``sequence_id`` is the
+        sequence id; the parameters the protocol reserves (:data:`RESERVED_PARAMETERS`) are
+        left out of ``parameters``, as Triton leaves them out."""
+        if not parameters:
+            return cls(request_id) if request_id else NO_EXTRAS
+        sequence_id = parameters.get("sequence_id", 0)
+        correlation_id: int | str = 0
+        if isinstance(sequence_id, str | int) and not isinstance(sequence_id, bool):
+            correlation_id = sequence_id
+        kept = {k: v for k, v in parameters.items() if k not in RESERVED_PARAMETERS}
+        return cls(request_id, correlation_id, kept)
+
+
+RESERVED_PARAMETERS = frozenset(
+    {
+        "sequence_id",
+        "sequence_start",
+        "sequence_end",
+        "priority",
+        "timeout",
+        "binary_data_output",
+        "signature_name",
+    }
+)
+"""Request parameters that steer the server (Triton's and servinglib's ``signature_name``),
+not the model."""
+
+NO_EXTRAS = RequestExtras()
+"""A request that carries nothing beside its tensors."""
+
+_extras: contextvars.ContextVar[RequestExtras] = contextvars.ContextVar(
+    "servinglib_request_extras", default=NO_EXTRAS
+)
+
+
+def request_extras() -> RequestExtras:
+    """The current request's extras (:data:`NO_EXTRAS` when its front end set none)."""
+    return _extras.get()
+
+
+def request_extras_scope(extras: RequestExtras) -> contextlib.AbstractContextManager[None]:
+    """Makes ``extras`` the current request's inside the ``with`` block.
+
+    A request with no extras sets nothing (the context's own are :data:`NO_EXTRAS` already,
+    as each request runs in a context of its own): the common case costs nothing.
+    """
+    return _NOTHING if extras is NO_EXTRAS else _Scope(extras)
+
+
+_NOTHING = contextlib.nullcontext()  # reusable: it holds no state
+
+
+class _Scope:
+    """Sets the extras for a ``with`` block.  Not thread-safe (one per ``with``)."""
+
+    __slots__ = ("_extras", "_token")
+
+    def __init__(self, extras: RequestExtras) -> None:
+        self._extras = extras
+
+    def __enter__(self) -> None:
+        self._token = _extras.set(self._extras)
+
+    def __exit__(self, *_exc: object) -> None:
+        _extras.reset(self._token)
