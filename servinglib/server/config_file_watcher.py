@@ -7,8 +7,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
-from typing import final
+from collections.abc import Callable, Mapping
+from typing import TypeAlias, final
 
 import attrs
 
@@ -20,6 +20,9 @@ from servinglib.server.server_core import ServerCore
 from servinglib.sources.fs_event_trigger import FsEventTrigger
 
 _log = logging.getLogger(__name__)
+
+Compose: TypeAlias = Callable[[ModelServerConfig, ModelServerConfig], ModelServerConfig]
+"""``compose(file's config, served config)`` → the config to serve."""
 
 
 @final
@@ -59,7 +62,9 @@ class ModelConfigFileWatcher:
     — is reported by :meth:`status` and the log and changes nothing; the same
     content is not retried until it changes. A config applied whose new models
     did not become available is applied all the same: the log and
-    ``status().unavailable`` name those models and why.
+    ``status().unavailable`` name those models and why.  ``compose(file's
+    config, served config)`` makes the config to serve when the file is not
+    all of it (say, beside a model repository's models); default: the file's.
     Thread-safe.
     """
 
@@ -72,6 +77,7 @@ class ModelConfigFileWatcher:
         watch_filesystem_events: bool = True,
         settle_s: float = 0.5,
         clock: Clock | None = None,
+        compose: Compose | None = None,
     ) -> None:
         if poll_wait_seconds <= 0:
             raise InvalidArgumentError("poll_wait_seconds must be > 0 (0 means: do not watch)")
@@ -82,6 +88,7 @@ class ModelConfigFileWatcher:
         self._directory = os.path.dirname(self._path)
         self._poll_wait_s = poll_wait_seconds
         self._settle_s = settle_s
+        self._compose = compose
         self._clock = clock if clock is not None else SystemClock()
         self._check_lock = threading.Lock()  # serializes checks
         self._lock = threading.Lock()
@@ -147,8 +154,12 @@ class ModelConfigFileWatcher:
 
     def _apply(self, config: ModelServerConfig, now: float) -> bool:
         before = self._core.config
+        compose = self._compose
         try:
-            self._core.reload_config(config)
+            if compose is None:
+                self._core.reload_config(config)
+            else:
+                self._core.update_config(lambda served: compose(config, served))
         except ServingError as error:
             if self._core.config is before:  # rejected whole: the previous config serves
                 self._record(error, now)
