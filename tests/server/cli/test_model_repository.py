@@ -283,3 +283,25 @@ def test_a_savedmodel_in_triton_s_layout_is_served(tmp_path: Path) -> None:
             client.close()
     finally:
         server.close()
+
+
+def test_a_config_file_reload_keeps_the_repository_s_models(
+    tmp_path: Path, repository: Path
+) -> None:
+    """An edit of --model_config_file adds its model; the repository's models serve on."""
+    config = tmp_path / "models.config"
+    config.write_text(CONFIG % ("triple", python_model(tmp_path, "triple", 3)))
+    server = Server(
+        f"--model_config_file={config}",
+        "--model_config_file_poll_wait_seconds=0.2",
+        f"--model_repository={repository}",
+        PYTHON,
+    )
+    try:
+        server.wait_ready()
+        config.write_text(CONFIG % ("double", python_model(tmp_path, "double", 2)))
+        wait_until(lambda: server.http_ok("/v2/models/double/ready"), timeout_s=60)
+        assert not server.http_ok("/v2/models/triple/ready")
+        assert server.http_ok("/v2/models/add_sub/ready")
+    finally:
+        server.close()

@@ -134,3 +134,19 @@ def test_the_index_lists_the_repository_s_models_not_served(
         ("own", "1", "READY"),
         ("sub_add", "", ""),
     }
+
+
+def test_names_a_client_sends_find_nothing_outside_the_repository(
+    core: ServerCore, repository: TritonRepository
+) -> None:
+    """``..``, a path, NUL, CR/LF, a megabyte and 10,000 distinct names are NOT_FOUND, and
+    leave nothing behind."""
+    models = _repository(core, repository, "explicit")
+    names = ["..", ".", "add_sub/../add_sub", "x\0y", "a\r\nb", "m" * (1 << 20)]
+    names += [f"unknown_{i}" for i in range(10_000)]
+    for name in names:
+        with pytest.raises(NotFoundError):
+            models.load_blocking(name, {})
+        models.unload_blocking(name)
+    assert core.list_models() == ["own"]
+    assert set(core.known_models()) == {"own"}
