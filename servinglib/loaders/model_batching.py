@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, final
 
 import attrs
@@ -31,14 +31,19 @@ BATCHING_PARAMS_FILENAME = "batching_params.pbtxt"
 class ModelBatching(SourceAdapter[Loader, Loader]):
     """Sits between the platform adapters and the manager; makes each Loader serve batched.
 
-    Owns the shared scheduler (:attr:`scheduler`); :meth:`close` stops it.
-    Thread-safe.
+    A model given parameters of its own by :meth:`update_models` (a Triton
+    ``dynamic_batching``) is batched with them; any other with ``parameters``,
+    or with ``per_model`` with its version's ``batching_params.pbtxt`` and not
+    at all without one.  Owns the shared scheduler (:attr:`scheduler`);
+    :meth:`close` stops it.
+    Thread-safe: the models' parameters are replaced whole.
     """
 
     def __init__(self, parameters: BatchingParameters, *, per_model: bool = False) -> None:
         super().__init__()
         self._parameters = parameters
         self._per_model = per_model
+        self._models: Mapping[str, BatchingParameters] = {}  # replaced whole
         self.scheduler = SharedBatchScheduler(
             parameters.num_batch_threads, thread_pool_name=parameters.thread_pool_name
         )
@@ -51,6 +56,10 @@ class ModelBatching(SourceAdapter[Loader, Loader]):
             for item in versions
         ]
 
+    def update_models(self, parameters: Mapping[str, BatchingParameters]) -> None:
+        """Model name → its own batching parameters, for the versions loaded from now on."""
+        self._models = dict(parameters)
+
     def wrap_loader(self, servable_id: ServableId, loader: Loader) -> Loader:
         """``loader``, made to serve its servable batched (queues named ``name/version/...``)."""
         model_loader = loader if isinstance(loader, ModelLoader) else _AsModelLoader(loader)
@@ -62,7 +71,9 @@ class ModelBatching(SourceAdapter[Loader, Loader]):
     def _wrap(self, servable_id: ServableId, servable: object, path: str) -> Any:  # noqa: ANN401 - a Servable or a custom Loader's own object
         if not isinstance(servable, Servable):  # a custom Loader's own object: not batchable
             return servable
-        parameters = self._model_parameters(path) if self._per_model else self._parameters
+        parameters = self._models.get(servable_id.name)
+        if parameters is None:
+            parameters = self._model_parameters(path) if self._per_model else self._parameters
         if parameters is None:
             return servable
         name = f"{servable_id.name}/{servable_id.version}"

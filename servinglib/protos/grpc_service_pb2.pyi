@@ -1,44 +1,11 @@
+from servinglib.protos import model_config_pb2 as _model_config_pb2
 from google.protobuf.internal import containers as _containers
-from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
-
-class DataType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
-    __slots__ = ()
-    TYPE_INVALID: _ClassVar[DataType]
-    TYPE_BOOL: _ClassVar[DataType]
-    TYPE_UINT8: _ClassVar[DataType]
-    TYPE_UINT16: _ClassVar[DataType]
-    TYPE_UINT32: _ClassVar[DataType]
-    TYPE_UINT64: _ClassVar[DataType]
-    TYPE_INT8: _ClassVar[DataType]
-    TYPE_INT16: _ClassVar[DataType]
-    TYPE_INT32: _ClassVar[DataType]
-    TYPE_INT64: _ClassVar[DataType]
-    TYPE_FP16: _ClassVar[DataType]
-    TYPE_FP32: _ClassVar[DataType]
-    TYPE_FP64: _ClassVar[DataType]
-    TYPE_STRING: _ClassVar[DataType]
-    TYPE_BF16: _ClassVar[DataType]
-TYPE_INVALID: DataType
-TYPE_BOOL: DataType
-TYPE_UINT8: DataType
-TYPE_UINT16: DataType
-TYPE_UINT32: DataType
-TYPE_UINT64: DataType
-TYPE_INT8: DataType
-TYPE_INT16: DataType
-TYPE_INT32: DataType
-TYPE_INT64: DataType
-TYPE_FP16: DataType
-TYPE_FP32: DataType
-TYPE_FP64: DataType
-TYPE_STRING: DataType
-TYPE_BF16: DataType
 
 class ServerLiveRequest(_message.Message):
     __slots__ = ()
@@ -274,8 +241,8 @@ class ModelConfigRequest(_message.Message):
 class ModelConfigResponse(_message.Message):
     __slots__ = ("config",)
     CONFIG_FIELD_NUMBER: _ClassVar[int]
-    config: ModelConfig
-    def __init__(self, config: _Optional[_Union[ModelConfig, _Mapping]] = ...) -> None: ...
+    config: _model_config_pb2.ModelConfig
+    def __init__(self, config: _Optional[_Union[_model_config_pb2.ModelConfig, _Mapping]] = ...) -> None: ...
 
 class ModelRepositoryParameter(_message.Message):
     __slots__ = ("bool_param", "int64_param", "string_param", "bytes_param")
@@ -423,47 +390,3 @@ class ModelStatisticsResponse(_message.Message):
     MODEL_STATS_FIELD_NUMBER: _ClassVar[int]
     model_stats: _containers.RepeatedCompositeFieldContainer[ModelStatistics]
     def __init__(self, model_stats: _Optional[_Iterable[_Union[ModelStatistics, _Mapping]]] = ...) -> None: ...
-
-class ModelInput(_message.Message):
-    __slots__ = ("name", "data_type", "dims")
-    NAME_FIELD_NUMBER: _ClassVar[int]
-    DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
-    DIMS_FIELD_NUMBER: _ClassVar[int]
-    name: str
-    data_type: DataType
-    dims: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, name: _Optional[str] = ..., data_type: _Optional[_Union[DataType, str]] = ..., dims: _Optional[_Iterable[int]] = ...) -> None: ...
-
-class ModelOutput(_message.Message):
-    __slots__ = ("name", "data_type", "dims")
-    NAME_FIELD_NUMBER: _ClassVar[int]
-    DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
-    DIMS_FIELD_NUMBER: _ClassVar[int]
-    name: str
-    data_type: DataType
-    dims: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, name: _Optional[str] = ..., data_type: _Optional[_Union[DataType, str]] = ..., dims: _Optional[_Iterable[int]] = ...) -> None: ...
-
-class ModelConfig(_message.Message):
-    __slots__ = ("name", "platform", "max_batch_size", "input", "output", "backend", "model_transaction_policy")
-    NAME_FIELD_NUMBER: _ClassVar[int]
-    PLATFORM_FIELD_NUMBER: _ClassVar[int]
-    MAX_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
-    INPUT_FIELD_NUMBER: _ClassVar[int]
-    OUTPUT_FIELD_NUMBER: _ClassVar[int]
-    BACKEND_FIELD_NUMBER: _ClassVar[int]
-    MODEL_TRANSACTION_POLICY_FIELD_NUMBER: _ClassVar[int]
-    name: str
-    platform: str
-    max_batch_size: int
-    input: _containers.RepeatedCompositeFieldContainer[ModelInput]
-    output: _containers.RepeatedCompositeFieldContainer[ModelOutput]
-    backend: str
-    model_transaction_policy: ModelTransactionPolicy
-    def __init__(self, name: _Optional[str] = ..., platform: _Optional[str] = ..., max_batch_size: _Optional[int] = ..., input: _Optional[_Iterable[_Union[ModelInput, _Mapping]]] = ..., output: _Optional[_Iterable[_Union[ModelOutput, _Mapping]]] = ..., backend: _Optional[str] = ..., model_transaction_policy: _Optional[_Union[ModelTransactionPolicy, _Mapping]] = ...) -> None: ...
-
-class ModelTransactionPolicy(_message.Message):
-    __slots__ = ("decoupled",)
-    DECOUPLED_FIELD_NUMBER: _ClassVar[int]
-    decoupled: bool
-    def __init__(self, decoupled: _Optional[bool] = ...) -> None: ...

@@ -30,6 +30,7 @@ from servinglib.sources.version_policy import ServableVersionPolicy, VersionPoli
 if TYPE_CHECKING:
     from google.protobuf import message as pb_message
 
+    from servinglib.loaders.triton.config import TritonModelConfig
     from servinglib.protos import model_server_config_pb2 as config_pb2
 
 _log = logging.getLogger(__name__)
@@ -75,6 +76,11 @@ class ModelConfig:
     MAX_BASE_PATH_BYTES (a local one's directory names at most
     MAX_PATH_COMPONENT_BYTES), a label that is empty or holds ``/`` or ``:``,
     or a version outside int64 (negative included).
+    ``model_filename``: the file or directory inside each version directory
+    the platform loads (Triton's ``default_model_filename``; empty: the
+    version directory itself).  ``triton_config``: the completed Triton
+    ``config.pbtxt`` the model was configured from, which the config
+    questions answer with.
     Immutable, so thread-safe.
     """
 
@@ -85,6 +91,10 @@ class ModelConfig:
     version_labels: Mapping[str, int] = attrs.field(factory=dict, converter=_freeze_labels)
     logging_config: LoggingConfig | None = attrs.field(default=None, kw_only=True)
     storage_options: Mapping[str, Any] | None = attrs.field(default=None, kw_only=True, hash=False)
+    model_filename: str = attrs.field(default="", kw_only=True)
+    triton_config: TritonModelConfig | None = attrs.field(
+        default=None, kw_only=True, hash=False, repr=False
+    )
 
     def __attrs_post_init__(self) -> None:
         _check_model(self)
@@ -178,6 +188,7 @@ def _check_model(model: ModelConfig) -> None:
     if not model.model_platform:
         raise InvalidArgumentError(f"Model {name} has an empty model_platform")
     _check_policy(name, model.version_policy)
+    _check_model_filename(model)
     for label, version in model.version_labels.items():
         _check_label(name, label, version)
 
@@ -201,6 +212,19 @@ def _check_base_path(model: ModelConfig) -> None:
             f"({size} bytes, the longest directory name {longest}): a base path holds at most "
             f"{MAX_BASE_PATH_BYTES} bytes, each of its directory names at most "
             f"{MAX_PATH_COMPONENT_BYTES}"
+        )
+
+
+def _check_model_filename(model: ModelConfig) -> None:
+    """A path inside a version directory: relative, without ``..`` or a NUL byte."""
+    filename = model.model_filename
+    if not isinstance(filename, str):
+        raise TypeError(f"Model {model.name}: model_filename must be a str, got {filename!r}")
+    parts = filename.split("/")
+    if filename and (filename.startswith("/") or "\0" in filename or ".." in parts):
+        raise InvalidArgumentError(
+            f"Model {shortened(model.name)}: model_filename {shortened(filename)!r} must be a "
+            "path inside a version directory"
         )
 
 

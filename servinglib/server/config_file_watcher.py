@@ -7,8 +7,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
-from typing import final
+from collections.abc import Callable, Mapping
+from typing import TypeAlias, final
 
 import attrs
 
@@ -20,6 +20,9 @@ from servinglib.server.server_core import ServerCore
 from servinglib.sources.fs_event_trigger import FsEventTrigger
 
 _log = logging.getLogger(__name__)
+
+Compose: TypeAlias = Callable[[ModelServerConfig, ModelServerConfig], ModelServerConfig]
+"""``compose(file's config, served config)`` → the config to serve."""
 
 
 @final
@@ -54,6 +57,9 @@ class ModelConfigFileWatcher:
     reported by :meth:`status` and the log, changes nothing, and is not
     retried until it changes.  A config applied whose new models did not
     become available stays applied; ``status().unavailable`` names them.
+    ``compose(file's config, served config)`` makes the config to serve when
+    the file is not all of it (beside a model repository's models); default:
+    the file's.
     Thread-safe.
     """
 
@@ -66,6 +72,7 @@ class ModelConfigFileWatcher:
         watch_filesystem_events: bool = True,
         settle_s: float = 0.5,
         clock: Clock | None = None,
+        compose: Compose | None = None,
     ) -> None:
         if poll_wait_seconds <= 0:
             raise InvalidArgumentError("poll_wait_seconds must be > 0 (0 means: do not watch)")
@@ -76,6 +83,7 @@ class ModelConfigFileWatcher:
         self._directory = os.path.dirname(self._path)
         self._poll_wait_s = poll_wait_seconds
         self._settle_s = settle_s
+        self._compose = compose
         self._clock = clock if clock is not None else SystemClock()
         self._check_lock = threading.Lock()  # serializes checks
         self._lock = threading.Lock()
@@ -141,8 +149,12 @@ class ModelConfigFileWatcher:
 
     def _apply(self, config: ModelServerConfig, now: float) -> bool:
         before = self._core.config
+        compose = self._compose
         try:
-            self._core.reload_config(config)
+            if compose is None:
+                self._core.reload_config(config)
+            else:
+                self._core.update_config(lambda served: compose(config, served))
         except ServingError as error:
             if self._core.config is before:  # rejected whole: the previous config serves
                 self._record(error, now)

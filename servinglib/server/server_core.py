@@ -323,6 +323,16 @@ class ServerCore:
             )
         self._reload(lambda _current: config, initial=False)
 
+    def update_config(self, edit: Callable[[ModelServerConfig], ModelServerConfig]) -> None:
+        """Makes ``edit(served config)`` the served config, and waits as reload_config does.
+
+        ``edit`` runs under the lock that serializes config changes, so it sees
+        every change made before and none is lost in between (what a producer
+        of part of the models, such as a model repository poller, needs); it
+        may raise a ServingError to change nothing.
+        """
+        self._reload(edit, initial=False)
+
     def load_model(self, model: ModelConfig, *, remove_on_failure: bool = False) -> None:
         """Adds (or replaces) one model in the config and waits for it, as reload_config does.
 

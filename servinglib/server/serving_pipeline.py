@@ -9,6 +9,7 @@ from typing import final
 
 import attrs
 
+from servinglib.batching.options import BatchingParameters
 from servinglib.core.aspired_versions_manager import AspiredVersionsManager
 from servinglib.core.clock import Clock
 from servinglib.core.event_bus import EventBus
@@ -23,6 +24,7 @@ from servinglib.loaders.registry import PlatformRegistry
 from servinglib.server.config import ModelConfig
 from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.sources.base_path_source import BasePathSource
+from servinglib.sources.model_file_adapter import ModelFileAdapter, check_inside
 from servinglib.sources.remote_store import check_installed
 from servinglib.sources.source import StoragePath
 from servinglib.sources.source_adapter import ErrorInjectingSourceAdapter
@@ -39,7 +41,8 @@ _NOT_ENDED = tuple(set(ManagerState) - {ManagerState.END})  # a version whose fi
 class ServingPipeline:
     """Models' base paths in, servables out: built from a ServerCore's options and registry.
 
-    A :class:`BasePathSource` → a router by platform → one adapter per
+    A :class:`BasePathSource` → each version's model file (a model's
+    ``model_filename``, see :class:`ModelFileAdapter`) → a router by platform → one adapter per
     platform (→ batching) → the AspiredVersionsManager, publishing on
     :attr:`event_bus`, which :attr:`monitor` follows.  Nothing polls until
     :meth:`start`.  Raises InvalidArgumentError for
@@ -84,13 +87,15 @@ class ServingPipeline:
                 options.batching_parameters, per_model=options.enable_per_model_batching_parameters
             )
             connect(self.batching, self.manager)
+        self._model_files = ModelFileAdapter()
         self._router, self._ports, self._version_checks = self._connect_platforms(registry)
+        connect(self._model_files, self._router)
         self._routes: dict[str, int] = {}  # guarded by: serve's callers
         self._watched: dict[str, ServableToMonitor] = {}  # guarded by: serve's callers
 
     def start(self) -> None:
         """Connects the source: its polls begin (call once)."""
-        connect(self.source, self._router)
+        connect(self.source, self._model_files)
 
     def check(self, model: ModelConfig) -> None:
         """Raises InvalidArgumentError if ``model``'s platform is unknown or its store's extra
@@ -107,6 +112,7 @@ class ServingPipeline:
     ) -> None:
         """Watches ``models`` from now on: ``changed`` ones (new or changed) are routed to their
         platform and polled before this returns, ``removed`` ones unload."""
+        changed = list(changed)
         routes = dict(self._routes)
         for name in removed:
             routes.pop(name, None)
@@ -117,11 +123,21 @@ class ServingPipeline:
                 model.name,
                 model.base_path,
                 model.version_policy,
-                self._version_checks[model.model_platform],
+                check_inside(self._version_checks[model.model_platform], model.model_filename),
                 model.storage_options,
             )
         self._router.update_routes(routes)
         self._routes = routes
+        self._model_files.update({m.name: m.model_filename for m in models})
+        own = _own_batching(models)
+        if self.batching is not None:
+            self.batching.update_models(own)
+        elif unbatched := sorted(own.keys() & {m.name for m in changed}):
+            _log.warning(
+                "Model %s: dynamic_batching has no effect: batching is off "
+                "(ServerCoreOptions.batching_parameters)",
+                ", ".join(unbatched),
+            )
         servables = [self._watched[m.name] for m in models]
         self.source.update_config(attrs.evolve(self._options.source, servables=servables))
 
@@ -195,3 +211,17 @@ class ServingPipeline:
         connect(router.output_ports[len(platforms)], unknown)
         connect(unknown, self.manager)
         return router, ports, checks
+
+
+def _own_batching(models: Sequence[ModelConfig]) -> dict[str, BatchingParameters]:
+    """The models whose Triton config sets ``dynamic_batching``, with its parameters."""
+    own: dict[str, BatchingParameters] = {}
+    for model in models:
+        if model.triton_config is not None:
+            # Here, not at the top: a Triton config imports protobuf, `import servinglib` does not.
+            from servinglib.loaders.triton.config import batching_parameters
+
+            parameters = batching_parameters(model.triton_config)
+            if parameters is not None:
+                own[model.name] = parameters
+    return own

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,10 +139,13 @@ def find_triton() -> TritonInstall:
 
 
 @contextlib.contextmanager
-def running_triton(repository: Path, workdir: Path) -> Iterator[RunningTriton]:
+def running_triton(
+    repository: Path, workdir: Path, options: Sequence[str] = ()
+) -> Iterator[RunningTriton]:
     """Triton serving ``repository`` on 127.0.0.1 until the block ends; ready when it starts.
 
-    ``workdir`` (empty, owned by the caller) takes the backend directory and the log.  Raises
+    ``workdir`` (empty, owned by the caller) takes the backend directory and the log;
+    ``options`` are more of Triton's flags (``--model-control-mode=explicit``).  Raises
     TritonUnavailableError as :func:`find_triton`, and RuntimeError with the log if the server exits
     or is not ready within STARTUP_TIMEOUT_S.
     """
@@ -162,6 +165,7 @@ def running_triton(repository: Path, workdir: Path) -> Iterator[RunningTriton]:
         "--exit-timeout-secs=5",
         # Shared-memory regions of its own, so that two servers (parallel test runs) never share.
         f"--backend-config=python,shm-region-prefix-name=servinglib_{os.getpid()}_{http_port}_",
+        *options,
     ]
     with log.open("wb") as sink:
         process = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT, env=_env(install))

@@ -15,6 +15,9 @@ _log = logging.getLogger(__name__)
 
 PROGRAM = "servinglib-server"
 
+CONTROL_MODES = ("none", "poll", "explicit")
+"""Triton's model control modes (``--model_control_mode``)."""
+
 # TF Serving's knobs of its C++ runtime: accepted, so manifests keep working, and ignored.
 TUNING_KNOBS = (
     "rest_api_num_threads",
@@ -170,6 +173,11 @@ class ServerFlags:
     tensorflow_intra_op_parallelism: int = 0
     tensorflow_inter_op_parallelism: int = 0
     enable_serialization_as_tensor_content: bool = False
+    # Triton's (its --model-repository, --model-control-mode, ... with underscores)
+    model_repository: str = ""
+    model_control_mode: str = "none"
+    load_model: tuple[str, ...] = ()
+    repository_poll_secs: float = 15.0
     # servinglib's own
     rest_api_host: str = "0.0.0.0"  # every interface, as TF Serving
     grpc_host: str = "0.0.0.0"
@@ -258,6 +266,8 @@ def _shown(default: object) -> str:
         return f'"{default}"'
     if isinstance(default, float):
         return f"{default:g}"
+    if default is None:  # a repeated flag given no time
+        return '""'
     return str(default)
 
 
@@ -274,6 +284,7 @@ def make_parser() -> _Parser:
     _network_flags(parser.add_argument_group("network (TF Serving)"))
     _model_flags(parser.add_argument_group("models (TF Serving)"))
     _batching_flags(parser.add_argument_group("batching and monitoring (TF Serving)"))
+    _repository_flags(parser.add_argument_group("Triton model repository (Triton's flags)"))
     _own_flags(parser.add_argument_group("servinglib's own"))
     hidden = parser.add_argument_group("accepted and ignored (TF Serving's C++ tuning knobs)")
     # Booleans among them may stand alone (--enable_profiler), so a value is optional.
@@ -353,6 +364,24 @@ def _batching_flags(group: argparse._ArgumentGroup) -> None:
     _flag(group, "batching_parameters_file", str, "text BatchingParameters")
     _flag(group, "enable_per_model_batching_parameters", bool, "batching_params.pbtxt per version")
     _flag(group, "monitoring_config_file", str, "text MonitoringConfig (Prometheus)")
+
+
+def _repository_flags(group: argparse._ArgumentGroup) -> None:
+    _flag(group, "model_repository", str, "serve a Triton model repository: <dir>/<model>/")
+    group.add_argument(
+        "--model_control_mode",
+        choices=CONTROL_MODES,
+        default=_DEFAULTS.model_control_mode,
+        help="none: load the repository at start; poll: and follow its changes; explicit: "
+        "load what --load_model and the repository API name",
+    )
+    group.add_argument(
+        "--load_model",
+        action="append",
+        default=None,
+        help="explicit mode: a model of the repository to load at start (repeat; * for all)",
+    )
+    _flag(group, "repository_poll_secs", _positive_seconds, "poll mode: look every N s")
 
 
 def _own_flags(group: argparse._ArgumentGroup) -> None:
@@ -484,6 +513,7 @@ def parse_flags(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
             raise FlagError(f"--{name} is not supported: {reason}")
     ignored = tuple(name for name in TUNING_KNOBS if values.pop(f"knob_{name}") is not None)
     values.pop("version", None)
+    values["load_model"] = tuple(values["load_model"] or ())
     given = {a for a in argv if a.startswith("--")}
     if not values["model_base_path"] and not values["model_config_file"]:
         base = environ.get("MODEL_BASE_PATH")
@@ -499,11 +529,14 @@ def parse_flags(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
 
 
 def _check(flags: ServerFlags) -> None:
-    if not (flags.demo or flags.model_base_path or flags.model_config_file):
+    if not (flags.demo or flags.model_base_path or flags.model_config_file) and not (
+        flags.model_repository
+    ):
         raise FlagError(
             "No models to serve: give --model_base_path (and --model_name), "
-            "--model_config_file, or --demo for the bundled example models"
+            "--model_config_file, --model_repository, or --demo for the bundled example models"
         )
+    _check_repository(flags)
     if flags.model_platform and not flags.model_base_path:
         raise FlagError(
             "--model_platform is the platform of --model_base_path; a --model_config_file "
@@ -544,6 +577,20 @@ def _check(flags: ServerFlags) -> None:
         )
     if flags.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
         raise FlagError(f"--log_level must be DEBUG, INFO, WARNING or ERROR, not {flags.log_level}")
+
+
+def _check_repository(flags: ServerFlags) -> None:
+    if not flags.model_repository and (flags.model_control_mode != "none" or flags.load_model):
+        raise FlagError("--model_control_mode and --load_model need --model_repository")
+    if flags.load_model and flags.model_control_mode != "explicit":
+        raise FlagError("--load_model needs --model_control_mode=explicit")
+    if "*" in flags.load_model and len(flags.load_model) > 1:
+        raise FlagError("--load_model=* loads every model: give it alone, as Triton requires")
+    if flags.model_control_mode == "explicit" and flags.num_workers > 1:
+        raise FlagError(
+            "--model_control_mode=explicit changes what one process serves: it cannot be used "
+            "with --num_workers"
+        )
 
 
 def _check_limits(flags: ServerFlags) -> None:

@@ -34,9 +34,11 @@ from servinglib.server.cli.model_platform import flag_model
 from servinglib.server.cli.monitoring_config import PrometheusConfig, read_monitoring_config
 from servinglib.server.cli.platform_config_file import read_platform_config_file
 from servinglib.server.cli.ports import check_ports, grpc_channel_arguments
+from servinglib.server.cli.repository_models import model_control, served_config, startup_models
 from servinglib.server.cli.worker_identity import WorkerIdentity
 from servinglib.server.config import ModelConfig, ModelServerConfig, read_model_server_config
 from servinglib.server.config_file_watcher import ModelConfigFileWatcher
+from servinglib.server.management.model_control import ModelControlMode
 from servinglib.server.management.model_management import ModelManagement, ModelManagementOptions
 from servinglib.server.observe.call_record import CallObserver, StreamObserverAdapter
 from servinglib.server.observe.log_sink import FileRetention
@@ -52,8 +54,10 @@ from servinglib.server.observe.tracing import Tracing
 from servinglib.server.observe.worker_metrics import WorkerMetrics
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.plane.stream_limits import StreamLimits
+from servinglib.server.repository_poller import RepositoryPoller
 from servinglib.server.server_core import ServerCore
 from servinglib.server.server_core_options import ServerCoreOptions
+from servinglib.server.triton_repository import with_config_files
 from servinglib.sources.file_system_storage_path_source import FileSystemStoragePathSourceConfig
 
 _log = logging.getLogger("servinglib.server")
@@ -80,21 +84,26 @@ def serves_demo(flags: ServerFlags) -> bool:
 
 
 def model_config(flags: ServerFlags) -> ModelServerConfig:
-    """The models to serve: the bundled examples, the config file, or the one model of the flags.
+    """The models to serve: the bundled examples, the config file, or the one model of the flags
+    (none with only ``--model_repository``), each with the ``config.pbtxt`` beside its versions.
 
     Relative paths of the flags are resolved against the working directory;
     the platform of ``--model_base_path``'s model is inferred unless given.
     """
     if flags.model_config_file:
-        return read_model_server_config(os.path.abspath(flags.model_config_file))
-    if serves_demo(flags):
-        return ModelServerConfig(
+        config = read_model_server_config(os.path.abspath(flags.model_config_file))
+    elif serves_demo(flags):
+        config = ModelServerConfig(
             [
                 ModelConfig("half_plus_two", HALF_PLUS_TWO, "tensorflow"),
                 ModelConfig("python_half_plus_two", PYTHON_HALF_PLUS_TWO, "python"),
             ]
         )
-    return ModelServerConfig([flag_model(flags)])
+    elif flags.model_base_path:
+        config = ModelServerConfig([flag_model(flags)])
+    else:
+        config = ModelServerConfig()
+    return with_config_files(config)
 
 
 def import_runtimes(config: ModelServerConfig, platforms: Mapping[str, Any]) -> None:
@@ -145,7 +154,7 @@ def core_options(flags: ServerFlags) -> ServerCoreOptions:
         start_degraded=flags.start_degraded,
         max_requests_in_flight_per_model=flags.max_requests_in_flight_per_model,
         batching_parameters=batching_parameters(flags),
-        enable_per_model_batching_parameters=flags.enable_per_model_batching_parameters,
+        enable_per_model_batching_parameters=per_model_batching(flags),
     )
 
 
@@ -216,13 +225,26 @@ def worker_intra_op_threads(flags: ServerFlags) -> int:
 
 
 def batching_parameters(flags: ServerFlags) -> BatchingParameters | None:
-    """The batching file's parameters (TF's defaults without a file); None without batching."""
-    if not flags.enable_batching:
+    """The batching file's parameters (TF's defaults without a file); None without batching.
+
+    With ``--model_repository`` batching is on without ``--enable_batching``, each model
+    batched as it says itself (see :func:`per_model_batching`).
+    """
+    if not flags.enable_batching and not flags.model_repository:
         return None
     defaults = BatchingParameters(thread_pool_name=_BATCH_THREAD_POOL)
     if not flags.batching_parameters_file:
         return defaults
     return read_batching_parameters(flags.batching_parameters_file, defaults=defaults)
+
+
+def per_model_batching(flags: ServerFlags) -> bool:
+    """Whether each model is batched only as it says (its config.pbtxt's ``dynamic_batching``,
+    or its version's ``batching_params.pbtxt``): asked for, or a model repository served
+    without ``--enable_batching``."""
+    return flags.enable_per_model_batching_parameters or (
+        bool(flags.model_repository) and not flags.enable_batching
+    )
 
 
 def decode_limits(flags: ServerFlags) -> DecodeLimits:
@@ -271,7 +293,11 @@ class ModelServer:
         listeners: list[Callable[[ServableState], None]] = [LoadSwitchInterval().on_state]
         # Before the models load: a missing tracing extra fails the start at once.
         self.tracing = Tracing.from_environment() if flags.enable_tracing else None
+        self.control = model_control(flags)
         self.config = model_config(flags)
+        if self.control is not None:
+            repository = self.control.repository
+            self.config = repository.with_models(self.config, startup_models(flags, repository))
         options = core_options(flags)
         if self.freezer is not None:
             listeners.append(self.freezer.on_state)
@@ -293,13 +319,14 @@ class ModelServer:
         )
         if self.metrics is not None:
             self.metrics.attach_plane(self.plane)
-        self.management = ModelManagement(self.core, management_options(flags))
+        self.management = ModelManagement(self.core, management_options(flags), self.control)
         # Made once the models are loaded: its floor is the RSS serving them.
         self.trimmer = MemoryTrimmer() if flags.malloc_trim else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._signals = 0
         self._watcher: ModelConfigFileWatcher | None = None
+        self._poller: RepositoryPoller | None = None
         self.rest_port: int | None = None
         self.grpc_port: int | None = None
 
@@ -343,6 +370,7 @@ class ModelServer:
         rest = self._make_rest(budget)
         grpc_server = await self._make_grpc(budget)
         watcher = self._make_watcher()
+        poller = self._make_poller()
         rest_task = asyncio.create_task(rest.serve()) if rest is not None else None
         if grpc_server is not None:
             await grpc_server.start()
@@ -374,8 +402,9 @@ class ModelServer:
             await asyncio.sleep(self.flags.drain_delay_seconds)
         self.plane.drain()  # what is left to run may use the whole pool
         cut_off = await self._stop_servers(rest, rest_task, grpc_server)
-        if watcher is not None:
-            watcher.close()
+        for changes in (watcher, poller):
+            if changes is not None:
+                changes.close()
         if cut_off:
             return EXIT_CUT_OFF
         _log.info("Unloading models")
@@ -529,9 +558,26 @@ class ModelServer:
         if not flags.model_config_file or flags.model_config_file_poll_wait_seconds <= 0:
             return None
         self._watcher = ModelConfigFileWatcher(
-            self.core, flags.model_config_file, flags.model_config_file_poll_wait_seconds
+            self.core,
+            flags.model_config_file,
+            flags.model_config_file_poll_wait_seconds,
+            compose=self._served_config,
         )
         return self._watcher
+
+    def _make_poller(self) -> RepositoryPoller | None:
+        control = self.control
+        if control is None or control.mode is not ModelControlMode.POLL:
+            return None
+        self._poller = RepositoryPoller(
+            self.core, control.repository, self.flags.repository_poll_secs
+        )
+        return self._poller
+
+    def _served_config(
+        self, file_config: ModelServerConfig, served: ModelServerConfig
+    ) -> ModelServerConfig:
+        return served_config(file_config, served, self.control)
 
     def _install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -560,7 +606,8 @@ class ModelServer:
                 _log.info("model config file %s unchanged", path)
             return  # the watcher logged what it applied or why not
         try:
-            self.core.reload_config(read_model_server_config(path))
+            file_config = read_model_server_config(path)
+            self.core.update_config(lambda served: self._served_config(file_config, served))
         except ServingError as error:
             _log.error("model config file %s not applied: %s", path, error.message)
         else:

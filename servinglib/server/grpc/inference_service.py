@@ -7,6 +7,7 @@ from typing import Any, Final, final
 
 import attrs
 import numpy.typing as npt
+from google.protobuf import json_format
 
 from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
 from servinglib.errors import InvalidArgumentError, UnimplementedError
@@ -166,24 +167,10 @@ class InferenceServicer:
     def model_config(
         self, request: v2.ModelConfigRequest, _context: Context
     ) -> v2.ModelConfigResponse:
-        """Triton's model configuration: name, platform and the default signature's tensors."""
+        """Triton's model configuration: the plane's answer, the same fields REST has."""
         fields = self._plane.questions.v2_model_config(_spec(request.name, request.version))
         response = v2.ModelConfigResponse()
-        config = response.config
-        config.name, config.platform, config.backend = (
-            fields["name"],
-            fields["platform"],
-            fields["backend"],
-        )
-        config.max_batch_size = fields["max_batch_size"]
-        config.model_transaction_policy.decoupled = fields["model_transaction_policy"]["decoupled"]
-        for key, entries in (("input", config.input), ("output", config.output)):
-            for tensor in fields[key]:
-                entries.add(
-                    name=tensor["name"],
-                    data_type=v2.DataType.Value(tensor["data_type"]),
-                    dims=tensor["dims"],
-                )
+        json_format.ParseDict(fields, response.config)
         return response
 
     def model_statistics(
@@ -223,7 +210,7 @@ class InferenceServicer:
     ) -> v2.RepositoryIndexResponse:
         """Every known model's versions and states."""
         response = v2.RepositoryIndexResponse()
-        for entry in self._plane.questions.repository_index(ready_only=request.ready):
+        for entry in self._repository.index(ready_only=request.ready):
             response.models.add(
                 name=entry.name, version=entry.version, state=entry.state, reason=entry.reason
             )

@@ -11,6 +11,7 @@ import attrs
 from servinglib.errors import InvalidArgumentError, PermissionDeniedError, shortened
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.logging_config import FILE_COLLECTOR
+from servinglib.server.management.model_control import ModelControl
 from servinglib.server.server_core import ServerCore
 
 ENABLE_FLAG: Final = "--allow_remote_model_management"
@@ -74,14 +75,22 @@ class ModelManagement:
     now), else PERMISSION_DENIED: a client cannot have the server write
     files anywhere it may write.  Relative base paths are resolved
     against the core's ``model_config_list_root_dir`` as ServerCore does.
+    ``control``: a Triton model repository's control mode, whose load and
+    unload calls :class:`ModelRepository` hands it.
     The calls block until ServerCore's do (run them off the event loop).
     Thread-safe: its state is fixed at construction; ServerCore serializes
     the changes.
     """
 
-    def __init__(self, core: ServerCore, options: ModelManagementOptions | None = None) -> None:
+    def __init__(
+        self,
+        core: ServerCore,
+        options: ModelManagementOptions | None = None,
+        control: ModelControl | None = None,
+    ) -> None:
         self._core = core
         self._options = options if options is not None else ModelManagementOptions()
+        self._control = control
         started = [self._resolved(model) for model in core.config.models]
         self._operator_paths = frozenset(m.base_path for m in started)
         self._configured_logs = _log_targets(started)
@@ -104,6 +113,11 @@ class ModelManagement:
     def options(self) -> ModelManagementOptions:
         """The options this plane applies."""
         return self._options
+
+    @property
+    def control(self) -> ModelControl | None:
+        """The model repository's control mode, which has its own calls; None: no repository."""
+        return self._control
 
     @property
     def allowed_roots(self) -> tuple[str, ...]:

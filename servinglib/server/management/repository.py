@@ -30,7 +30,11 @@ class ModelRepository:
     "tensorflow"}`` (servinglib's keys; Triton's config.pbtxt has no base
     path). Without it, a model directory of that name under an allowed root
     (``/mnt/models/<name>``, as KServe's model agent leaves it) is loaded,
-    its platform inferred from its files. Loads and unloads go through
+    its platform inferred from its files.  With a model repository (the
+    management's :attr:`~ModelManagement.control`), the calls its mode
+    :meth:`~ModelControl.governs` are its: refused outside explicit mode,
+    else the repository's models loaded and unloaded by name.  Other loads
+    and unloads go through
     ``management`` (refused unless remote management is on, and confined to
     its roots), on a worker thread, and wait as ServerCore's do. Front ends
     decode their request into these calls' arguments.
@@ -40,10 +44,24 @@ class ModelRepository:
     def __init__(self, core: ServerCore, management: ModelManagement) -> None:
         self._core = core
         self._management = management
+        self._control = management.control
 
     def index(self, *, ready_only: bool = False) -> list[RepositoryEntry]:
-        """One entry per known version (or per model without versions), READY ones if asked."""
-        return repository_index(self._core, ready_only=ready_only)
+        """One entry per known version (or per model without versions), READY ones if asked.
+
+        With a model repository, its models never served are listed too, by name alone
+        (no version, no state), as Triton lists them; the repository is listed, not read.
+        """
+        index = repository_index(self._core, ready_only=ready_only)
+        if self._control is None or ready_only:
+            return index
+        known = self._core.known_models()
+        unserved = [
+            RepositoryEntry(name, "", "", "")
+            for name in self._control.repository.model_names()
+            if name not in known
+        ]
+        return sorted([*index, *unserved], key=lambda entry: entry.name)
 
     async def load(self, name: str, parameters: Mapping[str, str]) -> None:
         """Adds (or reloads) model ``name`` and waits until it serves or fails.
@@ -55,8 +73,13 @@ class ModelRepository:
 
     def load_blocking(self, name: str, parameters: Mapping[str, str]) -> None:
         """:meth:`load` blocking this thread (one that may block: not an event loop's)."""
+        name = _model_name(name)
+        served = self._core.config.model(name)
+        if self._control is not None and self._control.governs(name, served, parameters):
+            self._control.load(self._core, name)
+            return
         self._management.check_enabled(f"Loading model {shortened(name)}")
-        self._management.load_model(self._config_for(_model_name(name), parameters))
+        self._management.load_model(self._config_for(name, parameters))
 
     async def unload(self, name: str) -> None:
         """Removes the model from the config; its versions unload.  NOT_FOUND if not loaded."""
@@ -64,8 +87,13 @@ class ModelRepository:
 
     def unload_blocking(self, name: str) -> None:
         """:meth:`unload` blocking this thread (one that may block: not an event loop's)."""
+        name = _model_name(name)
+        served = self._core.config.model(name)
+        if self._control is not None and self._control.governs(name, served):
+            self._control.unload(self._core, name)
+            return
         self._management.check_enabled(f"Unloading model {shortened(name)}")
-        self._management.unload_model(_model_name(name))
+        self._management.unload_model(name)
 
     def _config_for(self, name: str, parameters: Mapping[str, str]) -> ModelConfig:
         files = sorted(key for key in parameters if key.startswith("file:"))

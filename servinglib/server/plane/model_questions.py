@@ -120,12 +120,19 @@ class ModelQuestions:
     def v2_model_config(self, model_spec: ModelSpec) -> dict[str, Any]:
         """Triton's model configuration of the selected version, as its JSON object.
 
-        ``platform`` and ``backend`` both name the model's platform; the
-        tensors are the default signature's (``data_type`` as ``TYPE_FP32``);
-        ``model_transaction_policy.decoupled`` says whether it streams (as a
-        Triton decoupled model, read by clients such as perf_analyzer).
+        A model configured from a Triton ``config.pbtxt``: that config as read and
+        completed, printed as Triton prints it (:func:`model_config_json`).  Any other:
+        one made from its metadata, ``platform`` and ``backend`` both naming its
+        platform, the default signature's tensors (``data_type`` as ``TYPE_FP32``),
+        ``model_transaction_policy.decoupled`` saying whether it streams (as a Triton
+        decoupled model, read by clients such as perf_analyzer).
         """
         metadata = self._core.model_metadata(model_spec)
+        model = self._core.config.model(metadata.name)
+        if model is not None and model.triton_config is not None:
+            from servinglib.codecs.model_config_json import model_config_json  # protobuf
+
+            return model_config_json(model.triton_config.message)
         summary = v2_model_metadata(
             metadata.name, [metadata.version], metadata.platform, metadata.signatures
         )

@@ -75,7 +75,10 @@ class KServeV2Api:
         if request.body.strip():
             ready_only = request.json_object().get("ready", False) is True
         index: list[dict[str, Any]] = []
-        for entry in self._plane.questions.repository_index(ready_only=ready_only):
+        for entry in self._repository.index(ready_only=ready_only):
+            if not entry.state:  # a repository's model never served: Triton names it alone
+                index.append({"name": entry.name})
+                continue
             row = {"name": entry.name, "version": entry.version, "state": entry.state}
             if not entry.version:
                 del row["version"]

@@ -289,3 +289,48 @@ def test_the_stream_flags_set_the_planes_stream_limits() -> None:
     assert stream_limits(parse_flags(["--demo"])) == StreamLimits()
     with pytest.raises(FlagError, match="stream_idle_timeout_seconds"):
         parse_flags(["--demo", "--stream_idle_timeout_seconds=0"])
+
+
+def test_the_repository_flags_parse_as_triton_s() -> None:
+    """--model_repository alone serves; --load_model repeats; the mode defaults to none."""
+    flags = parse_flags(["--model_repository=/models"], environ={})
+    assert (flags.model_repository, flags.model_control_mode) == ("/models", "none")
+    assert flags.repository_poll_secs == 15
+    explicit = parse_flags(
+        [
+            "--model_repository=/models",
+            "--model_control_mode=explicit",
+            "--load_model=a",
+            "--load_model=b",
+        ],
+        environ={},
+    )
+    assert explicit.load_model == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--model_base_path=/m", "--model_control_mode=poll"], "need --model_repository"),
+        (["--model_repository=/r", "--load_model=a"], "needs --model_control_mode=explicit"),
+        (
+            [
+                "--model_repository=/r",
+                "--model_control_mode=explicit",
+                "--load_model=*",
+                "--load_model=a",
+            ],
+            "give it alone",
+        ),
+        (
+            ["--model_repository=/r", "--model_control_mode=explicit", "--num_workers=2"],
+            "--num_workers",
+        ),
+        (["--model_repository=/r", "--model_control_mode=sometimes"], "model_control_mode"),
+        (["--model_repository=/r", "--repository_poll_secs=0"], "repository_poll_secs"),
+    ],
+)
+def test_repository_flags_that_cannot_be_served_are_one_line(argv: list[str], words: str) -> None:
+    """Each combination Triton refuses or we cannot serve fails naming the flag."""
+    with pytest.raises(FlagError, match=re.escape(words)):
+        parse_flags(argv, environ={})

@@ -1,0 +1,100 @@
+"""ModelControl: Triton's model control modes over a model repository's load and unload calls."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final, final
+
+import attrs
+
+from servinglib.errors import FailedPreconditionError, NotFoundError, UnavailableError, shortened
+from servinglib.server.config import ModelConfig
+from servinglib.server.server_core import ServerCore
+
+if TYPE_CHECKING:  # reading a config.pbtxt imports protobuf, which `import servinglib` does not
+    from servinglib.server.triton_repository import TritonRepository
+
+MODE_FLAG: Final = "--model_control_mode"
+"""The ``servinglib-server`` flag choosing the mode."""
+
+
+class ModelControlMode(enum.Enum):
+    """How the models of a repository are loaded: Triton's ``--model-control-mode``."""
+
+    NONE = "none"  # every model at start; the repository API refused
+    POLL = "poll"  # and the repository's changes followed; the repository API refused
+    EXPLICIT = "explicit"  # the models named at start, then the repository API's
+
+
+@final
+@attrs.frozen
+class ModelControl:
+    """The load and unload calls of the repository API, as Triton's model control mode has them.
+
+    In ``none`` and ``poll`` modes every call is refused (UNAVAILABLE, as
+    Triton refuses them).  In ``explicit`` mode a call naming a model
+    directory of ``repository`` without parameters of its own is this
+    object's (:meth:`governs`): a load reads the directory now and serves
+    it, a reload of a changed or failed model unloads it first (a gap: its
+    versions are known by number); an unload removes it.  Other calls are
+    left to remote model management.
+    Immutable, so thread-safe.
+    """
+
+    repository: TritonRepository
+    mode: ModelControlMode = ModelControlMode.NONE
+
+    def governs(
+        self, name: str, served: ModelConfig | None, parameters: Mapping[str, str] | None = None
+    ) -> bool:
+        """Whether a call on model ``name`` (``served`` now as this, or not) is this mode's.
+
+        Outside explicit mode every call is; in it, those without ``parameters`` (a load's)
+        on a model the model config does not serve.
+        """
+        if self.mode is not ModelControlMode.EXPLICIT:
+            return True
+        return not parameters and (served is None or self.repository.owns(served))
+
+    def load(self, core: ServerCore, name: str) -> None:
+        """Serves the repository's model ``name`` as it is now, and waits for it.
+
+        Raises UnavailableError outside explicit mode, NotFoundError for a
+        name the repository does not hold, FailedPreconditionError for a
+        name the model config serves, what :meth:`TritonRepository.model`
+        raises for a model that cannot be served, and what the load raises
+        (the model is then not served: readiness is what it was).
+        """
+        self._check_explicit("load")
+        model = self.repository.model(name)
+        current = core.config.model(name)
+        if current is not None and not self.repository.owns(current):
+            raise FailedPreconditionError(
+                f"Model {shortened(name)} is served from the model config, not the model repository"
+            )
+        if current is not None and (current != model or name in core.failed_models()):
+            core.unload_model(name)
+        core.load_model(model, remove_on_failure=True)
+
+    def unload(self, core: ServerCore, name: str) -> None:
+        """Stops serving the repository's model ``name`` (nothing to do if it is not served).
+
+        Raises UnavailableError outside explicit mode.
+        """
+        self._check_explicit("unload")
+        current = core.config.model(name)
+        if current is None or not self.repository.owns(current):
+            return
+        try:
+            core.unload_model(name)
+        except NotFoundError:  # unloaded meanwhile
+            return
+
+    def _check_explicit(self, action: str) -> None:
+        if self.mode is not ModelControlMode.EXPLICIT:
+            raise UnavailableError(
+                f"explicit model load / unload is not allowed if polling is enabled "
+                f"(the model control mode is {self.mode.value}; {action}s need "
+                f"{MODE_FLAG}=explicit)"
+            )
