@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Final, final
 
@@ -24,6 +23,7 @@ from servinglib.loaders.triton.config import (
     parse_model_config,
     read_model_config,
     version_policy,
+    warn_unimplemented,
 )
 from servinglib.protos.text_files import read_text_file
 from servinglib.server.config import ModelConfig, ModelServerConfig
@@ -151,7 +151,7 @@ class TritonRepository:
                 f"servinglib serves {', '.join(sorted(PLATFORMS))}"
             )
         instance_count(config)  # refuses GPUs, saying which group asks for one
-        _warnings.warn_once(name, config)
+        warn_unimplemented(name, config.source, config.unimplemented)
         return ModelConfig(
             name,
             directory,
@@ -204,7 +204,7 @@ def with_config_files(config: ModelServerConfig) -> ModelServerConfig:
             read_text_file(path, "Triton model configuration"), model.name, source=path
         )
         instance_count(triton)
-        _warnings.warn_once(model.name, triton)
+        warn_unimplemented(model.name, triton.source, triton.unimplemented)
         models.append(
             attrs.evolve(
                 model,
@@ -219,36 +219,6 @@ def _model_filename(platform: str, config: TritonModelConfig) -> str:
     if platform not in _IN_MODEL_FILE:
         return ""
     return config.message.default_model_filename or _SAVEDMODEL  # backend "tensorflow" alone
-
-
-@final
-class _UnimplementedWarnings:
-    """Logs the fields a model's config sets without effect: once per model and field set.
-
-    Thread-safe.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._warned: dict[str, tuple[str, ...]] = {}  # guarded by: _lock
-
-    def warn_once(self, name: str, config: TritonModelConfig) -> None:
-        if not config.unimplemented:
-            return
-        with self._lock:
-            if self._warned.get(name) == config.unimplemented:
-                return
-            self._warned[name] = config.unimplemented
-        _log.warning(
-            "Model %s: %s sets fields servinglib does not implement, which have no effect: %s",
-            name,
-            config.source,
-            ", ".join(config.unimplemented),
-            extra={"model": name},
-        )
-
-
-_warnings = _UnimplementedWarnings()  # the process's: each model warned about once
 
 
 def _read_config(directory: str, name: str) -> TritonModelConfig:

@@ -25,9 +25,11 @@ never pads; our ``allowed_batch_sizes`` pad), queue timeouts, priorities,
 
 from __future__ import annotations
 
+import logging
 import math
 import os
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeAlias, final
 
 import attrs
@@ -41,6 +43,8 @@ from servinglib.protos import model_config_pb2 as pb
 from servinglib.protos.text_files import parse_text, read_text_file
 from servinglib.servable import TensorSpec
 from servinglib.sources.version_policy import ServableVersionPolicy
+
+_log = logging.getLogger("servinglib.server")
 
 CONFIG_FILE_NAME = "config.pbtxt"
 _WHAT = "Triton model configuration"
@@ -239,3 +243,24 @@ def _unimplemented(message: Message, implemented: _Tree, prefix: str) -> Iterato
         items = value if field.is_repeated else [value]
         for item in items:
             yield from _unimplemented(item, rule, path + ".")
+
+
+_warned_lock = threading.Lock()
+_warned: set[tuple[str, str, str]] = set()  # guarded by: _warned_lock; (model, source, field)
+
+
+def warn_unimplemented(model_name: str, source: str, fields: Iterable[str]) -> None:
+    """Logs, once per model, config file and field in the process, the fields of a config
+    that servinglib does not implement: whoever reads the config calls it, and a field
+    another reader warned about already is not named again."""
+    with _warned_lock:
+        new = [f for f in fields if (model_name, source, f) not in _warned]
+        _warned.update((model_name, source, f) for f in new)
+    if new:
+        _log.warning(
+            "Model %s: %s sets fields servinglib does not implement, which have no effect: %s",
+            model_name,
+            source,
+            ", ".join(new),
+            extra={"model": model_name},
+        )

@@ -98,15 +98,13 @@ _INT64_TYPES = (FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64)
 
 def not_implemented(config: TritonModelConfig) -> list[str]:
     """The set fields a Triton Python model's config asks for that servinglib does not apply:
-    config.py's list but for the transaction policy (decoupled models are served), and the
-    fields config.py maps that Python models do not apply yet (one instance serves, and each
-    ``execute`` gets one request)."""
+    config.py's list but for the transaction policy (decoupled models are served), and
+    instance counts (one instance serves; dynamic batching is the server's, which says
+    whether it applies it)."""
     fields = [name for name in config.unimplemented if not name.startswith(_IMPLEMENTED_HERE)]
     message = config.message
     if sum(group.count for group in message.instance_group) > 1:
         fields.append("instance_group.count")
-    if message.HasField("dynamic_batching"):
-        fields.append("dynamic_batching")
     return fields
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from servinglib.errors import InternalError, InvalidArgumentError, ServingError
-from servinglib.loaders.triton.config import TritonModelConfig, tensor_specs
+from servinglib.loaders.triton.config import TritonModelConfig, tensor_specs, warn_unimplemented
 from servinglib.loaders.triton.pb_request import InferenceRequest, InferenceResponseSender
 from servinglib.loaders.triton.pb_types import InferenceResponse, Tensor
 from servinglib.loaders.triton.python_config import (
@@ -59,15 +59,7 @@ def load_triton_python_model(model_class: type[Any], version_path: str) -> Trito
     if not version_name.isdigit():
         raise InvalidArgumentError(f"Version directory {version_path} is not named by a number")
     config = completed_config(model_class, model_dir)
-    unimplemented = not_implemented(config)
-    if unimplemented:
-        _log.warning(
-            "Model %s: %s sets fields servinglib does not implement for Triton Python models, "
-            "which are ignored: %s",
-            config.message.name,
-            config.source,
-            ", ".join(unimplemented),
-        )
+    warn_unimplemented(config.message.name, config.source, not_implemented(config))
     args = initialize_args(config.message, model_dir, version_name)
     try:
         model = model_class()
