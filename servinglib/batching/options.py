@@ -34,7 +34,9 @@ class BatchingParameters:
     ``num_batch_threads`` is taken from the server-wide parameters (ignored in
     a model's own file); with ``enable_large_batch_splitting``,
     ``max_execution_batch_size`` bounds the batches and ``max_batch_size``
-    only the requests.
+    only the requests.  ``preferred_batch_sizes`` (Triton's ``preferred_batch_size``): a
+    waiting batch whose first requests add up to one of them runs as soon as a batch thread
+    is free, the largest such first part, the rest waiting on.
     Immutable, so thread-safe.
     """
 
@@ -53,6 +55,7 @@ class BatchingParameters:
     max_execution_batch_size: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
     )
+    preferred_batch_sizes: frozenset[int] = attrs.field(default=frozenset(), converter=frozenset)
 
     def __attrs_post_init__(self) -> None:
         largest = self.execution_batch_size
@@ -66,6 +69,11 @@ class BatchingParameters:
                     f"max_execution_batch_size ({self.max_execution_batch_size}) must not exceed "
                     f"max_batch_size ({self.max_batch_size})"
                 )
+        if any(not 1 <= size <= largest for size in self.preferred_batch_sizes):
+            raise InvalidArgumentError(
+                f"preferred batch sizes must be between 1 and the largest batch ({largest}), "
+                f"got {sorted(self.preferred_batch_sizes)}"
+            )
         sizes = self.allowed_batch_sizes
         if not sizes:
             return

@@ -354,6 +354,7 @@ class _QueueState(Generic[T]):
                 options.batch_timeout_s == 0
                 or len(self._batches) != batches
                 or self._batches[-1].closed
+                or self._batches[-1].size in options.preferred_batch_sizes
             ):
                 self.cond.notify()
 
@@ -421,7 +422,37 @@ class _QueueState(Generic[T]):
             batch.closed = True
             self._running += 1
             return batch, None
-        return None, ready_at
+        preferred = self._preferred_part_locked(batch)
+        if preferred is None:
+            return None, ready_at
+        self._running += 1
+        return preferred, None
+
+    def _preferred_part_locked(self, batch: _Batch[T]) -> _Batch[T] | None:
+        """The largest first part of ``batch`` whose size is a preferred batch size, taken out
+        of it (the rest waits on, its delay counted from its oldest task); None if none."""
+        preferred = self.options.preferred_batch_sizes
+        if not preferred:
+            return None
+        total, count = 0, 0
+        for index, entry in enumerate(batch.entries):
+            total += entry.task.size
+            if total in preferred:
+                count = index + 1
+        if not count:
+            return None
+        if count == len(batch.entries):
+            self._batches.popleft()
+            batch.closed = True
+            return batch
+        part: _Batch[T] = _Batch(batch.opened_at)
+        for entry in batch.entries[:count]:
+            part.add(entry.task, entry.enqueued_at)
+        part.closed = True
+        batch.entries = batch.entries[count:]
+        batch.size -= part.size
+        batch.opened_at = batch.entries[0].enqueued_at
+        return part
 
     def run(self, batch: _Batch[T]) -> None:
         """Runs ``batch`` on the calling (batch) thread; never raises."""

@@ -302,3 +302,47 @@ def test_statistics_and_observers(scheduler: SharedBatchScheduler) -> None:
     stats = queue.statistics()
     assert (stats.batches_run, stats.rows_run, stats.padding_rows) == (1, 3, 1)
     assert stats.mean_batch_size == 3.0
+
+
+def test_a_batch_at_a_preferred_size_runs_before_its_timeout(
+    scheduler: SharedBatchScheduler, clock: FakeClock
+) -> None:
+    """A waiting batch whose rows reach a preferred size runs at once; the rest waits its delay."""
+    recorder = Recorder()
+    queue = scheduler.add_queue(
+        "q", params(max_batch_size=8, batch_timeout_s=60, preferred_batch_sizes=[3]), recorder
+    )
+    for size in (1, 2):
+        queue.schedule(Task(size))
+    wait_until(lambda: recorder.count() == 1)
+    queue.schedule(Task(1))
+    assert queue.statistics().queued_tasks == 1  # 1 row is no preferred size: it waits
+    clock.advance(60)
+    wait_until(lambda: recorder.count() == 2)
+    assert recorder.sizes() == [3, 1]
+
+
+def test_a_busy_thread_takes_the_largest_preferred_first_part(
+    scheduler: SharedBatchScheduler,
+) -> None:
+    """Tasks gathered while the thread is busy run as their largest preferred first part."""
+    recorder = Recorder()
+    recorder.gate.clear()
+    blocker = scheduler.add_queue("blocker", params(max_batch_size=1), recorder)
+    blocker.schedule(Task(1))
+    recorder.entered.wait(10)
+    queue = scheduler.add_queue(
+        "q", params(max_batch_size=8, batch_timeout_s=60, preferred_batch_sizes=[2, 4]), recorder
+    )
+    for _ in range(5):
+        queue.schedule(Task(1))
+    recorder.gate.set()
+    wait_until(lambda: recorder.count() == 2)
+    assert recorder.sizes() == [1, 4]
+    assert queue.statistics().queued_tasks == 1
+
+
+def test_preferred_sizes_beyond_the_largest_batch_are_invalid() -> None:
+    """A preferred batch size larger than max_batch_size is refused, as Triton refuses it."""
+    with pytest.raises(InvalidArgumentError, match="preferred batch sizes"):
+        params(max_batch_size=4, preferred_batch_sizes=[8])
