@@ -336,6 +336,16 @@ class Servable(abc.ABC):
         """
         return None
 
+    def batches_itself(self, signature_name: str) -> bool:
+        """True when :meth:`placement` gathers the calls of ``signature_name`` into batches of
+        its own (a Triton Python model's ``dynamic_batching``): the server's batching then
+        leaves the signature alone.  Default: False.
+
+        Requires: ``signature_name`` is in :attr:`signatures`.  Important: stable for the
+        servable's life.
+        """
+        return False
+
     def close(self) -> None:  # noqa: B027 - an optional hook: most servables hold nothing to close
         """Releases what the servable holds; called once when its version unloads.
 
@@ -395,6 +405,14 @@ def check_inputs(spec: SignatureSpec, inputs: Tensors) -> None:
         )
     for name, value in inputs.items():
         spec.inputs[name].check(value)
+
+
+def check_call(
+    spec: SignatureSpec, inputs: Tensors, output_filter: Iterable[str] | None
+) -> frozenset[str] | None:
+    """Checks a call of ``spec`` as :func:`call_resolved` does, for a placement that runs it
+    otherwise (a batch of requests): the output filter to pass on (None: all outputs)."""
+    return _prepare(spec, inputs, output_filter)
 
 
 def call_signature(

@@ -42,8 +42,9 @@ class BatchingServable(Servable):
 
     A signature is batched unless it is ASYNC (a coroutine cannot run on a
     batch thread), streaming (its parts go straight to their one caller),
-    or one of its tensors is known to have no batch
-    dimension (rank 0); other signatures call the wrapped servable
+    one of its tensors is known to have no batch
+    dimension (rank 0), or the servable batches it itself
+    (:meth:`Servable.batches_itself`); other signatures call the wrapped servable
     directly.  Batched signatures report ExecutionMode.ASYNC: front ends
     await the batch instead of holding a worker thread.  :meth:`call`
     (synchronous) blocks until the request's batch ran, bounded by the
@@ -66,7 +67,7 @@ class BatchingServable(Servable):
         self._queues: dict[str, BatchQueue[_Task]] = {}
         signatures: dict[str, SignatureSpec] = {}
         for signature_name, spec in servable.signatures.items():
-            if not _batchable(spec):
+            if not _batchable(spec) or servable.batches_itself(signature_name):
                 signatures[signature_name] = spec
                 continue
             batcher = _SignatureBatcher(servable, signature_name, options)

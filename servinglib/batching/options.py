@@ -24,6 +24,10 @@ def _sizes(value: Iterable[int]) -> tuple[int, ...]:
     return tuple(int(v) for v in value)
 
 
+def _size_set(value: Iterable[int]) -> frozenset[int]:
+    return frozenset(int(v) for v in value)
+
+
 @final
 @attrs.frozen
 class BatchingParameters:
@@ -55,7 +59,7 @@ class BatchingParameters:
     max_execution_batch_size: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
     )
-    preferred_batch_sizes: frozenset[int] = attrs.field(default=frozenset(), converter=frozenset)
+    preferred_batch_sizes: frozenset[int] = attrs.field(default=frozenset(), converter=_size_set)
 
     def __attrs_post_init__(self) -> None:
         largest = self.execution_batch_size

@@ -76,6 +76,14 @@ class ModelBatching(SourceAdapter[Loader, Loader]):
             parameters = self._model_parameters(path) if self._per_model else self._parameters
         if parameters is None:
             return servable
+        if all(servable.batches_itself(name) for name in servable.signatures):
+            _log.info(
+                "Model %s version %d batches its requests itself",
+                servable_id.name,
+                servable_id.version,
+                extra={"model": servable_id.name, "version": servable_id.version},
+            )
+            return servable
         name = f"{servable_id.name}/{servable_id.version}"
         batched = BatchingServable(servable, self.scheduler, parameters, name=name)
         _log_batching_on(servable_id, parameters)

@@ -104,7 +104,7 @@ def test_files_and_hidden_directories_are_not_models(tmp_path: Path) -> None:
 def test_unimplemented_fields_are_warned_about_once_per_model(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """preferred_batch_size is named in one warning, however often the model is read."""
+    """preserve_ordering is named in one warning, however often the model is read."""
     write_model(tmp_path, "batched_once", BATCHED)
     repository = TritonRepository(tmp_path)
     with caplog.at_level(logging.WARNING, logger="servinglib.server"):
@@ -112,7 +112,7 @@ def test_unimplemented_fields_are_warned_about_once_per_model(
             repository.scan()
     warnings = [r.getMessage() for r in caplog.records if "batched_once" in r.getMessage()]
     assert len(warnings) == 1
-    assert "dynamic_batching.preferred_batch_size" in warnings[0]
+    assert "dynamic_batching.preserve_ordering" in warnings[0]
 
 
 def test_with_models_keeps_the_other_models_and_refuses_a_name_in_both(tmp_path: Path) -> None:

@@ -69,9 +69,12 @@ BATCHED = f"""
 backend: "python"
 max_batch_size: 8
 {TENSORS}
-dynamic_batching {{ max_queue_delay_microseconds: 20000 preferred_batch_size: [ 4 ] }}
+dynamic_batching {{
+  max_queue_delay_microseconds: 20000 preferred_batch_size: [ 4 ] preserve_ordering: true
+}}
 """
-"""A batched model: dynamic batching on, with a field servinglib does not implement."""
+"""A batched model: dynamic batching on, with a field servinglib does not implement
+(``preserve_ordering``)."""
 
 ALL_VERSIONS = f"""
 backend: "python"

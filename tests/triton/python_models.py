@@ -13,6 +13,7 @@ from tests.triton.oracle import write_add_sub
 __all__ = [
     "write_add_sub",
     "write_auto_complete",
+    "write_batch_recorder",
     "write_bytes_echo",
     "write_errors",
     "write_recorder",
@@ -245,6 +246,68 @@ def write_bytes_echo(repository: Path, name: str = "bytes_echo") -> Path:
 def write_repeat(repository: Path, name: str = "repeat") -> Path:
     """Writes the decoupled repeat model; its directory."""
     return _write(repository, name, REPEAT_CONFIG, REPEAT_MODEL_PY)
+
+
+BATCH_RECORDER_CONFIG = """
+backend: "python"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [
+  { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] },
+  { name: "SEEN" data_type: TYPE_STRING dims: [ 1 ] }
+]
+"""
+
+BATCH_RECORDER_MODEL_PY = """
+import json
+import threading
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.gate = threading.Event()  # tests in process hold execute() here
+        self.gate.set()
+        self.entered = threading.Event()
+        self.batches = []  # (requests, rows) of each execute()
+
+    def execute(self, requests):
+        self.entered.set()
+        self.gate.wait(30)
+        inputs = [pb_utils.get_input_tensor_by_name(r, "X").as_numpy() for r in requests]
+        rows = sum(x.shape[0] for x in inputs)
+        self.batches.append((len(requests), rows))
+        responses = []
+        for request, x in zip(requests, inputs):
+            if (x < 0).any():
+                error = pb_utils.TritonError("negative input")
+                responses.append(pb_utils.InferenceResponse(error=error))
+                continue
+            seen = {
+                "requests": len(requests),
+                "rows": rows,
+                "parameters": json.loads(request.parameters()),
+                "outputs": sorted(request.requested_output_names()),
+            }
+            text = np.array([[json.dumps(seen).encode()]] * x.shape[0], dtype=object)
+            outputs = [pb_utils.Tensor("Y", x * 2), pb_utils.Tensor("SEEN", text)]
+            responses.append(pb_utils.InferenceResponse(output_tensors=outputs))
+        return responses
+"""
+"""Doubles X, answers what execute() saw (its list's length and rows, each request's
+parameters and requested outputs), fails a request with a negative X alone; records
+``batches`` and can be held at ``gate``."""
+
+
+def write_batch_recorder(
+    repository: Path, dynamic_batching: str = "", name: str = "batch_recorder"
+) -> Path:
+    """Writes the batch recorder with ``dynamic_batching { <dynamic_batching> }``; its
+    directory."""
+    config = BATCH_RECORDER_CONFIG + f"dynamic_batching {{ {dynamic_batching} }}\n"
+    return _write(repository, name, config, BATCH_RECORDER_MODEL_PY)
 
 
 def write_repository(repository: Path) -> list[str]:

@@ -62,6 +62,7 @@ _IMPLEMENTED: _Tree = {
     "output": _TENSOR,
     "dynamic_batching": {
         "max_queue_delay_microseconds": True,
+        "preferred_batch_size": True,
         "default_queue_policy": {"max_queue_size": True},
     },
     "instance_group": {"name": True, "kind": True, "count": True, "gpus": True},
@@ -222,6 +223,7 @@ def batching_parameters(config: TritonModelConfig) -> BatchingParameters | None:
     parameters = BatchingParameters(
         max_batch_size=message.max_batch_size,
         batch_timeout_s=dynamic.max_queue_delay_microseconds / 1e6,
+        preferred_batch_sizes=dynamic.preferred_batch_size,
     )
     queue_size = dynamic.default_queue_policy.max_queue_size
     if not queue_size:  # Triton's queue is unbounded; ours keeps its default bound

@@ -33,9 +33,11 @@ from servinglib.loaders.triton.python_config import (
     instance_name,
     not_implemented,
 )
+from servinglib.loaders.triton.request_batching import request_batching
 from servinglib.request_extras import request_extras
 from servinglib.servable import (
     DEFAULT_SIGNATURE,
+    Placement,
     Servable,
     SignatureSpec,
     Tensors,
@@ -93,6 +95,7 @@ class TritonPythonServable(Servable):
         self._max_batch_size = message.max_batch_size
         self._instance_name = instance_name(message)
         self._execute_lock = threading.Lock()  # one instance: one execute() at a time
+        self._batching = None if self._decoupled else request_batching(self, config, version)
 
     @property
     def signatures(self) -> Mapping[str, SignatureSpec]:
@@ -153,7 +156,15 @@ class TritonPythonServable(Servable):
     ) -> Iterator[dict[str, npt.NDArray[Any]]]:
         return self._stream(inputs, output_filter)
 
+    def placement(self, signature_name: str) -> Placement | None:
+        return self._batching  # dynamic_batching: requests gathered into execute()'s list
+
+    def batches_itself(self, signature_name: str) -> bool:
+        return self._batching is not None
+
     def close(self) -> None:
+        if self._batching is not None:
+            self._batching.close()
         finalize = getattr(self.model, "finalize", None)
         if finalize is None:
             return

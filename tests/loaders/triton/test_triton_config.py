@@ -228,12 +228,16 @@ def test_max_batch_size_adds_a_leading_batch_dimension() -> None:
     assert config.unimplemented == ()
 
 
-def test_dynamic_batching_maps_delay_and_queue_size_and_names_the_rest() -> None:
-    """The delay becomes batch_timeout_s, the queue bound whole batches; the rest is named."""
+def test_dynamic_batching_maps_delay_preferred_sizes_and_queue_size_and_names_the_rest() -> None:
+    """The delay becomes batch_timeout_s, the preferred sizes ours, the queue bound whole
+    batches; the rest is named."""
     config = parse(DYNAMIC_BATCHING)
 
     assert batching_parameters(config) == BatchingParameters(
-        max_batch_size=8, batch_timeout_s=0.0001, max_enqueued_batches=3
+        max_batch_size=8,
+        batch_timeout_s=0.0001,
+        max_enqueued_batches=3,
+        preferred_batch_sizes=[4, 8],
     )
     assert tensor_specs(config) == (
         (TensorSpec("x", "int64", [-1, -1, 3]),),
@@ -241,7 +245,6 @@ def test_dynamic_batching_maps_delay_and_queue_size_and_names_the_rest() -> None
     )
     assert instance_count(config) == 2
     assert config.unimplemented == (
-        "dynamic_batching.preferred_batch_size",
         "dynamic_batching.priority_levels",
         "dynamic_batching.default_queue_policy.timeout_action",
         "dynamic_batching.default_queue_policy.default_timeout_microseconds",

@@ -143,13 +143,13 @@ def test_dynamic_batching_merges_concurrent_requests(serve: Serve) -> None:
 
 
 def test_unimplemented_fields_are_warned_about_once(repository: Path) -> None:
-    """batched's preferred_batch_size is named in one warning line of the server's log."""
+    """batched's preserve_ordering is named in one warning line of the server's log."""
     server = Server(f"--model_repository={repository}", PYTHON)
     try:
         server.wait_ready()
     finally:
         server.close()
-    lines = [line for line in server.output().splitlines() if "preferred_batch_size" in line]
+    lines = [line for line in server.output().splitlines() if "preserve_ordering" in line]
     assert len(lines) == 1, server.output()
     assert "Model batched" in lines[0]
 

@@ -1,0 +1,237 @@
+"""Triton's dynamic batching of a Python model: execute() gets the queued requests as a list."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from servinglib.batching import BatchingParameters, BatchingServable
+from servinglib.core.servable_id import ServableId
+from servinglib.errors import ServingError, StatusCode
+from servinglib.loaders import PythonPlatformConfig
+from servinglib.loaders.model_batching import ModelBatching
+from servinglib.loaders.python import PythonLoader
+from servinglib.loaders.triton.request_batching import RequestBatching
+from servinglib.request_extras import RequestExtras, request_extras_scope
+from servinglib.servable import CallSite, CallStages, ModelCall, Servable
+from servinglib.testing import triton_python_model, wait_until
+from tests.triton.python_models import write_batch_recorder
+
+Outputs = dict[str, np.ndarray]
+
+
+class Client:
+    """Sends requests to a model's placement from threads of its own, as a server's do."""
+
+    def __init__(self, servable: Servable) -> None:
+        self.servable = servable
+        placement = servable.placement("serving_default")
+        assert isinstance(placement, RequestBatching)
+        self.placement = placement
+        self.model: Any = servable.model  # type: ignore[attr-defined]
+        self.pool = concurrent.futures.ThreadPoolExecutor(8)
+        self._lock = threading.Lock()
+        self._released = 0  # guarded by: _lock
+        self.stages: list[CallStages] = []
+
+    def send(
+        self,
+        x: list[int],
+        *,
+        outputs: list[str] | None = None,
+        parameters: dict[str, object] | None = None,
+        deadline_s: float | None = None,
+    ) -> concurrent.futures.Future[Outputs]:
+        """Submits a request of X = ``x`` (one row per item); its future outputs."""
+        stages = CallStages()
+        self.stages.append(stages)
+
+        def release() -> None:
+            with self._lock:
+                self._released += 1
+
+        def run() -> Outputs:
+            deadline = None if deadline_s is None else time.monotonic() + deadline_s
+            call = ModelCall(
+                CallSite("batch_recorder", 1, "serving_default"),
+                self.servable,
+                self.servable.signatures["serving_default"],
+                {"X": np.array([[v] for v in x], dtype=np.int32)},
+                outputs,
+                deadline,
+                stages,
+                release,
+            )
+            with request_extras_scope(RequestExtras(parameters=parameters or {})):
+                return self.placement.run_blocking(call)
+
+        return self.pool.submit(run)
+
+    def hold(self) -> concurrent.futures.Future[Outputs]:
+        """Sends a request and holds the model inside its execute()."""
+        self.model.gate.clear()
+        future = self.send([0])
+        assert self.model.entered.wait(10)
+        return future
+
+    @property
+    def released(self) -> int:
+        """How many calls released their version (each once, when done)."""
+        with self._lock:
+            return self._released
+
+    def wait_queued(self, count: int) -> None:
+        wait_until(lambda: self.placement.statistics().queued_tasks == count)
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Any]:
+    with contextlib.ExitStack() as stack:
+
+        def serve(dynamic_batching: str) -> Client:
+            directory = write_batch_recorder(tmp_path, dynamic_batching)
+            harness = stack.enter_context(triton_python_model(directory))
+            client = Client(stack.enter_context(harness.handle()).servable)
+            stack.callback(client.model.gate.set)  # a failed test must not hold execute()
+            return client
+
+        yield serve
+
+
+def _seen(outputs: Outputs) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(outputs["SEEN"][0][0])
+    return value
+
+
+def test_queued_requests_reach_execute_as_one_list(serve: Any) -> None:
+    """Requests queued while execute() runs reach the next execute() as one list, rows counted."""
+    client = serve("max_queue_delay_microseconds: 0")
+    first = client.hold()
+    waiting = [client.send([1, 2]), client.send([3]), client.send([4, 5, 6])]
+    client.wait_queued(3)
+    client.model.gate.set()
+
+    answers = [future.result(10) for future in waiting]
+
+    assert first.result(10)["Y"].tolist() == [[0]]
+    assert client.model.batches == [(1, 1), (3, 6)]
+    assert [a["Y"].ravel().tolist() for a in answers] == [[2, 4], [6], [8, 10, 12]]
+    assert {(s["requests"], s["rows"]) for s in map(_seen, answers)} == {(3, 6)}
+    assert [s.batch_size for s in client.stages] == [1, 6, 6, 6]
+    assert [s.leads_batch for s in client.stages] == [True, True, False, False]
+    assert client.released == 4
+
+
+def test_a_batch_holds_at_most_max_batch_size_rows(serve: Any) -> None:
+    """Requests beyond max_batch_size rows wait for the next execute()."""
+    client = serve("max_queue_delay_microseconds: 0")
+    first = client.hold()
+    waiting = [client.send([1] * 5), client.send([1] * 4), client.send([1] * 3)]
+    client.wait_queued(3)
+    client.model.gate.set()
+
+    for future in [first, *waiting]:
+        future.result(10)
+    assert client.model.batches == [(1, 1), (1, 5), (2, 7)]
+
+
+def test_each_request_of_a_batch_gets_its_own_answer(serve: Any) -> None:
+    """Requests of one batch see their own parameters and requested outputs, and get them."""
+    client = serve("max_queue_delay_microseconds: 0")
+    first = client.hold()
+    only_y = client.send([1], outputs=["Y"], parameters={"who": "a"})
+    both = client.send([2], outputs=["SEEN", "Y"], parameters={"who": "b"})
+    client.wait_queued(2)
+    client.model.gate.set()
+    first.result(10)
+
+    assert only_y.result(10).keys() == {"Y"}
+    seen = _seen(both.result(10))
+    assert seen["parameters"] == {"who": "b"}
+    assert seen["outputs"] == ["SEEN", "Y"]
+    assert seen["requests"] == 2
+
+
+def test_an_error_response_fails_its_request_only(serve: Any) -> None:
+    """A TritonError answering one request of a batch fails that request; the others answer."""
+    client = serve("max_queue_delay_microseconds: 0")
+    first = client.hold()
+    good, bad = client.send([1]), client.send([-1])
+    client.wait_queued(2)
+    client.model.gate.set()
+    first.result(10)
+
+    assert good.result(10)["Y"].tolist() == [[2]]
+    with pytest.raises(ServingError, match="negative input") as caught:
+        bad.result(10)
+    assert caught.value.code is StatusCode.INTERNAL
+    assert client.model.batches[-1] == (2, 2)
+
+
+def test_a_full_queue_refuses_with_unavailable(serve: Any) -> None:
+    """Beyond default_queue_policy.max_queue_size waiting requests, a request is UNAVAILABLE."""
+    client = serve("max_queue_delay_microseconds: 0 default_queue_policy { max_queue_size: 2 }")
+    first = client.hold()
+    waiting = [client.send([1]), client.send([2])]
+    client.wait_queued(2)
+
+    with pytest.raises(ServingError, match="Exceeds maximum queue size") as caught:
+        client.send([3]).result(10)
+    client.model.gate.set()
+
+    assert caught.value.code is StatusCode.UNAVAILABLE
+    assert [f.result(10)["Y"].tolist() for f in [first, *waiting]] == [[[0]], [[2]], [[4]]]
+    assert client.released == 4
+
+
+def test_a_deadline_passing_in_the_queue_fails_the_request_unrun(serve: Any) -> None:
+    """A request whose deadline passes while it waits fails DEADLINE_EXCEEDED; execute never
+    sees it."""
+    client = serve("max_queue_delay_microseconds: 0")
+    first = client.hold()
+    late = client.send([1], deadline_s=0.05)
+    with pytest.raises(ServingError) as caught:
+        late.result(10)
+    client.model.gate.set()
+    first.result(10)
+
+    assert caught.value.code is StatusCode.DEADLINE_EXCEEDED
+    wait_until(lambda: client.released == 2)
+    assert client.model.batches == [(1, 1)]
+
+
+def test_a_preferred_size_runs_before_the_queue_delay(serve: Any) -> None:
+    """Requests adding up to a preferred batch size run at once, not after the delay."""
+    client = serve("max_queue_delay_microseconds: 60000000 preferred_batch_size: [ 3 ]")
+    answers = [client.send([1]), client.send([2, 3])]
+
+    assert [a.result(10)["Y"].ravel().tolist() for a in answers] == [[2], [4, 6]]
+    assert client.model.batches == [(2, 3)]
+
+
+def test_the_server_batching_leaves_a_self_batching_model_alone(tmp_path: Path) -> None:
+    """The server's merging batching does not wrap a model that batches its requests itself."""
+    directory = write_batch_recorder(tmp_path, "max_queue_delay_microseconds: 0")
+    batching = ModelBatching(BatchingParameters(num_batch_threads=1))
+    loader = batching.wrap_loader(
+        ServableId("batch_recorder", 1),
+        PythonLoader(str(directory / "1"), PythonPlatformConfig(allow_code_execution=True)),
+    )
+    loader.load()
+    try:
+        servable = loader.servable()
+        assert servable.batches_itself("serving_default")
+        assert isinstance(servable.placement("serving_default"), RequestBatching)
+        assert not isinstance(servable, BatchingServable)
+    finally:
+        loader.unload()
+        batching.close()
