@@ -214,14 +214,17 @@ class ServingPipeline:
 
 
 def _own_batching(models: Sequence[ModelConfig]) -> dict[str, BatchingParameters]:
-    """The models whose Triton config sets ``dynamic_batching``, with its parameters."""
+    """The models whose Triton config sets ``dynamic_batching``, with its parameters; but
+    Python-backend models, which batch their requests themselves (their ``execute`` takes
+    the list)."""
     own: dict[str, BatchingParameters] = {}
     for model in models:
-        if model.triton_config is not None:
+        config = model.triton_config
+        if config is not None and config.message.backend != "python":
             # Here, not at the top: a Triton config imports protobuf, `import servinglib` does not.
             from servinglib.loaders.triton.config import batching_parameters
 
-            parameters = batching_parameters(model.triton_config)
+            parameters = batching_parameters(config)
             if parameters is not None:
                 own[model.name] = parameters
     return own

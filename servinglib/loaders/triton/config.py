@@ -11,14 +11,15 @@ map the fields it does implement:
 - ``instance_group`` (kind, count, name) -> :func:`instance_count`; KIND_GPU and GPU ids are
   refused, KIND_CPU, KIND_MODEL and KIND_AUTO (Triton's CPU without a GPU) accepted;
 - ``dynamic_batching`` -> :class:`BatchingParameters`: ``max_batch_size`` as is,
-  ``max_queue_delay_microseconds`` -> ``batch_timeout_s``, ``default_queue_policy.
-  max_queue_size`` (requests) -> ``max_enqueued_batches`` (whole batches, rounded up).
+  ``max_queue_delay_microseconds`` -> ``batch_timeout_s``, ``preferred_batch_size`` ->
+  ``preferred_batch_sizes``, ``default_queue_policy.max_queue_size`` (requests) ->
+  ``max_enqueued_batches`` (whole batches, rounded up; a Python model's queue counts
+  requests, :mod:`servinglib.loaders.triton.request_batching`).
 
 ``name``, ``platform``, ``backend``, ``default_model_filename`` and
 ``parameters`` are read by the repository and the backends.  Everything
 else that is set is listed in ``TritonModelConfig.unimplemented``: among
-them ``preferred_batch_size`` (Triton runs a batch once it reaches one, it
-never pads; our ``allowed_batch_sizes`` pad), queue timeouts, priorities,
+them queue timeouts, ``preserve_ordering``, priorities,
 ``sequence_batching``, ``ensemble_scheduling``, ``model_warmup``, ``reshape``,
 ``optional`` inputs and ``decoupled``.
 """

@@ -99,12 +99,15 @@ _INT64_TYPES = (FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64)
 def not_implemented(config: TritonModelConfig) -> list[str]:
     """The set fields a Triton Python model's config asks for that servinglib does not apply:
     config.py's list but for the transaction policy (decoupled models are served), and
-    instance counts (one instance serves; dynamic batching is the server's, which says
-    whether it applies it)."""
+    instance counts (one instance serves).  Dynamic batching is applied by the model's
+    placement (:mod:`servinglib.loaders.triton.request_batching`), but for a decoupled
+    model, whose requests each run alone."""
     fields = [name for name in config.unimplemented if not name.startswith(_IMPLEMENTED_HERE)]
     message = config.message
     if sum(group.count for group in message.instance_group) > 1:
         fields.append("instance_group.count")
+    if message.HasField("dynamic_batching") and message.model_transaction_policy.decoupled:
+        fields.append("dynamic_batching")
     return fields
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -20,9 +21,13 @@ from servinglib.errors import ServingError, StatusCode
 from servinglib.loaders import PythonPlatformConfig
 from servinglib.loaders.model_batching import ModelBatching
 from servinglib.loaders.python import PythonLoader
+from servinglib.loaders.triton.config import parse_model_config
+from servinglib.loaders.triton.python_config import not_implemented
 from servinglib.loaders.triton.request_batching import RequestBatching
 from servinglib.request_extras import RequestExtras, request_extras_scope
 from servinglib.servable import CallSite, CallStages, ModelCall, Servable
+from servinglib.server import ModelServerConfig, ModelSpec, ServerCore, ServerCoreOptions
+from servinglib.server.triton_repository import TritonRepository
 from servinglib.testing import triton_python_model, wait_until
 from tests.triton.python_models import write_batch_recorder
 
@@ -235,3 +240,37 @@ def test_the_server_batching_leaves_a_self_batching_model_alone(tmp_path: Path) 
     finally:
         loader.unload()
         batching.close()
+
+
+def test_a_server_without_batching_serves_a_python_model_s_dynamic_batching(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With the server's batching off, a Python model still batches itself, with no warning
+    that its dynamic_batching has no effect."""
+    write_batch_recorder(tmp_path, "max_queue_delay_microseconds: 0")
+    model = TritonRepository(tmp_path).model("batch_recorder")
+    python = PythonPlatformConfig(allow_code_execution=True)
+
+    with (
+        caplog.at_level(logging.WARNING, logger="servinglib.server"),
+        ServerCore(
+            ModelServerConfig([model]), ServerCoreOptions(platform_configs={"python": python})
+        ) as core,
+        core.servable_handle(ModelSpec.latest("batch_recorder")) as handle,
+    ):
+        placement = handle.servable.placement("serving_default")
+
+    assert isinstance(placement, RequestBatching)
+    assert not [r for r in caplog.records if "has no effect" in r.getMessage()]
+
+
+def test_a_decoupled_model_s_dynamic_batching_is_named_as_not_applied() -> None:
+    """A decoupled model runs each request alone, so its dynamic_batching is named unapplied."""
+    text = (
+        'backend: "python"\nmax_batch_size: 8\ndynamic_batching { }\n'
+        "model_transaction_policy { decoupled: true }\n"
+    )
+    batched = 'backend: "python"\nmax_batch_size: 8\ndynamic_batching { }\n'
+
+    assert not_implemented(parse_model_config(text, "m")) == ["dynamic_batching"]
+    assert not_implemented(parse_model_config(batched, "m")) == []
