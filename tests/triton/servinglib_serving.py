@@ -37,13 +37,17 @@ def python_models_config(repository: Path) -> ModelServerConfig:
 
 
 @contextlib.contextmanager
-def serving_repository(repository: Path, grpc_server: str = "sync") -> Iterator[Serving]:
+def serving_repository(
+    repository: Path, grpc_server: str = "sync", *, config: ModelServerConfig | None = None
+) -> Iterator[Serving]:
     """servinglib serving every model of ``repository`` (code execution allowed) until the
-    block ends; every model is loaded when it starts.  ``grpc_server``: "sync" or "aio"."""
+    block ends; every model is loaded when it starts.  ``grpc_server``: "sync" or "aio";
+    ``config``: the models (default: :func:`python_models_config`)."""
     options = ServerCoreOptions(
         platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)}
     )
-    with ServerCore(python_models_config(repository), options) as core:
+    models = config if config is not None else python_models_config(repository)
+    with ServerCore(models, options) as core:
         rest = LocalRestServer(core)
         try:
             grpc = LocalGrpcServer(core, server=grpc_server)
