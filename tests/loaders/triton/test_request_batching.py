@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import json
@@ -274,3 +275,30 @@ def test_a_decoupled_model_s_dynamic_batching_is_named_as_not_applied() -> None:
 
     assert not_implemented(parse_model_config(text, "m")) == ["dynamic_batching"]
     assert not_implemented(parse_model_config(batched, "m")) == []
+
+
+def test_calls_awaited_on_an_event_loop_reach_execute_as_one_list(serve: Any) -> None:
+    """Calls awaited on an event loop (the async front ends') are batched as threads' are."""
+    client = serve("max_queue_delay_microseconds: 60000000 preferred_batch_size: [ 3 ]")
+    spec = client.servable.signatures["serving_default"]
+
+    async def call(x: int) -> Outputs:
+        model_call = ModelCall(
+            CallSite("batch_recorder", 1, "serving_default"),
+            client.servable,
+            spec,
+            {"X": np.array([[x]], dtype=np.int32)},
+            None,
+            None,
+            CallStages(),
+            lambda: None,
+        )
+        return await client.placement.run(model_call)
+
+    async def main() -> list[Outputs]:
+        return await asyncio.gather(call(1), call(2), call(3))
+
+    answers = asyncio.run(main())
+
+    assert [a["Y"].tolist() for a in answers] == [[[2]], [[4]], [[6]]]
+    assert client.model.batches == [(3, 3)]
