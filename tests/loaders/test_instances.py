@@ -1,0 +1,203 @@
+"""Model instances (instance_group count): N model processes, each call on a free one."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from servinglib import ModelConfig, ModelServerConfig, ModelSpec, ServerCore, ServerCoreOptions
+from servinglib.errors import DeadlineExceededError, ServingError, UnavailableError
+from servinglib.loaders.instances import InstancesServable
+from servinglib.loaders.process import ProcessServable
+from servinglib.loaders.python import PythonPlatformConfig
+from servinglib.server.plane.data_plane import DataPlane
+from servinglib.testing import wait_until, write_python_model
+
+X = {"x": np.array([1.0], np.float32)}
+
+MODEL_PY = """
+import os, time
+import numpy as np
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import TensorSpec
+
+X = [TensorSpec("x", "float32", [-1])]
+PID = [TensorSpec("pid", "int64", [1])]
+
+class Model(PythonModel):
+    def load(self, path):
+        self.dir = os.path.dirname(os.path.dirname(path))  # the test's directory
+
+    def _until(self, done):
+        deadline = time.monotonic() + 30
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.001)  # a condition another process makes true
+
+    @signature(name="pid", inputs=X, outputs=PID)
+    def pid(self, x):
+        return {"pid": np.array([os.getpid()])}
+
+    @signature(name="meet", inputs=X, outputs=PID)
+    def meet(self, x):
+        open(os.path.join(self.dir, f"met-{os.getpid()}"), "w").close()
+        self._until(lambda: sum(n.startswith("met-") for n in os.listdir(self.dir)) >= 2)
+        return {"pid": np.array([os.getpid()])}
+
+    @signature(name="hold", inputs=X, outputs=PID)
+    def hold(self, x):
+        open(os.path.join(self.dir, f"held-{os.getpid()}"), "w").close()
+        self._until(lambda: os.path.exists(os.path.join(self.dir, "go")))
+        return {"pid": np.array([os.getpid()])}
+"""
+
+
+@pytest.fixture
+def plane(tmp_path: Path) -> Iterator[tuple[DataPlane, Path]]:
+    model = write_python_model(tmp_path, "model", MODEL_PY)
+    config = ModelServerConfig((ModelConfig.python("model", str(model)),))
+    platform = PythonPlatformConfig(allow_code_execution=True, instance_count=2)
+    options = ServerCoreOptions(platform_configs={"python": platform})
+    with ServerCore(config, options) as core:
+        data_plane = DataPlane(core)
+        try:
+            yield data_plane, tmp_path  # where the model's calls leave their marks
+        finally:
+            (tmp_path / "go").touch()
+            data_plane.close()
+
+
+def _instances(data_plane: DataPlane) -> InstancesServable:
+    with data_plane.core.servable_handle(ModelSpec.latest("model")) as handle:
+        servable = handle.servable
+    assert isinstance(servable, InstancesServable)
+    return servable
+
+
+def _pid(data_plane: DataPlane, signature: str, deadline: float | None = None) -> int:
+    outputs = data_plane.infer_blocking(ModelSpec.latest("model"), signature, X, deadline=deadline)
+    return int(outputs.outputs["pid"][0])
+
+
+def _in_threads(count: int, call: object) -> list[object]:
+    results: list[object] = [None] * count
+
+    def run(index: int) -> None:
+        try:
+            results[index] = call()  # type: ignore[operator]
+        except ServingError as error:
+            results[index] = error
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def test_two_instances_are_two_processes_that_run_calls_at_once(
+    plane: tuple[DataPlane, Path],
+) -> None:
+    """Count 2 serves from two model processes, and two calls that need each other both end."""
+    data_plane, _ = plane
+    pids = {p.pid for p in _instances(data_plane).instances if isinstance(p, ProcessServable)}
+    assert len(pids) == 2
+    assert os.getpid() not in pids
+    met = _in_threads(2, lambda: _pid(data_plane, "meet"))
+    assert set(met) == pids  # each waited for the other in its own process: they overlapped
+
+
+def test_a_call_waits_for_a_free_instance_within_its_deadline(
+    plane: tuple[DataPlane, Path],
+) -> None:
+    """With both instances busy a third call waits, fails at its deadline, and runs once one is
+    free."""
+    data_plane, model = plane
+    holders = [threading.Thread(target=_pid, args=(data_plane, "hold")) for _ in range(2)]
+    for holder in holders:
+        holder.start()
+    wait_until(lambda: sum(n.name.startswith("held-") for n in model.iterdir()) == 2)
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceededError):
+        _pid(data_plane, "pid", deadline=started + 0.3)
+    assert time.monotonic() - started < 5
+    (model / "go").touch()
+    for holder in holders:
+        holder.join()
+    assert _pid(data_plane, "pid") in {p.pid for p in _instances(data_plane).instances}  # type: ignore[attr-defined]
+
+
+def test_an_event_loop_call_waits_for_a_free_instance_within_its_deadline(
+    plane: tuple[DataPlane, Path],
+) -> None:
+    """An event loop's call (DataPlane.infer) takes a free instance too, and gives up at its
+    deadline while both are busy."""
+    data_plane, model = plane
+    spec = ModelSpec.latest("model")
+
+    async def calls() -> None:
+        holds = [asyncio.ensure_future(data_plane.infer(spec, "hold", X)) for _ in range(2)]
+        while sum(n.name.startswith("held-") for n in model.iterdir()) < 2:
+            await asyncio.sleep(0.001)
+        with pytest.raises(DeadlineExceededError):
+            await data_plane.infer(spec, "pid", X, deadline=time.monotonic() + 0.3)
+        (model / "go").touch()
+        held = await asyncio.gather(*holds)
+        assert len({int(h.outputs["pid"][0]) for h in held}) == 2  # one on each instance
+
+    asyncio.run(calls())
+
+
+def test_a_killed_instance_is_restarted_while_the_other_answers(
+    plane: tuple[DataPlane, Path],
+) -> None:
+    """A killed instance process fails no later call: the other answers until it serves again."""
+    data_plane, _ = plane
+    first, second = _instances(data_plane).instances
+    assert isinstance(first, ProcessServable)
+    assert isinstance(second, ProcessServable)
+    dead, other = first.pid, second.pid
+    os.kill(dead, signal.SIGKILL)
+    wait_until(lambda: not first.serving)
+    assert {_pid(data_plane, "pid") for _ in range(5)} == {other}
+    wait_until(lambda: first.serving, timeout_s=60)
+    assert first.pid != dead
+    served = _in_threads(2, lambda: _pid(data_plane, "meet"))
+    assert set(served) == {first.pid, other}
+
+
+def test_statistics_count_the_calls_of_every_instance(plane: tuple[DataPlane, Path]) -> None:
+    """The model's statistics count the calls whichever instance ran them."""
+    data_plane, _ = plane
+    _in_threads(2, lambda: _pid(data_plane, "meet"))
+    _pid(data_plane, "pid")
+    (stats,) = data_plane.questions.model_statistics("model")
+    assert stats.inference_count == 3
+    assert stats.success.count == 3
+
+
+def test_a_dead_instance_fails_its_running_call_with_unavailable(
+    plane: tuple[DataPlane, Path],
+) -> None:
+    """A call running on an instance that dies fails with UNAVAILABLE naming the process."""
+    data_plane, model = plane
+    results: list[object] = []
+    holder = threading.Thread(
+        target=lambda: results.extend(_in_threads(1, lambda: _pid(data_plane, "hold")))
+    )
+    holder.start()
+    wait_until(lambda: any(n.name.startswith("held-") for n in model.iterdir()))
+    (held,) = [n for n in model.iterdir() if n.name.startswith("held-")]
+    os.kill(int(held.name.removeprefix("held-")), signal.SIGKILL)
+    holder.join()
+    (error,) = results
+    assert isinstance(error, UnavailableError)
+    assert held.name.removeprefix("held-") in error.message
