@@ -7,10 +7,12 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from servinglib import ModelConfig, ModelServerConfig, ModelSpec, ServerCore, ServerCoreOptions
@@ -18,6 +20,7 @@ from servinglib.errors import DeadlineExceededError, ServingError, UnavailableEr
 from servinglib.loaders.instances import InstancesServable
 from servinglib.loaders.process import ProcessServable
 from servinglib.loaders.python import PythonPlatformConfig
+from servinglib.servable import Servable, SignatureSpec, Tensors, TensorSpec
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.testing import wait_until, write_python_model
 
@@ -201,3 +204,60 @@ def test_a_dead_instance_fails_its_running_call_with_unavailable(
     (error,) = results
     assert isinstance(error, UnavailableError)
     assert held.name.removeprefix("held-") in error.message
+
+
+class _Recording(Servable):
+    """One in-process instance: records which call starts; ``hold`` calls wait for ``go``."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.go = threading.Event()
+
+    @property
+    def signatures(self) -> Mapping[str, SignatureSpec]:
+        return {"serving_default": SignatureSpec([TensorSpec("x", "float32", [-1])], [])}
+
+    def call(
+        self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
+    ) -> dict[str, npt.NDArray[Any]]:
+        name = str(inputs["x"][0])
+        self.started.append(name)
+        if name == "0.0":
+            self.go.wait(30)
+        return {}
+
+
+def test_waiting_calls_get_the_free_instance_first_come_first_served() -> None:
+    """Calls waiting for the one busy instance run in the order they came."""
+    instance = _Recording()
+    servable = InstancesServable([instance])
+    waiting = servable._free._waiting  # how many wait: orders the arrivals
+
+    def call(x: float) -> threading.Thread:
+        inputs = {"x": np.array([x], np.float32)}
+        thread = threading.Thread(target=servable.call, args=("serving_default", inputs))
+        thread.start()
+        return thread
+
+    threads = [call(0.0)]
+    wait_until(lambda: instance.started == ["0.0"])
+    for number, x in enumerate((1.0, 2.0, 3.0), start=1):
+        threads.append(call(x))
+        wait_until(lambda n=number: len(waiting) == n)  # type: ignore[misc]
+    instance.go.set()
+    for thread in threads:
+        thread.join()
+    assert instance.started == ["0.0", "1.0", "2.0", "3.0"]
+    servable.close()
+
+
+def test_the_platform_options_set_the_instance_count() -> None:
+    """PythonPlatformOptions.instance_count is PythonPlatformConfig.instance_count."""
+    from servinglib.loaders.python import config_from_message
+    from servinglib.protos import platform_options_pb2
+
+    message = platform_options_pb2.PythonPlatformOptions(instance_count=3)
+    assert config_from_message(message).instance_count == 3
+    assert config_from_message(platform_options_pb2.PythonPlatformOptions()).instance_count == 0
+    with pytest.raises(ValueError, match="instance_count"):
+        PythonPlatformConfig(instance_count=-1)
