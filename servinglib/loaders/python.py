@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import inspect
 import itertools
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -51,6 +52,8 @@ from servinglib.sources.source_adapter import (
 from servinglib.sources.version_check import VersionCheck
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_log = logging.getLogger(__name__)
 
 _loader_numbers = itertools.count()
 
@@ -189,9 +192,19 @@ def _instance_count(path: str, config: PythonPlatformConfig) -> int:
     from servinglib.loaders.triton.config import instance_count, read_model_config
 
     try:
-        return max(1, instance_count(read_model_config(model_dir)))
+        config_pbtxt = read_model_config(model_dir)
+        count = instance_count(config_pbtxt)
     except ServingError:
         return 1  # the load reads the config again and fails with what is wrong
+    if count > 1 and config_pbtxt.message.model_transaction_policy.decoupled:
+        _log.warning(
+            "Model %s: a decoupled model streams its answers, which a model process cannot: "
+            "it is served by one instance, not the %d instance_group asks for",
+            config_pbtxt.message.name,
+            count,
+        )
+        return 1
+    return max(1, count)
 
 
 def instances_loader(path: str, count: int, config: PythonPlatformConfig) -> Loader:

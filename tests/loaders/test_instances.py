@@ -261,3 +261,26 @@ def test_the_platform_options_set_the_instance_count() -> None:
     assert config_from_message(platform_options_pb2.PythonPlatformOptions()).instance_count == 0
     with pytest.raises(ValueError, match="instance_count"):
         PythonPlatformConfig(instance_count=-1)
+
+
+def test_a_decoupled_triton_model_keeps_one_instance(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A decoupled model asking for two instances is served by one (in-process: it streams),
+    saying so."""
+    from servinglib.loaders.python import _instance_count
+
+    model = tmp_path / "streamer"
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text(
+        'backend: "python"\nmodel_transaction_policy { decoupled: true }\n'
+        "instance_group [ { count: 2 kind: KIND_CPU } ]\n",
+        encoding="utf-8",
+    )
+    config = PythonPlatformConfig(allow_code_execution=True)
+    assert _instance_count(str(model / "1"), config) == 1
+    assert "decoupled" in caplog.text
+    (model / "config.pbtxt").write_text(
+        'backend: "python"\ninstance_group [ { count: 2 kind: KIND_CPU } ]\n', encoding="utf-8"
+    )
+    assert _instance_count(str(model / "1"), config) == 2
