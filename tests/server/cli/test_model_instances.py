@@ -47,7 +47,8 @@ class TritonPythonModel:
 """
 
 
-def _repository(tmp_path: Path) -> Path:
+def write_repository(tmp_path: Path) -> Path:
+    """``tmp_path/repo`` holding the model ``counted`` (two instances); returns the repository."""
     model = tmp_path / "repo" / "counted"
     (model / "1").mkdir(parents=True)
     (model / "config.pbtxt").write_text(CONFIG_PBTXT, encoding="utf-8")
@@ -55,7 +56,7 @@ def _repository(tmp_path: Path) -> Path:
     return tmp_path / "repo"
 
 
-def _meet(client: triton_http.InferenceServerClient) -> list[tuple[int, str]]:
+def meet(client: triton_http.InferenceServerClient) -> list[tuple[int, str]]:
     """Two calls at once (tritonclient.http's async_infer), each waiting for the other."""
     value = triton_http.InferInput("MEET", [1], "INT32")
     value.set_data_from_numpy(np.array([1], np.int32))
@@ -69,12 +70,14 @@ def test_two_instances_answer_from_two_processes_named_as_triton_names_them(
 ) -> None:
     """count: 2 serves from two processes, initialized as counted_0_0 and counted_0_1 (Triton's
     names in group counted_0), running two calls at once; gRPC answers too; no warning."""
-    server = Server(f"--model_repository={_repository(tmp_path)}", "--allow_python_code_execution")
+    server = Server(
+        f"--model_repository={write_repository(tmp_path)}", "--allow_python_code_execution"
+    )
     http = triton_http.InferenceServerClient(f"127.0.0.1:{server.rest_port}", concurrency=4)
     grpc = triton_grpc.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
     try:
         server.wait_ready()
-        met = _meet(http)
+        met = meet(http)
         assert len({pid for pid, _ in met}) == 2  # each waited for the other: they overlapped
         assert sorted(name for _, name in met) == ["counted_0_0", "counted_0_1"]
         value = triton_grpc.InferInput("MEET", [1], "INT32")
