@@ -208,16 +208,15 @@ def _instance_count(path: str, config: PythonPlatformConfig) -> int:
 
 
 def instances_loader(path: str, count: int, config: PythonPlatformConfig) -> Loader:
-    """``count`` instances of the version in ``path``, each loaded and served by a model
-    process of its own (:class:`~servinglib.loaders.instances.InstancesLoader`)."""
-    inner = attrs.evolve(
-        config, model_process=False, instance_count=1, warmup=WarmupOptions(enabled=False)
-    )
+    """``count`` instances of the version in ``path``, each loaded, warmed up (its warmup
+    records replayed) and served by a model process of its own
+    (:class:`~servinglib.loaders.instances.InstancesLoader`)."""
+    inner = attrs.evolve(config, model_process=False, instance_count=1)
 
     def start(version_path: str, index: int) -> Servable:
         return ProcessServable.start(_INSTANCE_FACTORY, version_path, (inner, index))
 
-    return InstancesLoader(path, count, start, config.warmup)
+    return InstancesLoader(path, count, start, WarmupOptions(enabled=False))
 
 
 _INSTANCE_FACTORY = "servinglib.loaders.python:instance_loader"

@@ -284,3 +284,46 @@ def test_a_decoupled_triton_model_keeps_one_instance(
         'backend: "python"\ninstance_group [ { count: 2 kind: KIND_CPU } ]\n', encoding="utf-8"
     )
     assert _instance_count(str(model / "1"), config) == 2
+
+
+WARMED_MODEL = """
+import os
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import TensorSpec
+
+class Model(PythonModel):
+    def load(self, path):
+        self.dir = os.path.dirname(os.path.dirname(path))
+
+    @signature(name="serving_default", inputs=[TensorSpec("x", "float32", [-1])],
+               outputs=[TensorSpec("y", "float32", [-1])])
+    def predict(self, x):
+        with open(os.path.join(self.dir, f"warm-{os.getpid()}"), "a") as calls:
+            calls.write("call\\n")
+        return {"y": x}
+"""
+
+
+def test_every_instance_replays_the_warmup_records(tmp_path: Path) -> None:
+    """Each instance's process replays the version's warmup records before the version serves."""
+    from servinglib.codecs import from_numpy, write_records
+    from servinglib.loaders.python import instances_loader
+    from servinglib.loaders.warmup import WARMUP_FILE
+    from servinglib.protos import prediction_log_pb2
+
+    path = write_python_model(tmp_path, "m", WARMED_MODEL) / "1"
+    log = prediction_log_pb2.PredictionLog()
+    log.predict_log.request.inputs["x"].CopyFrom(from_numpy(np.array([1.0], np.float32)))
+    (path / "assets.extra").mkdir()
+    write_records(path / WARMUP_FILE, [log.SerializeToString()])
+    loader = instances_loader(str(path), 2, PythonPlatformConfig(allow_code_execution=True))
+    loader.load()
+    try:
+        servable = loader.servable()
+        assert isinstance(servable, InstancesServable)
+        pids = {i.pid for i in servable.instances if isinstance(i, ProcessServable)}
+        warmed = {int(f.name.removeprefix("warm-")) for f in tmp_path.glob("warm-*")}
+        assert warmed == pids
+        assert all(f.read_text() == "call\n" for f in tmp_path.glob("warm-*"))
+    finally:
+        loader.unload()
