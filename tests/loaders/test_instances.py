@@ -327,3 +327,72 @@ def test_every_instance_replays_the_warmup_records(tmp_path: Path) -> None:
         assert all(f.read_text() == "call\n" for f in tmp_path.glob("warm-*"))
     finally:
         loader.unload()
+
+
+MEETING_LOAD_MODEL = """
+import os, time
+import numpy as np
+from servinglib.loaders import PythonModel, signature
+from servinglib.servable import TensorSpec
+
+class Model(PythonModel):
+    def load(self, path):
+        where = os.path.dirname(os.path.dirname(path))
+        open(os.path.join(where, f"loading-{os.getpid()}"), "w").close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and sum(
+            n.startswith("loading-") for n in os.listdir(where)
+        ) < 2:
+            time.sleep(0.001)  # a condition the other instance's load makes true
+        self.met = sum(n.startswith("loading-") for n in os.listdir(where)) >= 2
+
+    @signature(name="serving_default", inputs=[TensorSpec("x", "float32", [-1])],
+               outputs=[TensorSpec("met", "int64", [1])])
+    def predict(self, x):
+        return {"met": np.array([int(self.met)])}
+"""
+
+
+def test_the_instances_load_at_once(tmp_path: Path) -> None:
+    """Two instances' loads run at the same time (each waits for the other's to start)."""
+    from servinglib.loaders.python import instances_loader
+    from servinglib.servable import call_signature
+
+    path = write_python_model(tmp_path, "m", MEETING_LOAD_MODEL) / "1"
+    loader = instances_loader(str(path), 2, PythonPlatformConfig(allow_code_execution=True))
+    loader.load()
+    try:
+        servable = loader.servable()
+        assert isinstance(servable, InstancesServable)
+        for instance in servable.instances:
+            assert call_signature(instance, "serving_default", X)["met"][0] == 1
+    finally:
+        loader.unload()
+
+
+def test_an_instance_that_fails_to_load_fails_the_load_and_closes_the_others(
+    tmp_path: Path,
+) -> None:
+    """The load fails with the failing instance's error, and the instances loaded are closed."""
+    from servinglib.errors import InvalidArgumentError
+    from servinglib.loaders.instances import InstancesLoader
+
+    closed: list[int] = []
+
+    class Closing(_Recording):
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.index = index
+
+        def close(self) -> None:
+            closed.append(self.index)
+
+    def start(path: str, index: int) -> Servable:
+        if index == 1:
+            raise InvalidArgumentError(f"instance {index} of {path} cannot load")
+        return Closing(index)
+
+    loader = InstancesLoader(str(tmp_path), 3, start)
+    with pytest.raises(InvalidArgumentError, match="instance 1 of"):
+        loader.load()
+    assert sorted(closed) == [0, 2]
