@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import inspect
 import itertools
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -29,8 +30,9 @@ from servinglib.errors import (
     PermissionDeniedError,
     ServingError,
 )
+from servinglib.loaders.instances import InstancesLoader
 from servinglib.loaders.model_loader import ModelLoader
-from servinglib.loaders.process import process_loaders
+from servinglib.loaders.process import ProcessServable, process_loaders
 from servinglib.loaders.triton.backend_utils_import import backend_utils_importable
 from servinglib.loaders.warmup import WarmupOptions
 from servinglib.servable import (
@@ -51,6 +53,8 @@ from servinglib.sources.version_check import VersionCheck
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+_log = logging.getLogger(__name__)
+
 _loader_numbers = itertools.count()
 
 _SPEC_ATTRIBUTE = "__servinglib_signature__"
@@ -68,6 +72,10 @@ class PythonPlatformConfig:
     (:class:`~servinglib.loaders.process.ProcessLoader`): its load at idle CPU
     priority, its calls on its own interpreter lock; each call crosses a
     socket, and streaming signatures cannot run there.
+    ``instance_count``: instances of each version, calls going to a free one
+    (:mod:`servinglib.loaders.instances`); more than one are a model process
+    each, so a model holding the interpreter lock uses as many cores.  0: as
+    a Triton model's ``config.pbtxt`` ``instance_group`` says, else 1.
     Immutable, so thread-safe.
     """
 
@@ -76,6 +84,7 @@ class PythonPlatformConfig:
     class_name: str = "Model"
     warmup: WarmupOptions = attrs.field(factory=WarmupOptions)
     model_process: bool = False
+    instance_count: int = attrs.field(default=0, validator=attrs.validators.ge(0))
 
 
 def config_from_message(message: Any) -> PythonPlatformConfig:  # noqa: ANN401 - a PythonPlatformOptions
@@ -85,6 +94,7 @@ def config_from_message(message: Any) -> PythonPlatformConfig:  # noqa: ANN401 -
         entry_point=message.entry_point or "model.py",
         class_name=message.class_name or "Model",
         model_process=message.model_process,
+        instance_count=message.instance_count,
     )
 
 
@@ -159,9 +169,63 @@ def make_adapter(config: PythonPlatformConfig | None) -> SourceAdapter[StoragePa
                 "(servinglib-server: --allow_python_code_execution)"
             )
         )
-    if config.model_process:
-        return FunctionSourceAdapter(process_loaders(_FACTORY, config))
-    return FunctionSourceAdapter(functools.partial(PythonLoader, config=config))
+    processes = process_loaders(_FACTORY, config)
+    in_process = functools.partial(PythonLoader, config=config)
+
+    def loader(path: str) -> Loader:
+        count = _instance_count(path, config)
+        if count > 1:
+            return instances_loader(path, count, config)
+        return processes(path) if config.model_process else in_process(path)
+
+    return FunctionSourceAdapter(loader)
+
+
+def _instance_count(path: str, config: PythonPlatformConfig) -> int:
+    """The platform's ``instance_count``, else the one the model's ``config.pbtxt`` asks for."""
+    if config.instance_count:
+        return config.instance_count
+    model_dir = os.path.dirname(os.path.abspath(path))
+    if not os.path.isfile(os.path.join(model_dir, "config.pbtxt")):
+        return 1
+    # Imported here: only Triton models need the config reader and its protos.
+    from servinglib.loaders.triton.config import instance_count, read_model_config
+
+    try:
+        config_pbtxt = read_model_config(model_dir)
+        count = instance_count(config_pbtxt)
+    except ServingError:
+        return 1  # the load reads the config again and fails with what is wrong
+    if count > 1 and config_pbtxt.message.model_transaction_policy.decoupled:
+        _log.warning(
+            "Model %s: a decoupled model streams its answers, which a model process cannot: "
+            "it is served by one instance, not the %d instance_group asks for",
+            config_pbtxt.message.name,
+            count,
+        )
+        return 1
+    return max(1, count)
+
+
+def instances_loader(path: str, count: int, config: PythonPlatformConfig) -> Loader:
+    """``count`` instances of the version in ``path``, each loaded, warmed up (its warmup
+    records replayed) and served by a model process of its own
+    (:class:`~servinglib.loaders.instances.InstancesLoader`)."""
+    inner = attrs.evolve(config, model_process=False, instance_count=1)
+
+    def start(version_path: str, index: int) -> Servable:
+        return ProcessServable.start(_INSTANCE_FACTORY, version_path, (inner, index))
+
+    return InstancesLoader(path, count, start, WarmupOptions(enabled=False))
+
+
+_INSTANCE_FACTORY = "servinglib.loaders.python:instance_loader"
+
+
+def instance_loader(path: str, config: tuple[PythonPlatformConfig, int]) -> PythonLoader:
+    """The model process's loader of instance ``config[1]`` (a model process factory)."""
+    platform_config, index = config
+    return PythonLoader(path, platform_config, instance=index)
 
 
 @final
@@ -177,10 +241,13 @@ class PythonLoader(ModelLoader):
     from ``sys.modules`` on unload.  Thread safety: as :class:`Loader` requires.
     """
 
-    def __init__(self, path: str, config: PythonPlatformConfig | None = None) -> None:
+    def __init__(
+        self, path: str, config: PythonPlatformConfig | None = None, *, instance: int = 0
+    ) -> None:
         config = config if config is not None else PythonPlatformConfig(allow_code_execution=True)
         super().__init__(path, config.warmup)
         self._config = config
+        self._instance = instance  # which of the model's instances (a Triton model's name)
         digest = hashlib.sha1(os.path.abspath(path).encode(), usedforsecurity=False).hexdigest()
         # Unique per loader: two servables may load the same directory.
         self._module_name = f"servinglib_python_model_{digest[:12]}_{next(_loader_numbers)}"
@@ -210,7 +277,7 @@ class PythonLoader(ModelLoader):
             if not (isinstance(model_class, type) and issubclass(model_class, PythonModel)):
                 triton_class = getattr(module, _TRITON_CLASS_NAME, None)
                 if isinstance(triton_class, type):
-                    return _load_triton_python_model(triton_class, self.path)
+                    return _load_triton_python_model(triton_class, self.path, self._instance)
                 raise InvalidArgumentError(
                     f"{entry} defines no PythonModel subclass named {self._config.class_name} "
                     f"(nor a Triton Python-backend {_TRITON_CLASS_NAME})"
@@ -230,11 +297,11 @@ class PythonLoader(ModelLoader):
             sys.modules.pop(self._module_name, None)
 
 
-def _load_triton_python_model(model_class: type[Any], path: str) -> Servable:
+def _load_triton_python_model(model_class: type[Any], path: str, instance: int) -> Servable:
     # Imported here: only Triton Python models need the config reader and its protos.
     from servinglib.loaders.triton.python_model import load_triton_python_model
 
-    return load_triton_python_model(model_class, path)
+    return load_triton_python_model(model_class, path, instance)
 
 
 @final

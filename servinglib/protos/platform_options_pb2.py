@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(servinglib/protos/platform_options.proto\x12\x0eservinglib.tfs\"u\n\x15PythonPlatformOptions\x12\x1c\n\x14\x61llow_code_execution\x18\x01 \x01(\x08\x12\x13\n\x0b\x65ntry_point\x18\x02 \x01(\t\x12\x12\n\nclass_name\x18\x03 \x01(\t\x12\x15\n\rmodel_process\x18\x04 \x01(\x08\"\x98\x01\n\x19TensorFlowPlatformOptions\x12\x18\n\x10saved_model_tags\x18\x01 \x03(\t\x12$\n\x1cintra_op_parallelism_threads\x18\x02 \x01(\x05\x12$\n\x1cinter_op_parallelism_threads\x18\x03 \x01(\x05\x12\x15\n\rmodel_process\x18\x04 \x01(\x08\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(servinglib/protos/platform_options.proto\x12\x0eservinglib.tfs\"\x8d\x01\n\x15PythonPlatformOptions\x12\x1c\n\x14\x61llow_code_execution\x18\x01 \x01(\x08\x12\x13\n\x0b\x65ntry_point\x18\x02 \x01(\t\x12\x12\n\nclass_name\x18\x03 \x01(\t\x12\x15\n\rmodel_process\x18\x04 \x01(\x08\x12\x16\n\x0einstance_count\x18\x05 \x01(\x05\"\x98\x01\n\x19TensorFlowPlatformOptions\x12\x18\n\x10saved_model_tags\x18\x01 \x03(\t\x12$\n\x1cintra_op_parallelism_threads\x18\x02 \x01(\x05\x12$\n\x1cinter_op_parallelism_threads\x18\x03 \x01(\x05\x12\x15\n\rmodel_process\x18\x04 \x01(\x08\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'servinglib.protos.platform_options_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PYTHONPLATFORMOPTIONS']._serialized_start=60
-  _globals['_PYTHONPLATFORMOPTIONS']._serialized_end=177
-  _globals['_TENSORFLOWPLATFORMOPTIONS']._serialized_start=180
-  _globals['_TENSORFLOWPLATFORMOPTIONS']._serialized_end=332
+  _globals['_PYTHONPLATFORMOPTIONS']._serialized_start=61
+  _globals['_PYTHONPLATFORMOPTIONS']._serialized_end=202
+  _globals['_TENSORFLOWPLATFORMOPTIONS']._serialized_start=205
+  _globals['_TENSORFLOWPLATFORMOPTIONS']._serialized_end=357
 # @@protoc_insertion_point(module_scope)

@@ -7,16 +7,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PythonPlatformOptions(_message.Message):
-    __slots__ = ("allow_code_execution", "entry_point", "class_name", "model_process")
+    __slots__ = ("allow_code_execution", "entry_point", "class_name", "model_process", "instance_count")
     ALLOW_CODE_EXECUTION_FIELD_NUMBER: _ClassVar[int]
     ENTRY_POINT_FIELD_NUMBER: _ClassVar[int]
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
     MODEL_PROCESS_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_COUNT_FIELD_NUMBER: _ClassVar[int]
     allow_code_execution: bool
     entry_point: str
     class_name: str
     model_process: bool
-    def __init__(self, allow_code_execution: _Optional[bool] = ..., entry_point: _Optional[str] = ..., class_name: _Optional[str] = ..., model_process: _Optional[bool] = ...) -> None: ...
+    instance_count: int
+    def __init__(self, allow_code_execution: _Optional[bool] = ..., entry_point: _Optional[str] = ..., class_name: _Optional[str] = ..., model_process: _Optional[bool] = ..., instance_count: _Optional[int] = ...) -> None: ...
 
 class TensorFlowPlatformOptions(_message.Message):
     __slots__ = ("saved_model_tags", "intra_op_parallelism_threads", "inter_op_parallelism_threads", "model_process")

@@ -103,6 +103,12 @@ class ProcessServable(Servable):
             return self._link.process.pid
 
     @property
+    def serving(self) -> bool:
+        """False while the process has died and a new one loads the version (or after close)."""
+        with self._lock:
+            return self._gone is None
+
+    @property
     def signatures(self) -> Mapping[str, SignatureSpec]:
         return self._signatures
 

@@ -98,31 +98,37 @@ _INT64_TYPES = (FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64)
 
 def not_implemented(config: TritonModelConfig) -> list[str]:
     """The set fields a Triton Python model's config asks for that servinglib does not apply:
-    config.py's list but for the transaction policy (decoupled models are served), and
-    instance counts (one instance serves).  Dynamic batching is applied by the model's
-    placement (:mod:`servinglib.loaders.triton.request_batching`), but for a decoupled
-    model, whose requests each run alone."""
+    config.py's list but for the transaction policy (decoupled models are served); instance
+    counts are applied (a model process each, :mod:`servinglib.loaders.instances`), and
+    dynamic batching by the model's placement (:mod:`servinglib.loaders.triton.request_batching`),
+    but for a decoupled model, whose requests each run alone."""
     fields = [name for name in config.unimplemented if not name.startswith(_IMPLEMENTED_HERE)]
     message = config.message
-    if sum(group.count for group in message.instance_group) > 1:
-        fields.append("instance_group.count")
     if message.HasField("dynamic_batching") and message.model_transaction_policy.decoupled:
         fields.append("dynamic_batching")
     return fields
 
 
-def instance_name(config: pb.ModelConfig) -> str:
-    """The name of the model's first instance: its group's, then ``_0``, as Triton names it."""
-    group = config.instance_group[0].name if config.instance_group else config.name
-    return f"{group}_0"
+def instance_name(config: pb.ModelConfig, instance: int = 0) -> str:
+    """The name of the model's instance ``instance`` (counted across its groups in order):
+    its group's name, then ``_<i>`` within the group, as Triton names it."""
+    index = instance
+    for group in config.instance_group:
+        if index < max(1, group.count):
+            return f"{group.name}_{index}"
+        index -= max(1, group.count)
+    group_name = config.instance_group[0].name if config.instance_group else config.name
+    return f"{group_name}_{instance}"
 
 
-def initialize_args(config: pb.ModelConfig, model_dir: str, version: str) -> dict[str, str]:
-    """Triton's ``initialize`` args for the model's first instance (all strings)."""
+def initialize_args(
+    config: pb.ModelConfig, model_dir: str, version: str, instance: int = 0
+) -> dict[str, str]:
+    """Triton's ``initialize`` args for the model's instance ``instance`` (all strings)."""
     return {
         "model_config": config_json(config),
         "model_instance_kind": "CPU",
-        "model_instance_name": instance_name(config),
+        "model_instance_name": instance_name(config, instance),
         "model_instance_device_id": "0",
         "model_repository": model_dir,
         "model_version": version,

@@ -48,9 +48,11 @@ from servinglib.servable import (
 _log = logging.getLogger(__name__)
 
 
-def load_triton_python_model(model_class: type[Any], version_path: str) -> TritonPythonServable:
+def load_triton_python_model(
+    model_class: type[Any], version_path: str, instance: int = 0
+) -> TritonPythonServable:
     """Completes the config of the model in ``version_path``'s parent, makes the model and
-    initializes it.
+    initializes it as its instance ``instance`` (of its ``instance_group`` s).
 
     Raises InvalidArgumentError for a config that does not parse or that the model's
     ``auto_complete_config`` rejects, and the error of a failing ``initialize`` (a
@@ -62,7 +64,7 @@ def load_triton_python_model(model_class: type[Any], version_path: str) -> Trito
         raise InvalidArgumentError(f"Version directory {version_path} is not named by a number")
     config = completed_config(model_class, model_dir)
     warn_unimplemented(config.message.name, config.source, not_implemented(config))
-    args = initialize_args(config.message, model_dir, version_name)
+    args = initialize_args(config.message, model_dir, version_name, instance)
     try:
         model = model_class()
         initialize = getattr(model, "initialize", None)
@@ -70,7 +72,7 @@ def load_triton_python_model(model_class: type[Any], version_path: str) -> Trito
             initialize(args)
     except Exception as exc:
         raise ServingError.wrap(exc, f"{CLASS_NAME}.initialize failed") from exc
-    return TritonPythonServable(model, config, int(version_name))
+    return TritonPythonServable(model, config, int(version_name), instance)
 
 
 @final
@@ -82,7 +84,13 @@ class TritonPythonServable(Servable):
     Thread-safe.
     """
 
-    def __init__(self, model: Any, config: TritonModelConfig, version: int) -> None:  # noqa: ANN401 - the user's TritonPythonModel
+    def __init__(
+        self,
+        model: Any,  # noqa: ANN401 - the user's TritonPythonModel
+        config: TritonModelConfig,
+        version: int,
+        instance: int = 0,
+    ) -> None:
         self.model = model
         message = config.message
         inputs, outputs = tensor_specs(config)
@@ -93,7 +101,7 @@ class TritonPythonServable(Servable):
         self._signatures = {DEFAULT_SIGNATURE: self._spec}
         self._output_names = [tensor.name for tensor in message.output]
         self._max_batch_size = message.max_batch_size
-        self._instance_name = instance_name(message)
+        self._instance_name = instance_name(message, instance)
         self._execute_lock = threading.Lock()  # one instance: one execute() at a time
         self._batching = None if self._decoupled else request_batching(self, config, version)
 

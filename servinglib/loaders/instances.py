@@ -1,0 +1,230 @@
+"""Model instances: N copies of a version, each call run on a free one (``instance_group``).
+
+:class:`InstancesServable` serves the signatures of N instance servables (model processes,
+for Python models: one interpreter lock each) and places each call on a free instance
+(:class:`InstancePlacement`): a call waits, first come first served, within its deadline,
+while every instance is busy.  An instance whose process died fails its calls and is
+restarted by its :class:`~servinglib.loaders.process.ProcessServable`; meanwhile calls go to
+the instances that serve.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, final
+
+import numpy.typing as npt
+
+from servinglib.errors import InvalidArgumentError
+from servinglib.loaders.model_loader import ModelLoader
+from servinglib.loaders.warmup import WarmupOptions
+from servinglib.servable import (
+    ExecutionMode,
+    ModelCall,
+    Placement,
+    Servable,
+    SignatureSpec,
+    Tensors,
+    deadline_exceeded,
+    request_deadline,
+    within_deadline,
+)
+
+_Outputs = dict[str, npt.NDArray[Any]]
+
+
+@final
+class InstancesServable(Servable):
+    """The signatures of ``instances`` (the first one's), each call run on a free instance.
+
+    Requires: every instance serves the same signatures, none streaming (streams run on
+    the first instance).  ``thread`` and ``inline`` signatures are placed by
+    :class:`InstancePlacement`; :meth:`call` (for embedding code) waits for a free
+    instance within the request's deadline.  :meth:`close` closes every instance.
+    Thread-safe.
+    """
+
+    def __init__(self, instances: Sequence[Servable]) -> None:
+        if not instances:
+            raise InvalidArgumentError("A model needs at least one instance")
+        self._instances = tuple(instances)
+        self._free = _FreeInstances(self._instances)
+        self._placement = InstancePlacement(self._free)
+
+    @property
+    def instances(self) -> Sequence[Servable]:
+        """The instance servables, in order."""
+        return self._instances
+
+    @property
+    def signatures(self) -> Mapping[str, SignatureSpec]:
+        return self._instances[0].signatures
+
+    def call(
+        self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
+    ) -> _Outputs:
+        index = self._free.acquire(request_deadline())
+        try:
+            return self._instances[index].call(signature_name, inputs, output_filter)
+        finally:
+            self._free.release(index)
+
+    def placement(self, signature_name: str) -> Placement | None:
+        spec = self.signatures[signature_name]
+        if spec.streaming or spec.execution_mode is ExecutionMode.ASYNC:
+            return None  # (model processes serve neither; an in-process instance: the first)
+        return self._placement
+
+    def close(self) -> None:
+        self._placement.close()
+        for instance in self._instances:
+            instance.close()
+
+
+@final
+class InstancePlacement(Placement):
+    """Runs each call on a free instance of its servable, waiting FIFO within the deadline.
+
+    A server thread waits and runs the call itself; for an event loop a thread of the
+    placement's own (one per instance) does.  Thread-safe.
+    """
+
+    def __init__(self, free: _FreeInstances) -> None:
+        self._free = free
+        self._threads = concurrent.futures.ThreadPoolExecutor(
+            free.count, thread_name_prefix="servinglib-instance"
+        )
+
+    async def run(self, call: ModelCall) -> _Outputs:
+        deadline = call.deadline
+        if deadline is not None and deadline <= time.monotonic():
+            call.release()
+            raise deadline_exceeded()
+        call.stages.queued_ns = time.perf_counter_ns()
+        try:
+            future = self._threads.submit(self._run_here, call)
+        except BaseException:  # not queued (closed): nobody else releases it
+            call.release()
+            raise
+        future.add_done_callback(lambda done: call.release() if done.cancelled() else None)
+        try:
+            return await within_deadline(asyncio.wrap_future(future), deadline)
+        except BaseException:
+            future.cancel()  # a call still waiting for a thread never runs
+            raise
+
+    def run_blocking(self, call: ModelCall) -> _Outputs:
+        call.stages.queued_ns = time.perf_counter_ns()
+        return self._run_here(call)
+
+    def close(self) -> None:
+        """Stops the placement's threads once their calls have ended."""
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    def _run_here(self, call: ModelCall) -> _Outputs:
+        try:
+            index = self._free.acquire(call.deadline)
+            try:
+                return call.stages.call(
+                    self._free.instances[index],
+                    call.site.signature_name,
+                    call.spec,
+                    call.inputs,
+                    call.output_filter,
+                )
+            finally:
+                self._free.release(index)
+        finally:
+            call.release()
+
+
+@final
+class _FreeInstances:
+    """Which instances are free; waiters served first come, first served.
+
+    :meth:`acquire` prefers an instance that serves (a model process being restarted does
+    not) over one that does not.  Thread-safe.
+    """
+
+    def __init__(self, instances: Sequence[Servable]) -> None:
+        self.instances = tuple(instances)
+        self.count = len(self.instances)
+        self._changed = threading.Condition()
+        self._free = collections.deque(range(self.count))  # guarded by: _changed
+        self._waiting: collections.deque[object] = collections.deque()  # guarded by: _changed
+
+    def acquire(self, deadline: float | None) -> int:
+        """A free instance's index, once one is free and no earlier caller waits for one.
+
+        Raises DeadlineExceededError when ``deadline`` (``time.monotonic()``) passes first.
+        """
+        ticket = object()
+        with self._changed:
+            self._waiting.append(ticket)
+            try:
+                while not (self._free and self._waiting[0] is ticket):
+                    timeout = None if deadline is None else deadline - time.monotonic()
+                    if timeout is not None and timeout <= 0:
+                        raise deadline_exceeded()
+                    self._changed.wait(timeout)
+                return self._take_locked()
+            finally:
+                self._waiting.remove(ticket)
+                self._changed.notify_all()
+
+    def release(self, index: int) -> None:
+        """Frees the instance ``acquire`` returned."""
+        with self._changed:
+            self._free.append(index)
+            self._changed.notify_all()
+
+    def _take_locked(self) -> int:
+        for index in self._free:
+            if getattr(self.instances[index], "serving", True):
+                self._free.remove(index)
+                return index
+        return self._free.popleft()  # none serves: its call fails at once, saying why
+
+
+@final
+class InstancesLoader(ModelLoader):
+    """Loads ``count`` instances of a version with ``start(path, index)`` and serves them as
+    one :class:`InstancesServable`.
+
+    The instances load at once, each on a thread of its own; if one fails, those loaded are
+    closed and the load fails with the error of the first that failed (by index).
+    Thread safety: as :class:`~servinglib.core.loader.Loader` requires.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        count: int,
+        start: Callable[[str, int], Servable],
+        warmup: WarmupOptions | None = None,
+    ) -> None:
+        super().__init__(path, warmup)
+        self._count = count
+        self._start = start
+
+    def _load_servable(self) -> Servable:
+        with concurrent.futures.ThreadPoolExecutor(
+            self._count, thread_name_prefix="servinglib-instance-load"
+        ) as threads:
+            starts = [threads.submit(self._start, self.path, i) for i in range(self._count)]
+            concurrent.futures.wait(starts)
+        failed = [start for start in starts if start.exception() is not None]
+        if failed:
+            for start in starts:
+                if start.exception() is None:
+                    start.result().close()
+            failed[0].result()  # raises its error
+        return InstancesServable([start.result() for start in starts])
+
+    def _unload_servable(self, servable: Servable) -> None:
+        servable.close()  # (a wrapper served in its place may not have closed it)
