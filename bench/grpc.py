@@ -48,7 +48,6 @@ import os
 import re
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -60,6 +59,7 @@ from typing import Any
 
 import numpy as np
 from _common import INDENT, percentile, print_environment, print_target
+from _load import grpc_frame, h2load
 from _servers import (
     LOGGING_PASSES,
     LOGGING_RATES,
@@ -138,11 +138,6 @@ def v2_floor_response() -> bytes:
     response.outputs.add(name="y", datatype="FP32", shape=INPUT.shape)
     response.raw_output_contents.append((INPUT + 1).tobytes())
     return response.SerializeToString()
-
-
-def grpc_frame(message: bytes) -> bytes:
-    """A gRPC length-prefixed message: not compressed, 4-byte big-endian length."""
-    return b"\0" + struct.pack(">I", len(message)) + message
 
 
 @dataclasses.dataclass(frozen=True)
@@ -337,45 +332,6 @@ class Cell:
     @property
     def rps(self) -> float:
         return self.succeeded / self.seconds
-
-
-def h2load(
-    port: int,
-    path: str,
-    body: Path,
-    *,
-    concurrency: int,
-    seconds: float,
-    log: Path | None,
-    multiplexed: bool = False,
-) -> tuple[int, int, float]:
-    """Runs h2load; (succeeded, failed, measured seconds).
-
-    ``concurrency`` requests outstanding: one on each of as many connections,
-    or, ``multiplexed``, all as streams of one connection (``-c1 -m N``).
-    """
-    clients, streams = (1, concurrency) if multiplexed else (concurrency, 1)
-    command = [
-        "h2load",
-        f"--clients={clients}",
-        f"--max-concurrent-streams={streams}",
-        "--threads=1",
-        f"--duration={seconds:g}",
-        f"--data={body}",
-        "--header=content-type: application/grpc",
-        "--header=te: trailers",
-    ]
-    if log is not None:
-        log.unlink(missing_ok=True)  # h2load appends to it
-        command.append(f"--log-file={log}")
-    command.append(f"http://127.0.0.1:{port}{path}")
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    match = re.search(r"(\d+) succeeded, (\d+) failed", done.stdout)
-    took = re.search(r"finished in ([\d.]+)(m?s)", done.stdout)
-    if done.returncode != 0 or match is None or took is None:
-        raise RuntimeError(f"h2load failed: {done.stdout}\n{done.stderr}")
-    elapsed = float(took.group(1)) / (1000 if took.group(2) == "ms" else 1)
-    return int(match.group(1)), int(match.group(2)), elapsed
 
 
 def measure(

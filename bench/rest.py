@@ -39,7 +39,6 @@ import dataclasses
 import functools
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -56,6 +55,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 from _common import INDENT, print_environment, print_target
+from _load import WRK_LUA, wrk
 from _servers import (
     LOGGING_PASSES,
     LOGGING_RATES,
@@ -95,26 +95,6 @@ max_batch_size { value: 64 }
 batch_timeout_micros { value: 1000 }
 max_enqueued_batches { value: 64 }
 num_batch_threads { value: 1 }
-"""
-
-# wrk's script: the request, then (in done) one machine-readable line for this script.
-WRK_LUA = """
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-local f = assert(io.open(os.getenv("SERVINGLIB_BENCH_BODY"), "rb"))
-wrk.body = f:read("*a")
-f:close()
-
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    "SERVINGLIB requests=%d duration_us=%d non2xx=%d connect=%d read=%d write=%d timeout=%d",
-    summary.requests, summary.duration, e.status, e.connect, e.read, e.write, e.timeout))
-  for _, p in ipairs({50, 90, 99, 99.9}) do
-    io.write(string.format(" p%s=%d", p, latency:percentile(p)))
-  end
-  io.write(string.format(" max=%d\\n", latency.max))
-end
 """
 
 X = np.arange(16, dtype=np.float32).reshape(1, 16)
@@ -316,34 +296,6 @@ class Cell:
     @property
     def rps(self) -> float:
         return self.requests / self.seconds
-
-
-def wrk(
-    port: int,
-    path: str,
-    body: Path,
-    script: Path,
-    *,
-    concurrency: int,
-    seconds: float,
-) -> dict[str, float]:
-    """Runs wrk once; the figures of its ``SERVINGLIB`` line (latencies in µs)."""
-    command = [
-        "wrk",
-        "--threads=1",
-        f"--connections={concurrency}",
-        f"--duration={max(1, round(seconds))}s",
-        "--timeout=10s",
-        "--latency",
-        f"--script={script}",
-        f"http://127.0.0.1:{port}{path}",
-    ]
-    environment = {**os.environ, "SERVINGLIB_BENCH_BODY": str(body)}
-    done = subprocess.run(command, capture_output=True, text=True, check=False, env=environment)
-    line = re.search(r"^SERVINGLIB (.*)$", done.stdout, re.MULTILINE)
-    if done.returncode != 0 or line is None:
-        raise RuntimeError(f"wrk failed: {done.stdout}\n{done.stderr}")
-    return {key: float(value) for key, value in re.findall(r"(\S+)=(\S+)", line.group(1))}
 
 
 def measure(

@@ -34,8 +34,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from _common import INDENT, percentile, print_environment, print_target
+from _load import WRK_LUA, grpc_frame, h2load, wrk
 from _servers import free_port, pinned, running, write_trivial_models
-from rest import WRK_LUA, X, predict_body, wrk
+from rest import X, predict_body
 
 HERE = Path(__file__).resolve().parent
 # bench/grpc.py by path: importing it as "grpc" would shadow the grpc package.
@@ -204,11 +205,11 @@ def grpc_cell(
     label: str, port: int, model: str, *, concurrency: int, args: argparse.Namespace, tmp: Path
 ) -> Cell:
     body = tmp / "body.bin"
-    body.write_bytes(grpc_bench.grpc_frame(grpc_bench.predict_request(model).SerializeToString()))
+    body.write_bytes(grpc_frame(grpc_bench.predict_request(model).SerializeToString()))
     path = grpc_bench.PREDICT_PATH
     log = tmp / "h2load.log"
     run = functools.partial(
-        grpc_bench.h2load, port, path, body, concurrency=concurrency, multiplexed=args.multiplexed
+        h2load, port, path, body, concurrency=concurrency, multiplexed=args.multiplexed
     )
     if args.warmup_seconds > 0:
         run(seconds=args.warmup_seconds, log=None)

@@ -183,27 +183,36 @@ def make_adapter(config: PythonPlatformConfig | None) -> SourceAdapter[StoragePa
 
 def _instance_count(path: str, config: PythonPlatformConfig) -> int:
     """The platform's ``instance_count``, else the one the model's ``config.pbtxt`` asks for."""
-    if config.instance_count:
-        return config.instance_count
     model_dir = os.path.dirname(os.path.abspath(path))
     if not os.path.isfile(os.path.join(model_dir, "config.pbtxt")):
-        return 1
+        return config.instance_count or 1
     # Imported here: only Triton models need the config reader and its protos.
-    from servinglib.loaders.triton.config import instance_count, read_model_config
+    from servinglib.loaders.triton.config import (
+        instance_count,
+        read_model_config,
+        warn_unimplemented,
+    )
 
     try:
         config_pbtxt = read_model_config(model_dir)
-        count = instance_count(config_pbtxt)
+        count = config.instance_count or instance_count(config_pbtxt)
     except ServingError:
-        return 1  # the load reads the config again and fails with what is wrong
-    if count > 1 and config_pbtxt.message.model_transaction_policy.decoupled:
+        return config.instance_count or 1  # the load reads the config again, failing with why
+    message = config_pbtxt.message
+    if count > 1 and message.model_transaction_policy.decoupled:
         _log.warning(
             "Model %s: a decoupled model streams its answers, which a model process cannot: "
             "it is served by one instance, not the %d instance_group asks for",
-            config_pbtxt.message.name,
+            message.name,
             count,
         )
         return 1
+    if count > 1 and message.HasField("dynamic_batching"):
+        warn_unimplemented(
+            message.name,
+            config_pbtxt.source,
+            ["dynamic_batching (with more than one instance, each runs requests one at a time)"],
+        )
     return max(1, count)
 
 

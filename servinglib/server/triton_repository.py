@@ -150,8 +150,7 @@ class TritonRepository:
                 f"Model {name}: Triton's {backend or 'unnamed'} backend is not served; "
                 f"servinglib serves {', '.join(sorted(PLATFORMS))}"
             )
-        instance_count(config)  # refuses GPUs, saying which group asks for one
-        warn_unimplemented(name, config.source, config.unimplemented)
+        _warn_not_applied(name, platform, config)
         return ModelConfig(
             name,
             directory,
@@ -203,8 +202,7 @@ def with_config_files(config: ModelServerConfig) -> ModelServerConfig:
         triton = parse_model_config(
             read_text_file(path, "Triton model configuration"), model.name, source=path
         )
-        instance_count(triton)
-        warn_unimplemented(model.name, triton.source, triton.unimplemented)
+        _warn_not_applied(model.name, model.model_platform, triton)
         models.append(
             attrs.evolve(
                 model,
@@ -213,6 +211,17 @@ def with_config_files(config: ModelServerConfig) -> ModelServerConfig:
             )
         )
     return ModelServerConfig(models)
+
+
+def _warn_not_applied(name: str, platform: str, config: TritonModelConfig) -> None:
+    """Warns (once) of the config's fields without effect on ``platform``; raises as
+    :func:`instance_count` for a GPU.  A SavedModel's instance count is one of them: its calls
+    already run concurrently on the worker pool (a TensorFlow function is thread-safe), so one
+    copy serves what N instances would, without N copies of its weights."""
+    fields = list(config.unimplemented)
+    if instance_count(config) > 1 and platform == "tensorflow":
+        fields.append("instance_group.count (a SavedModel's calls already run concurrently)")
+    warn_unimplemented(name, config.source, fields)
 
 
 def _model_filename(platform: str, config: TritonModelConfig) -> str:

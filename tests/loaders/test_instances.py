@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import asyncio
 import os
 import signal
@@ -284,6 +286,25 @@ def test_a_decoupled_triton_model_keeps_one_instance(
         'backend: "python"\ninstance_group [ { count: 2 kind: KIND_CPU } ]\n', encoding="utf-8"
     )
     assert _instance_count(str(model / "1"), config) == 2
+
+
+def test_dynamic_batching_with_two_instances_is_named_as_without_effect(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Batching across model processes is not built: the warning names dynamic_batching."""
+    from servinglib.loaders.python import _instance_count
+
+    model = tmp_path / "batched_twice"
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text(
+        'backend: "python"\nmax_batch_size: 8\ndynamic_batching { }\n'
+        "instance_group [ { count: 2 kind: KIND_CPU } ]\n",
+        encoding="utf-8",
+    )
+    with caplog.at_level(logging.WARNING):
+        count = _instance_count(str(model / "1"), PythonPlatformConfig(allow_code_execution=True))
+    assert count == 2
+    assert "dynamic_batching (with more than one instance" in caplog.text
 
 
 WARMED_MODEL = """

@@ -115,6 +115,29 @@ def test_unimplemented_fields_are_warned_about_once_per_model(
     assert "dynamic_batching.preserve_ordering" in warnings[0]
 
 
+def test_a_savedmodel_instance_count_is_named_as_without_effect(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A SavedModel asking for two instances is served once, and the warning says why."""
+    config = 'platform: "tensorflow_savedmodel"\ninstance_group [ { count: 2 kind: KIND_CPU } ]\n'
+    write_model(tmp_path, "tf_twice", config)
+    with caplog.at_level(logging.WARNING, logger="servinglib.server"):
+        TritonRepository(tmp_path).model("tf_twice")
+    (warning,) = [r.getMessage() for r in caplog.records if "tf_twice" in r.getMessage()]
+    assert "instance_group.count (a SavedModel's calls already run concurrently)" in warning
+
+
+def test_a_python_instance_count_is_applied_not_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Python model's instance count is served, so no warning names it."""
+    config = ADD_SUB.replace("KIND_CPU", "KIND_CPU count: 2")
+    write_model(tmp_path, "py_twice", config)
+    with caplog.at_level(logging.WARNING, logger="servinglib.server"):
+        TritonRepository(tmp_path).model("py_twice")
+    assert not [r for r in caplog.records if "instance_group" in r.getMessage()]
+
+
 def test_with_models_keeps_the_other_models_and_refuses_a_name_in_both(tmp_path: Path) -> None:
     """The repository's models replace its own in a config; a name in both is an error."""
     repository = TritonRepository(tmp_path / "repo")

@@ -48,11 +48,13 @@ class TritonInstall:
 
 @dataclass(frozen=True)
 class RunningTriton:
-    """A started server: its HTTP and gRPC addresses (``host:port``, as tritonclient wants)."""
+    """A started server: its HTTP and gRPC addresses (``host:port``, as tritonclient wants),
+    its log and its process id."""
 
     http_url: str
     grpc_url: str
     log: Path
+    pid: int
 
     def log_text(self) -> str:
         """What the server has written so far (stdout and stderr)."""
@@ -140,12 +142,13 @@ def find_triton() -> TritonInstall:
 
 @contextlib.contextmanager
 def running_triton(
-    repository: Path, workdir: Path, options: Sequence[str] = ()
+    repository: Path, workdir: Path, options: Sequence[str] = (), prefix: Sequence[str] = ()
 ) -> Iterator[RunningTriton]:
     """Triton serving ``repository`` on 127.0.0.1 until the block ends; ready when it starts.
 
     ``workdir`` (empty, owned by the caller) takes the backend directory and the log;
-    ``options`` are more of Triton's flags (``--model-control-mode=explicit``).  Raises
+    ``options`` are more of Triton's flags (``--model-control-mode=explicit``); ``prefix`` runs
+    the server under a command (``taskset -c 0``: its stub processes inherit it).  Raises
     TritonUnavailableError as :func:`find_triton`, and RuntimeError with the log if the server exits
     or is not ready within STARTUP_TIMEOUT_S.
     """
@@ -154,6 +157,7 @@ def running_triton(
     http_port, grpc_port = _free_port(), _free_port()
     log = workdir / "tritonserver.log"
     args = [
+        *prefix,
         str(install.server),
         f"--model-repository={repository}",
         f"--backend-directory={backends}",
@@ -169,7 +173,9 @@ def running_triton(
     ]
     with log.open("wb") as sink:
         process = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT, env=_env(install))
-    server = RunningTriton(f"127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}", log)
+    server = RunningTriton(
+        f"127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}", log, process.pid
+    )
     try:
         _wait_ready(server, process)
         yield server
