@@ -16,6 +16,11 @@ from servinglib.loaders.registry import (
 from servinglib.sources.remote_mirror import list_versions
 from servinglib.sources.remote_store import is_remote
 
+INFERENCE_LISTING_TIMEOUT_S = 10.0
+"""How long a guess at a remote model's platform waits for its store's listing: a store that
+does not answer (an unknown host makes gcsfs retry for about 50 s) delays the server's start by
+at most this, and the guess falls back to the default, saying why."""
+
 
 @final
 @attrs.frozen
@@ -36,7 +41,8 @@ def infer_model_platform(
     a bare model in ``base_path`` itself (served as version 0); without
     any, TF Serving's default ``tensorflow``.  An object-store base path
     (``s3://``, ...) is listed once and its versions' keys decide the same
-    way (a store that cannot be listed: the default, saying why).  Requires:
+    way (a store that cannot be listed within :data:`INFERENCE_LISTING_TIMEOUT_S`: the default,
+    saying why).  Requires:
     ``base_path`` absolute, or a URI (only an object store's is looked into).
     Raises InvalidArgumentError when a version holds the files of more than
     one platform.
@@ -81,7 +87,7 @@ def _infer_local(base_path: str, registry: PlatformRegistry) -> PlatformChoice:
 def _infer_remote(base_path: str, registry: PlatformRegistry) -> PlatformChoice:
     """:func:`infer_model_platform` of an object-store base path, from one listing's keys."""
     try:
-        versions = list_versions(base_path)
+        versions = list_versions(base_path, timeout_s=INFERENCE_LISTING_TIMEOUT_S)
     except UnavailableError as error:
         return _default(error.message)
     for version in sorted(versions, reverse=True):

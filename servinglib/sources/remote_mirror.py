@@ -337,18 +337,22 @@ LISTING_TIMEOUT_S = 60.0
 """The longest one listing of a base path may take; past it, the listing has failed."""
 
 
-def list_versions(url: str, storage_options: Mapping[str, Any] | None = None) -> dict[int, Listing]:
+def list_versions(
+    url: str,
+    storage_options: Mapping[str, Any] | None = None,
+    timeout_s: float = LISTING_TIMEOUT_S,
+) -> dict[int, Listing]:
     """Each version under the remote base path ``url`` with its files, as one listing sees them.
 
     Complete or not, refused or not: what is there now (say, to tell which
     platform a model is).  Raises UnavailableError when the store cannot
-    be listed within :data:`LISTING_TIMEOUT_S`; InvalidArgumentError when
-    its store is not installed.
+    be listed within ``timeout_s``; InvalidArgumentError when its store is
+    not installed.
     """
     url = url.rstrip("/")
     fs, root = open_store(url, storage_options)
     try:
-        found = StoreWork().call(fs, "find", root, detail=True, timeout_s=LISTING_TIMEOUT_S)
+        found = StoreWork().call(fs, "find", root, detail=True, timeout_s=timeout_s)
     except Exception as exc:  # noqa: BLE001 - any store error: say which and why
         raise UnavailableError(f"Cannot list {url}: {type(exc).__name__}: {exc}") from None
     return _version_listings(found, root)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import logging
-
 import asyncio
+import logging
 import os
 import signal
 import threading

@@ -622,6 +622,19 @@ def test_a_remote_model_that_cannot_be_listed_keeps_the_default_and_says_why(
     assert "--model_platform" in choice.reason
 
 
+def test_a_guess_at_a_store_that_does_not_answer_gives_up_at_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An unknown GCS host (gcsfs retries it for ~50 s) costs the guess its bound, not more."""
+    from servinglib.loaders import platform_inference
+
+    monkeypatch.setattr(platform_inference, "INFERENCE_LISTING_TIMEOUT_S", 0.2)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://no-such-host.invalid:4443")
+    choice = infer_model_platform("gs://bucket/m")
+    assert choice.platform == "tensorflow"
+    assert "Cannot list gs://bucket/m: TimeoutError" in choice.reason
+
+
 def test_the_cli_serves_a_python_model_on_s3_without_model_platform(
     s3: S3Store, tmp_path: Path
 ) -> None:

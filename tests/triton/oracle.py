@@ -173,9 +173,7 @@ def running_triton(
     ]
     with log.open("wb") as sink:
         process = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT, env=_env(install))
-    server = RunningTriton(
-        f"127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}", log, process.pid
-    )
+    server = RunningTriton(f"127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}", log, process.pid)
     try:
         _wait_ready(server, process)
         yield server

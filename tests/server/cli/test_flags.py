@@ -233,7 +233,9 @@ def test_relative_paths_are_resolved_against_the_working_directory(
     assert served.models[0].base_path == str(tmp_path / "models" / "m")
     served = model_config(parse_flags(["--model_config_file=models/models.config"], environ={}))
     assert served.models[0].base_path == str(tmp_path / "models" / "m")
-    uri = model_config(parse_flags(["--model_base_path=gs://bucket/m"], environ={}))
+    uri = model_config(  # the platform given: a guess would list the (unreachable) bucket
+        parse_flags(["--model_base_path=gs://bucket/m", "--model_platform=python"], environ={})
+    )
     assert uri.models[0].base_path == "gs://bucket/m"
 
 
