@@ -151,7 +151,7 @@ class TritonRepository:
                 f"servinglib serves {', '.join(sorted(PLATFORMS))}"
             )
         instance_count(config)  # refuses GPUs, saying which group asks for one
-        warn_unimplemented(name, config.source, config.unimplemented)
+        warn_unimplemented(name, config.source, _unapplied(platform, config))
         return ModelConfig(
             name,
             directory,
@@ -204,7 +204,7 @@ def with_config_files(config: ModelServerConfig) -> ModelServerConfig:
             read_text_file(path, "Triton model configuration"), model.name, source=path
         )
         instance_count(triton)
-        warn_unimplemented(model.name, triton.source, triton.unimplemented)
+        warn_unimplemented(model.name, triton.source, _unapplied(model.model_platform, triton))
         models.append(
             attrs.evolve(
                 model,
@@ -245,3 +245,13 @@ def _auto_completed_platform(directory: str) -> str | None:
             if os.path.exists(os.path.join(version.path, filename)):
                 return platform
     return None
+
+
+def _unapplied(platform: str, config: TritonModelConfig) -> list[str]:
+    """The set fields of ``config`` a model of ``platform`` does not apply: a Python model's
+    loader applies more than the config reader does (sequence batching, decoupled models)."""
+    if platform != "python":
+        return list(config.unimplemented)
+    from servinglib.loaders.triton.python_config import not_implemented  # Python models only
+
+    return not_implemented(config)
