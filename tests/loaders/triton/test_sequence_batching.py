@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import logging
 import queue
 import threading
@@ -290,3 +291,41 @@ def test_the_repository_names_only_the_sequence_fields_it_does_not_apply(
 
     (warning,) = [r.getMessage() for r in caplog.records if "does not implement" in r.getMessage()]
     assert warning.endswith("have no effect: sequence_batching.iterative_sequence")
+
+
+def test_oldest_batches_never_hold_two_requests_of_one_sequence(serving: Serving) -> None:
+    """All steps of eight sequences queued at once on one stream: every execute() of the
+    oldest strategy gets at most max_batch_size requests, each of a different sequence,
+    and each sequence still gets its own running sums."""
+    answers: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
+    client = tritonclient.grpc.InferenceServerClient(serving.grpc_url)
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    try:
+        for sequence in range(SEQUENCES):
+            for step in range(STEPS):
+                tensor = tritonclient.grpc.InferInput("INPUT", [1, 1], "INT32")
+                tensor.set_data_from_numpy(step_input(_values(sequence)[step])["INPUT"])
+                client.async_stream_infer(
+                    "oldest",
+                    [tensor],
+                    request_id=f"{sequence}/{step}",
+                    sequence_id=3000 + sequence,
+                    sequence_start=step == 0,
+                    sequence_end=step == STEPS - 1,
+                )
+        got: dict[str, tuple[int, list[int]]] = {}
+        for _ in range(STEPS * SEQUENCES):
+            result, error = answers.get(timeout=30)
+            assert error is None, error
+            batch = json.loads(result.as_numpy("SEEN").item())["batch"]
+            got[result.get_response().id] = (int(result.as_numpy("OUTPUT").item()), batch)
+    finally:
+        client.stop_stream()
+        client.close()
+
+    batches = [batch for _, batch in got.values()]
+    assert all(len(batch) == len(set(batch)) <= 4 for batch in batches), batches
+    assert max(len(batch) for batch in batches) > 1  # they did meet in batches
+    for sequence in range(SEQUENCES):
+        sums = [got[f"{sequence}/{step}"][0] for step in range(STEPS)]
+        assert sums == _running_sums(_values(sequence))
