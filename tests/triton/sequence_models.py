@@ -138,3 +138,45 @@ def total(answer: dict[str, Any]) -> int:
     while isinstance(value, list):
         value = value[0]
     return int(value)
+
+
+STATEFUL_MODEL_PY = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            state = pb_utils.get_input_tensor_by_name(request, "STATE_IN").as_numpy()
+            value = pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy()
+            following = (state + value).astype(np.int32)
+            responses.append(pb_utils.InferenceResponse([
+                pb_utils.Tensor("OUTPUT", following),
+                pb_utils.Tensor("STATE_OUT", following),
+            ]))
+        return responses
+"""
+
+
+def write_stateful(repository: Path, name: str = "stateful", initial_state: str = "") -> Path:
+    """Writes a running sum kept as implicit state (the model keeps nothing) as ``name``;
+    ``initial_state``: the state's ``initial_state`` entry (none: zeros).  Its directory."""
+    model_dir = repository / name
+    (model_dir / "1").mkdir(parents=True)
+    (model_dir / "1" / "model.py").write_text(STATEFUL_MODEL_PY)
+    initial = f"initial_state: {{ {initial_state} }}" if initial_state else ""
+    (model_dir / "config.pbtxt").write_text(f"""
+backend: "python"
+max_batch_size: 8
+input [ {{ name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] }} ]
+output [ {{ name: "OUTPUT" data_type: TYPE_INT32 dims: [ 1 ] }} ]
+sequence_batching {{
+  state [ {{
+    input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [ 1 ]
+    {initial}
+  }} ]
+}}
+""")
+    return model_dir

@@ -4,7 +4,8 @@
 own ``TritonPythonModel``, in the server's process) through one
 :class:`~servinglib.loaders.triton.sequence_batcher.SequenceBatcher`: a sequence sticks to
 the instance whose slot it holds, and each request reaches ``execute`` with its control
-inputs filled in (:mod:`~servinglib.loaders.triton.sequence_controls`).
+inputs filled in (:mod:`~servinglib.loaders.triton.sequence_controls`) and its sequence's
+implicit state (:mod:`~servinglib.loaders.triton.sequence_state`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from servinglib.loaders.triton.config import TritonModelConfig
 from servinglib.loaders.triton.sequence_batcher import SequenceBatcher, SequenceStep, StepResult
 from servinglib.loaders.triton.sequence_controls import SequenceControls
 from servinglib.loaders.triton.sequence_options import sequence_options
+from servinglib.loaders.triton.sequence_state import SequenceStates
 from servinglib.servable import (
     CallSite,
     CallStages,
@@ -57,11 +59,11 @@ class TritonSequenceServable(Servable):
         options = sequence_options(config, len(instances))
         if options is None:
             raise InvalidArgumentError(f"Model {config.message.name!r} sets no sequence_batching")
-        del model_dir  # (its initial_state files: implicit state)
         self._instances = tuple(instances)
         self._version = version
         self._name = config.message.name
-        self._executor = _Executor(self._instances, SequenceControls(config))
+        states = SequenceStates(config, model_dir)
+        self._executor = _Executor(self._instances, SequenceControls(config), states)
         self._batcher = SequenceBatcher(self._executor, options, model_name=self._name)
 
     @property
@@ -106,12 +108,19 @@ def _nothing() -> None:
 
 @final
 class _Executor:
-    """Runs sequence steps on an instance: the client's tensors and the control tensors
-    in, the client's outputs out.  Thread-safe (each instance serializes its execute)."""
+    """Runs sequence steps on an instance: the client's tensors, the control tensors and the
+    sequence's state in; the client's outputs and the next state out.  Thread-safe (each
+    instance serializes its execute)."""
 
-    def __init__(self, instances: Seq[TritonPythonServable], controls: SequenceControls) -> None:
+    def __init__(
+        self,
+        instances: Seq[TritonPythonServable],
+        controls: SequenceControls,
+        states: SequenceStates,
+    ) -> None:
         self._instances = instances
         self._controls = controls
+        self._states = states
 
     def check(self, inputs: Tensors, correlation_id: int | str) -> None:
         self._instances[0].check_batch_size(inputs)
@@ -128,14 +137,28 @@ class _Executor:
                     **self._controls.tensors(
                         step.extras.correlation_id, start=step.start, end=step.end
                     ),
+                    **self._states.inputs(step.state),
                 },
                 step.wanted,
                 step.extras,
                 step.deadline,
+                also_wanted=self._states.output_names,
             )
             for step in steps
         ]
+        outcomes = servable.execute_requests(pending)
         return [
-            outcome if isinstance(outcome, ServingError) else StepResult(outcome)
-            for outcome in servable.execute_requests(pending)
+            outcome if isinstance(outcome, ServingError) else self._result(outcome, step.wanted)
+            for outcome, step in zip(outcomes, steps, strict=True)
         ]
+
+    def _result(
+        self, outputs: dict[str, npt.NDArray[Any]], wanted: frozenset[str] | None
+    ) -> StepResult | ServingError:
+        if not self._states.output_names:
+            return StepResult(outputs)
+        try:
+            client_outputs, state = self._states.split(outputs, wanted)
+        except ServingError as error:
+            return error
+        return StepResult(client_outputs, state)
