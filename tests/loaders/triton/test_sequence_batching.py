@@ -95,19 +95,27 @@ def _sequence(
 def test_interleaved_sequences_each_get_their_own_running_sums(
     serving: Serving, protocol: str
 ) -> None:
-    """Eight sequences sent at once from eight threads get exactly their own running sums,
-    and the model saw START on the first request only, END on the last only, READY always,
-    and CORRID and correlation_id() as the sequence's id."""
+    """Eight sequences sent at once from eight threads (sharing one gRPC channel) get exactly
+    their own running sums, and the model saw START on the first request only, END on the
+    last only, READY always, and CORRID and correlation_id() as the sequence's id."""
     barrier = threading.Barrier(SEQUENCES)
+    shared = Clients(serving.http_url, serving.grpc_url)
 
     def run(sequence: int) -> list[dict[str, Any]]:
         # tritonclient.http's client may not be shared by threads (gevent): one each.
-        with Clients(serving.http_url, serving.grpc_url) as clients:
-            barrier.wait(timeout=30)
-            return _sequence(clients, protocol, "accumulator", 1000 + sequence, _values(sequence))
+        own = Clients(serving.http_url, serving.grpc_url) if protocol == "http" else shared
+        barrier.wait(timeout=30)
+        try:
+            return _sequence(own, protocol, "accumulator", 1000 + sequence, _values(sequence))
+        finally:
+            if own is not shared:
+                own.close()
 
-    with concurrent.futures.ThreadPoolExecutor(SEQUENCES) as pool:
-        results = list(pool.map(run, range(SEQUENCES)))
+    try:
+        with concurrent.futures.ThreadPoolExecutor(SEQUENCES) as pool:
+            results = list(pool.map(run, range(SEQUENCES)))
+    finally:
+        shared.close()
 
     for sequence, answers in enumerate(results):
         assert [total(a) for a in answers] == _running_sums(_values(sequence)), answers
