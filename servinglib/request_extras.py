@@ -1,4 +1,4 @@
-"""What an inference request carries beside its tensors: its id, sequence id and parameters.
+"""What an inference request carries beside its tensors: its id, sequence and parameters.
 
 The KServe V2 front ends set them (:func:`request_extras_scope`) around the call; a model
 that reads them (a Triton Python model's ``request.parameters()``) asks :func:`request_extras`.
@@ -15,6 +15,8 @@ from typing import final
 
 import attrs
 
+from servinglib.errors import InvalidArgumentError
+
 ParameterValue = bool | int | float | str
 
 
@@ -26,7 +28,8 @@ def _frozen(value: Mapping[str, ParameterValue]) -> Mapping[str, ParameterValue]
 @attrs.frozen
 class RequestExtras:
     """A request's ``id`` (empty: none), sequence id (0: none; an int or a str, as the client
-    sent it) and parameters (those the protocol reserves excluded).  Immutable, so thread-safe.
+    sent it), whether it starts or ends its sequence, and parameters (those the protocol
+    reserves excluded).  Immutable, so thread-safe.
     """
 
     request_id: str = ""
@@ -34,12 +37,19 @@ class RequestExtras:
     parameters: Mapping[str, ParameterValue] = attrs.field(
         factory=lambda: MappingProxyType({}), converter=_frozen
     )
+    sequence_start: bool = False
+    sequence_end: bool = False
 
     @classmethod
     def of_request(cls, request_id: str, parameters: Mapping[str, ParameterValue]) -> RequestExtras:
         """A V2 request's extras: its ``id`` and ``parameters``, whose ``sequence_id`` is the
         sequence id; the parameters the protocol reserves (:data:`RESERVED_PARAMETERS`) are
-        left out of ``parameters``, as Triton leaves them out."""
+        left out of ``parameters``, as Triton leaves them out; ``sequence_start`` and
+        ``sequence_end`` are the sequence's flags.
+
+        Raises InvalidArgumentError for a ``sequence_start`` or ``sequence_end`` that is not
+        a bool.
+        """
         if not parameters:
             return cls(request_id) if request_id else NO_EXTRAS
         sequence_id = parameters.get("sequence_id", 0)
@@ -47,7 +57,16 @@ class RequestExtras:
         if isinstance(sequence_id, str | int) and not isinstance(sequence_id, bool):
             correlation_id = sequence_id
         kept = {k: v for k, v in parameters.items() if k not in RESERVED_PARAMETERS}
-        return cls(request_id, correlation_id, kept)
+        start = _flag(parameters, "sequence_start")
+        end = _flag(parameters, "sequence_end")
+        return cls(request_id, correlation_id, kept, sequence_start=start, sequence_end=end)
+
+
+def _flag(parameters: Mapping[str, ParameterValue], name: str) -> bool:
+    value = parameters.get(name, False)
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"Parameter '{name}' must be a bool, not {value!r:.40}")
+    return value
 
 
 RESERVED_PARAMETERS = frozenset(

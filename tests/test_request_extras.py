@@ -5,6 +5,9 @@ from __future__ import annotations
 import concurrent.futures
 import contextvars
 
+import pytest
+
+from servinglib.errors import InvalidArgumentError
 from servinglib.request_extras import (
     NO_EXTRAS,
     RequestExtras,
@@ -47,3 +50,21 @@ def test_the_scope_sets_the_extras_and_a_copied_context_carries_them() -> None:
 
     assert on_worker is extras
     assert request_extras() is NO_EXTRAS
+
+
+def test_the_sequence_flags_are_read_and_kept_out_of_the_parameters() -> None:
+    """sequence_start and sequence_end become the extras' flags, not the model's parameters."""
+    extras = RequestExtras.of_request(
+        "", {"sequence_id": "s", "sequence_start": True, "sequence_end": False, "k": 1}
+    )
+
+    assert (extras.sequence_start, extras.sequence_end) == (True, False)
+    assert dict(extras.parameters) == {"k": 1}
+    assert not RequestExtras.of_request("", {"sequence_id": 3}).sequence_start
+
+
+def test_a_sequence_flag_that_is_not_a_bool_is_invalid() -> None:
+    """A sequence_start of 1 or "true" is refused, naming the parameter, not read as a flag."""
+    for value in (1, "true"):
+        with pytest.raises(InvalidArgumentError, match="'sequence_start' must be a bool"):
+            RequestExtras.of_request("", {"sequence_id": 3, "sequence_start": value})

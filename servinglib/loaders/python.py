@@ -176,7 +176,9 @@ def make_adapter(config: PythonPlatformConfig | None) -> SourceAdapter[StoragePa
         count = _instance_count(path, config)
         if count > 1:
             return instances_loader(path, count, config)
-        return processes(path) if config.model_process else in_process(path)
+        if config.model_process and not _sequence_batching(path):
+            return processes(path)
+        return in_process(path)
 
     return FunctionSourceAdapter(loader)
 
@@ -197,9 +199,16 @@ def _instance_count(path: str, config: PythonPlatformConfig) -> int:
         config_pbtxt = read_model_config(model_dir)
         count = config.instance_count or instance_count(config_pbtxt)
     except ServingError:
+<<<<<<< HEAD
         return config.instance_count or 1  # the load reads the config again, failing with why
     message = config_pbtxt.message
     if count > 1 and message.model_transaction_policy.decoupled:
+=======
+        return 1  # the load reads the config again and fails with what is wrong
+    if config_pbtxt.message.HasField("sequence_batching"):
+        return 1  # its instances are its sequence batcher's, in the server's process
+    if count > 1 and config_pbtxt.message.model_transaction_policy.decoupled:
+>>>>>>> helper-s
         _log.warning(
             "Model %s: a decoupled model streams its answers, which a model process cannot: "
             "it is served by one instance, not the %d instance_group asks for",
@@ -214,6 +223,21 @@ def _instance_count(path: str, config: PythonPlatformConfig) -> int:
             ["dynamic_batching (with more than one instance, each runs requests one at a time)"],
         )
     return max(1, count)
+
+
+def _sequence_batching(path: str) -> bool:
+    """Whether the model's ``config.pbtxt`` sets ``sequence_batching``: its sequence batcher
+    and instances live in the server's process (a request's sequence id does not travel to
+    a model process)."""
+    model_dir = os.path.dirname(os.path.abspath(path))
+    if not os.path.isfile(os.path.join(model_dir, "config.pbtxt")):
+        return False
+    from servinglib.loaders.triton.config import read_model_config  # only Triton models
+
+    try:
+        return read_model_config(model_dir).message.HasField("sequence_batching")
+    except ServingError:
+        return False  # the load reads the config again and fails with what is wrong
 
 
 def instances_loader(path: str, count: int, config: PythonPlatformConfig) -> Loader:

@@ -218,7 +218,7 @@ def _warn_not_applied(name: str, platform: str, config: TritonModelConfig) -> No
     :func:`instance_count` for a GPU.  A SavedModel's instance count is one of them: its calls
     already run concurrently on the worker pool (a TensorFlow function is thread-safe), so one
     copy serves what N instances would, without N copies of its weights."""
-    fields = list(config.unimplemented)
+    fields = _unapplied(platform, config)
     if instance_count(config) > 1 and platform == "tensorflow":
         fields.append("instance_group.count (a SavedModel's calls already run concurrently)")
     warn_unimplemented(name, config.source, fields)
@@ -254,3 +254,13 @@ def _auto_completed_platform(directory: str) -> str | None:
             if os.path.exists(os.path.join(version.path, filename)):
                 return platform
     return None
+
+
+def _unapplied(platform: str, config: TritonModelConfig) -> list[str]:
+    """The set fields of ``config`` a model of ``platform`` does not apply: a Python model's
+    loader applies more than the config reader does (sequence batching, decoupled models)."""
+    if platform != "python":
+        return list(config.unimplemented)
+    from servinglib.loaders.triton.python_config import not_implemented  # Python models only
+
+    return not_implemented(config)

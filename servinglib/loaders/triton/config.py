@@ -20,7 +20,8 @@ map the fields it does implement:
 ``parameters`` are read by the repository and the backends.  Everything
 else that is set is listed in ``TritonModelConfig.unimplemented``: among
 them queue timeouts, ``preserve_ordering``, priorities,
-``sequence_batching``, ``ensemble_scheduling``, ``model_warmup``, ``reshape``,
+``sequence_batching`` (a Python model's is applied: :mod:`.sequence_servable`),
+``ensemble_scheduling``, ``model_warmup``, ``reshape``,
 ``optional`` inputs and ``decoupled``.
 """
 
@@ -51,9 +52,9 @@ CONFIG_FILE_NAME = "config.pbtxt"
 _WHAT = "Triton model configuration"
 
 # The fields servinglib acts on, as a tree of field names; True: the field and all inside it.
-_Tree: TypeAlias = "Mapping[str, bool | _Tree]"
-_TENSOR: _Tree = {"name": True, "data_type": True, "dims": True}
-_IMPLEMENTED: _Tree = {
+Tree: TypeAlias = "Mapping[str, bool | Tree]"
+_TENSOR: Tree = {"name": True, "data_type": True, "dims": True}
+_IMPLEMENTED: Tree = {
     "name": True,
     "platform": True,
     "backend": True,
@@ -117,7 +118,7 @@ def parse_model_config(text: str, model_name: str, source: str = "") -> TritonMo
 
 def unimplemented_fields(message: pb.ModelConfig) -> tuple[str, ...]:
     """The set fields of ``message`` servinglib does not act on (see :class:`TritonModelConfig`)."""
-    return tuple(dict.fromkeys(_unimplemented(message, _IMPLEMENTED, "")))
+    return tuple(dict.fromkeys(unimplemented_paths(message, _IMPLEMENTED, "")))
 
 
 def complete(message: pb.ModelConfig, model_name: str) -> pb.ModelConfig:
@@ -234,7 +235,9 @@ def batching_parameters(config: TritonModelConfig) -> BatchingParameters | None:
     )
 
 
-def _unimplemented(message: Message, implemented: _Tree, prefix: str) -> Iterator[str]:
+def unimplemented_paths(message: Message, implemented: Tree, prefix: str) -> Iterator[str]:
+    """The dotted paths (after ``prefix``) of the set fields of ``message`` that the tree
+    ``implemented`` (field names; True: the field and all inside it) does not hold."""
     for field, value in message.ListFields():
         rule = implemented.get(field.name, False)
         path = prefix + field.name
@@ -245,7 +248,7 @@ def _unimplemented(message: Message, implemented: _Tree, prefix: str) -> Iterato
             continue
         items = value if field.is_repeated else [value]
         for item in items:
-            yield from _unimplemented(item, rule, path + ".")
+            yield from unimplemented_paths(item, rule, path + ".")
 
 
 _warned_lock = threading.Lock()

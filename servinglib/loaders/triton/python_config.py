@@ -15,11 +15,13 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from servinglib.errors import InvalidArgumentError, NotFoundError
 from servinglib.loaders.triton.config import (
+    Tree,
     TritonModelConfig,
     complete,
     parse_model_config,
     read_model_config,
     unimplemented_fields,
+    unimplemented_paths,
 )
 from servinglib.loaders.triton.pb_model_config import ModelConfig
 from servinglib.protos import model_config_pb2 as pb
@@ -101,12 +103,41 @@ def not_implemented(config: TritonModelConfig) -> list[str]:
     config.py's list but for the transaction policy (decoupled models are served); instance
     counts are applied (a model process each, :mod:`servinglib.loaders.instances`), and
     dynamic batching by the model's placement (:mod:`servinglib.loaders.triton.request_batching`),
-    but for a decoupled model, whose requests each run alone."""
+    but for a decoupled model, whose requests each run alone; so is sequence batching (but
+    ``iterative_sequence``, ``oldest.preserve_ordering`` and the state's buffer options), but
+    for a decoupled model."""
     fields = [name for name in config.unimplemented if not name.startswith(_IMPLEMENTED_HERE)]
     message = config.message
-    if message.HasField("dynamic_batching") and message.model_transaction_policy.decoupled:
+    decoupled = message.model_transaction_policy.decoupled
+    if message.HasField("dynamic_batching") and decoupled:
         fields.append("dynamic_batching")
+    if message.HasField("sequence_batching") and not decoupled:
+        fields.remove("sequence_batching")
+        fields += unimplemented_paths(
+            message.sequence_batching, _SEQUENCE_BATCHING_HERE, "sequence_batching."
+        )
     return fields
+
+
+# The sequence_batching fields a Triton Python model's sequence batcher applies
+# (:mod:`servinglib.loaders.triton.sequence_servable`).
+_SEQUENCE_BATCHING_HERE: Tree = {
+    "direct": True,
+    "oldest": {
+        "max_candidate_sequences": True,
+        "preferred_batch_size": True,
+        "max_queue_delay_microseconds": True,
+    },
+    "max_sequence_idle_microseconds": True,
+    "control_input": True,
+    "state": {
+        "input_name": True,
+        "output_name": True,
+        "data_type": True,
+        "dims": True,
+        "initial_state": True,
+    },
+}
 
 
 def instance_name(config: pb.ModelConfig, instance: int = 0) -> str:

@@ -23,7 +23,12 @@ import numpy as np
 import numpy.typing as npt
 
 from servinglib.errors import InternalError, InvalidArgumentError, ServingError
-from servinglib.loaders.triton.config import TritonModelConfig, tensor_specs, warn_unimplemented
+from servinglib.loaders.triton.config import (
+    TritonModelConfig,
+    instance_count,
+    tensor_specs,
+    warn_unimplemented,
+)
 from servinglib.loaders.triton.pb_request import InferenceRequest, InferenceResponseSender
 from servinglib.loaders.triton.pb_types import InferenceResponse, Tensor
 from servinglib.loaders.triton.python_config import (
@@ -34,7 +39,8 @@ from servinglib.loaders.triton.python_config import (
     not_implemented,
 )
 from servinglib.loaders.triton.request_batching import request_batching
-from servinglib.request_extras import request_extras
+from servinglib.loaders.triton.sequence_servable import TritonSequenceServable
+from servinglib.request_extras import RequestExtras, request_extras
 from servinglib.servable import (
     DEFAULT_SIGNATURE,
     Placement,
@@ -50,9 +56,14 @@ _log = logging.getLogger(__name__)
 
 def load_triton_python_model(
     model_class: type[Any], version_path: str, instance: int = 0
-) -> TritonPythonServable:
+) -> Servable:
     """Completes the config of the model in ``version_path``'s parent, makes the model and
     initializes it as its instance ``instance`` (of its ``instance_group`` s).
+
+    A model whose config sets ``sequence_batching`` (and is not decoupled) is made and
+    initialized as each of its instances here, in this process, and served as one
+    :class:`~servinglib.loaders.triton.sequence_servable.TritonSequenceServable`: its
+    sequences stick to an instance.
 
     Raises InvalidArgumentError for a config that does not parse or that the model's
     ``auto_complete_config`` rejects, and the error of a failing ``initialize`` (a
@@ -64,7 +75,24 @@ def load_triton_python_model(
         raise InvalidArgumentError(f"Version directory {version_path} is not named by a number")
     config = completed_config(model_class, model_dir)
     warn_unimplemented(config.message.name, config.source, not_implemented(config))
-    args = initialize_args(config.message, model_dir, version_name, instance)
+    message = config.message
+    if not message.HasField("sequence_batching") or message.model_transaction_policy.decoupled:
+        return _instance(model_class, config, model_dir, version_name, instance)
+    instances: list[TritonPythonServable] = []
+    try:
+        for index in range(instance_count(config)):
+            instances.append(_instance(model_class, config, model_dir, version_name, index))
+        return TritonSequenceServable(instances, config, model_dir, int(version_name))
+    except BaseException:
+        for loaded in instances:
+            loaded.close()
+        raise
+
+
+def _instance(
+    model_class: type[Any], config: TritonModelConfig, model_dir: str, version: str, instance: int
+) -> TritonPythonServable:
+    args = initialize_args(config.message, model_dir, version, instance)
     try:
         model = model_class()
         initialize = getattr(model, "initialize", None)
@@ -72,7 +100,7 @@ def load_triton_python_model(
             initialize(args)
     except Exception as exc:
         raise ServingError.wrap(exc, f"{CLASS_NAME}.initialize failed") from exc
-    return TritonPythonServable(model, config, int(version_name), instance)
+    return TritonPythonServable(model, config, int(version), instance)
 
 
 @final
@@ -124,11 +152,29 @@ class TritonPythonServable(Servable):
 
         Requires: ``inputs`` and ``output_filter`` were checked against the signature.
         """
-        self._check_batch_size(inputs)
+        return self.pending_request(inputs, output_filter, request_extras(), request_deadline())
+
+    def pending_request(
+        self,
+        inputs: Tensors,
+        output_filter: frozenset[str] | None,
+        extras: RequestExtras,
+        deadline: float | None,
+        *,
+        also_wanted: frozenset[str] = frozenset(),
+    ) -> PendingRequest:
+        """One request for :meth:`execute_requests` of the request ``extras`` describes, which
+        is cancelled once ``deadline`` (``time.monotonic()``; None: none) passes;
+        ``also_wanted``: outputs to take from its response besides those it asks for.
+
+        Requires: ``inputs`` and ``output_filter`` were checked against the signature.
+        """
+        self.check_batch_size(inputs)
         reply = _Reply()
-        sender = InferenceResponseSender(reply.take, _past(request_deadline()))
-        wanted = output_filter or frozenset(self._spec.outputs)
-        return PendingRequest(self._request(inputs, output_filter, sender), reply, wanted)
+        sender = InferenceResponseSender(reply.take, _past(deadline))
+        wanted = (output_filter or frozenset(self._spec.outputs)) | also_wanted
+        request = self._request(inputs, output_filter, sender, extras)
+        return PendingRequest(request, reply, wanted)
 
     def execute_requests(
         self, requests: Sequence[PendingRequest]
@@ -184,7 +230,7 @@ class TritonPythonServable(Servable):
     def _stream(
         self, inputs: Tensors, output_filter: frozenset[str] | None
     ) -> Iterator[dict[str, npt.NDArray[Any]]]:
-        self._check_batch_size(inputs)
+        self.check_batch_size(inputs)
         sent: queue.SimpleQueue[tuple[InferenceResponse | None, bool]] = queue.SimpleQueue()
         ended = threading.Event()
         deadline = request_deadline()
@@ -194,7 +240,7 @@ class TritonPythonServable(Servable):
             return ended.is_set() or deadline_passed()
 
         sender = InferenceResponseSender(lambda r, final: sent.put((r, final)), cancelled)
-        request = self._request(inputs, output_filter, sender)
+        request = self._request(inputs, output_filter, sender, request_extras())
         wanted = output_filter or self._spec.outputs.keys()
         try:
             try:
@@ -211,7 +257,7 @@ class TritonPythonServable(Servable):
         finally:
             ended.set()  # the model's sender now says cancelled
 
-    def _check_batch_size(self, inputs: Tensors) -> None:
+    def check_batch_size(self, inputs: Tensors) -> None:
         """Raises InvalidArgumentError, as Triton, for a batch larger than ``max_batch_size``."""
         if not self._max_batch_size:
             return
@@ -227,8 +273,8 @@ class TritonPythonServable(Servable):
         inputs: Tensors,
         output_filter: frozenset[str] | None,
         sender: InferenceResponseSender,
+        extras: RequestExtras,
     ) -> InferenceRequest:
-        extras = request_extras()
         return InferenceRequest.served(
             [Tensor(name, value) for name, value in inputs.items()],
             sorted(output_filter) if output_filter else self._output_names,

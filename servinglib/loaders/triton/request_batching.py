@@ -13,7 +13,7 @@ import concurrent.futures
 import threading
 from collections.abc import Sequence
 from time import monotonic, perf_counter_ns
-from typing import Any, Protocol, Self, final
+from typing import Any, Protocol, final
 
 import attrs
 import numpy.typing as npt
@@ -21,8 +21,9 @@ import numpy.typing as npt
 from servinglib.batching.options import BatchingParameters
 from servinglib.batching.scheduler import QueueStatistics, SharedBatchScheduler
 from servinglib.batching.tensor_ops import rows
-from servinglib.errors import DeadlineExceededError, ServingError, UnavailableError
+from servinglib.errors import ServingError, UnavailableError
 from servinglib.loaders.triton.config import TritonModelConfig, batching_parameters
+from servinglib.loaders.triton.queued_call import QueuedCall
 from servinglib.servable import (
     ModelCall,
     Placement,
@@ -95,13 +96,13 @@ class RequestBatching(Placement):
         self._queue.close()
         self._scheduler.close()
 
-    def _schedule(self, call: ModelCall) -> _Task:
+    def _schedule(self, call: ModelCall) -> QueuedCall:
         try:
             call.stages.queued_ns = perf_counter_ns()
             wanted = check_call(call.spec, call.inputs, call.output_filter)
             if call.deadline is not None and call.deadline <= monotonic():
                 raise deadline_exceeded()
-            task = _Task(call, self._executor.pending(call.inputs, wanted), rows(call.inputs))
+            task = QueuedCall(call, self._executor.pending(call.inputs, wanted), rows(call.inputs))
             with self._lock:
                 if self._max_queue_size and self._waiting >= self._max_queue_size:
                     raise UnavailableError("Exceeds maximum queue size")
@@ -117,7 +118,7 @@ class RequestBatching(Placement):
             raise
         return task
 
-    def _process(self, tasks: list[_Task]) -> int:
+    def _process(self, tasks: list[QueuedCall]) -> int:
         with self._lock:
             self._waiting -= len(tasks)
         started = perf_counter_ns()
@@ -136,68 +137,6 @@ class RequestBatching(Placement):
         for task, outcome in zip(live, outcomes, strict=True):
             task.settle(outcome)
         return size
-
-
-@final
-class _Task:
-    """One call waiting in the queue: its request, its rows, its future.  Thread-safe."""
-
-    __slots__ = ("_call", "_lock", "_released", "future", "pending", "size")
-
-    def __init__(self, call: ModelCall, pending: object, size: int) -> None:
-        self._call = call
-        self.pending = pending
-        self.size = size
-        self.future: concurrent.futures.Future[Outputs] = concurrent.futures.Future()
-        self._lock = threading.Lock()
-        self._released = False  # guarded by: _lock
-
-    def split(self, size: int) -> tuple[Self, Self]:
-        raise AssertionError("a request handed to execute() whole is never split")
-
-    def start(self, now: float) -> bool:
-        """Whether the batch hands this request to the model; settles it if not."""
-        deadline = self._call.deadline
-        if deadline is not None and now >= deadline:
-            self.fail(DeadlineExceededError("Deadline exceeded while waiting in the batch queue"))
-            return False
-        if not self.future.set_running_or_notify_cancel():  # its caller gave up
-            self._release()
-            return False
-        return True
-
-    def mark(
-        self, started: int, infer_started: int, infer_ended: int, size: int, *, leads: bool
-    ) -> None:
-        stages = self._call.stages
-        stages.started_ns = started
-        stages.infer_started_ns = infer_started
-        stages.infer_ended_ns = infer_ended
-        stages.ended_ns = perf_counter_ns()
-        stages.batch_size = size
-        stages.leads_batch = leads
-
-    def settle(self, outcome: Outputs | ServingError) -> None:
-        if not self.future.done():
-            if isinstance(outcome, ServingError):
-                self.future.set_exception(outcome)
-            else:
-                self.future.set_result(outcome)
-        self._release()
-
-    def fail(self, error: ServingError) -> None:
-        """Settles the request with ``error`` (a queue closing, a batch failing, its deadline)."""
-        future = self.future
-        if not future.done() and (future.running() or future.set_running_or_notify_cancel()):
-            future.set_exception(error)
-        self._release()
-
-    def _release(self) -> None:
-        with self._lock:
-            if self._released:
-                return
-            self._released = True
-        self._call.release()
 
 
 def request_batching(
