@@ -5,7 +5,9 @@ from __future__ import annotations
 import hmac
 import logging
 import os
-from typing import final
+import time
+from collections.abc import Callable
+from typing import Final, final
 
 _log = logging.getLogger(__name__)
 
@@ -14,21 +16,35 @@ _MAX_FILE_BYTES = 64 << 10  # a token file larger than this is not a token
 
 _FileKey = tuple[int, int, int, int, int]
 
+RECHECK_INTERVAL_S: Final = 1.0
+"""How often a credential file is looked at (``stat``), at most: a rotated file counts from
+the first request this long after the last look."""
+
 
 @final
 class Credential:
     """The secret a request must present: a fixed value, or the text of a file.
 
     :meth:`parse` reads flag syntax: ``VALUE``, or ``@PATH`` for the stripped
-    text of the file at ``PATH``, re-read whenever the file changes (checked
-    with one ``stat`` per request: a replaced file, as Kubernetes rotates a
-    mounted secret, or one rewritten in place).  A file that cannot be read,
+    text of the file at ``PATH``, re-read when the file changed (a replaced
+    file, as Kubernetes rotates a mounted secret, or one rewritten in place):
+    a request looks at the file (one ``stat``) when ``recheck_interval_s``
+    passed since the last look, by ``clock``.  (Not every request: a system
+    call releases the GIL, and taking it back on the event loop thread costs
+    far more than the call.)  A file that cannot be read,
     or holds nothing, matches no request (it fails closed) and is logged
     once per change; the secret itself is never logged, nor shown by ``repr``.
     Thread-safe: the file's value is published as one immutable tuple.
     """
 
-    def __init__(self, value: str | None = None, *, path: str | None = None) -> None:
+    def __init__(
+        self,
+        value: str | None = None,
+        *,
+        path: str | None = None,
+        recheck_interval_s: float = RECHECK_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if (value is None) == (path is None):
             raise ValueError("A credential is a value or a file's path, one of the two")
         if value is not None and not value:
@@ -37,11 +53,20 @@ class Credential:
         self._fixed = value.encode("utf-8") if value is not None else b""
         # (the file's identity and times, its value); swapped whole.
         self._read: tuple[_FileKey | None, bytes] = (None, b"")
+        self._recheck_interval_s = recheck_interval_s
+        self._clock = clock
+        self._next_look = 0.0  # by clock; a stale value only means one more look
         if path is not None:
-            self._current()
+            self._look()
 
     @classmethod
-    def parse(cls, text: str) -> Credential:
+    def parse(
+        cls,
+        text: str,
+        *,
+        recheck_interval_s: float = RECHECK_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> Credential:
         """``VALUE``, or ``@PATH``: the file's text (see the class docstring).
 
         Raises ValueError for an empty value, OSError naming the path for a
@@ -53,7 +78,7 @@ class Credential:
                 raise ValueError("'@' must be followed by the path of the credential's file")
             with open(path, "rb"):  # unreadable at start: the operator hears it now
                 pass
-            return cls(path=path)
+            return cls(path=path, recheck_interval_s=recheck_interval_s, clock=clock)
         return cls(text)
 
     @property
@@ -63,12 +88,18 @@ class Credential:
 
     def matches(self, presented: bytes) -> bool:
         """Whether ``presented`` is the credential, compared in constant time."""
-        expected = self._current() if self._path is not None else self._fixed
+        expected = self._fixed if self._path is None else self._current()
         # compare_digest's time depends on the lengths only, never on where bytes differ.
         return hmac.compare_digest(presented, expected) and bool(expected)
 
     def _current(self) -> bytes:
+        if self._clock() < self._next_look:
+            return self._read[1]
+        return self._look()
+
+    def _look(self) -> bytes:
         assert self._path is not None
+        self._next_look = self._clock() + self._recheck_interval_s
         key, value = self._read
         try:
             status = os.stat(self._path)

@@ -87,14 +87,19 @@ def test_hostile_presented_values_are_refused_cheaply() -> None:
 
 
 def test_a_credential_file_is_reread_when_replaced(tmp_path: Path) -> None:
-    """@PATH: the stripped text of the file, re-read once it is replaced (as a rotated secret)."""
+    """@PATH: the stripped text of the file, re-read once it is replaced (as a rotated secret),
+    looked at once per recheck interval."""
     token = tmp_path / "token"
     token.write_text("first\n")
-    credential = Credential.parse(f"@{token}")
+    now = [0.0]
+    credential = Credential.parse(f"@{token}", recheck_interval_s=1.0, clock=lambda: now[0])
     assert credential.matches(b"first")
     replacement = tmp_path / "token.new"
     replacement.write_text("second\n")
     os.replace(replacement, token)  # the atomic swap Kubernetes and most tools make
+    now[0] = 0.999
+    assert credential.matches(b"first")  # not looked at again within the interval
+    now[0] = 1.0
     assert credential.matches(b"second")
     assert not credential.matches(b"first")
 
@@ -103,7 +108,7 @@ def test_a_credential_file_rewritten_in_place_is_reread(tmp_path: Path) -> None:
     """A file rewritten in place (same inode, same size) is re-read too: its ctime moved."""
     token = tmp_path / "token"
     token.write_text("aaaa")
-    credential = Credential.parse(f"@{token}")
+    credential = Credential.parse(f"@{token}", recheck_interval_s=0.0)
     assert credential.matches(b"aaaa")
     before = os.stat(token)
     token.write_text("bbbb")
@@ -118,7 +123,7 @@ def test_a_missing_or_empty_file_matches_nothing(
     """A credential file removed or emptied fails closed, logged without the secret."""
     token = tmp_path / "token"
     token.write_text(SECRET)
-    credential = Credential.parse(f"@{token}")
+    credential = Credential.parse(f"@{token}", recheck_interval_s=0.0)
     assert credential.matches(SECRET.encode())
     with caplog.at_level(logging.WARNING):
         token.unlink()

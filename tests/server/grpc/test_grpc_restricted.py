@@ -24,6 +24,7 @@ from tritonclient.utils import InferenceServerException
 
 from servinglib.server.auth import GRPC_METHOD_GROUPS, ApiGroup, RestrictedApis
 from servinglib.server.server_core import ServerCore
+from servinglib.testing import wait_until
 
 KEY = "admin-key"
 METADATA_KEY = f"triton-grpc-protocol-{KEY}"
@@ -210,8 +211,12 @@ def test_a_rotated_token_file_takes_effect_on_the_next_rpc(
         assert refusal(tfs_predict, channel, None, {METADATA_KEY: "first"}) == "OK"
         (tmp_path / "next").write_text("second\n")
         (tmp_path / "next").replace(token)
+        # The file is looked at once a second (RECHECK_INTERVAL_S): wait for the new token.
+        wait_until(
+            lambda: refusal(tfs_predict, channel, None, {METADATA_KEY: "second"}) == "OK",
+            timeout_s=10,
+        )
         assert refusal(tfs_predict, channel, None, {METADATA_KEY: "first"}) == "PERMISSION_DENIED"
-        assert refusal(tfs_predict, channel, None, {METADATA_KEY: "second"}) == "OK"
 
 
 def test_every_method_served_has_a_group(served: Served) -> None:

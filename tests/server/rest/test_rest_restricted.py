@@ -26,6 +26,7 @@ from servinglib.server.rest import RestOptions, RestServer, create_app
 from servinglib.server.rest.metrics_endpoint import MetricsEndpoint
 from servinglib.server.rest.router import Router
 from servinglib.server.server_core import ServerCore
+from servinglib.testing import wait_until
 
 TOKEN = "Bearer rest-secret-0123456789"
 WRONG = "Bearer wrong-guess-9876543210"
@@ -213,8 +214,12 @@ def test_a_rotated_token_file_takes_effect_on_the_next_request(
         rotated = tmp_path / "token.new"
         rotated.write_text("Bearer second\n")
         os.replace(rotated, token)
+        # The file is looked at once a second (RECHECK_INTERVAL_S): wait for the new token.
+        wait_until(
+            lambda: call(client, "POST", predict, PREDICT, "Bearer second").status_code == 200,
+            timeout_s=10,
+        )
         assert call(client, "POST", predict, PREDICT, "Bearer first").status_code == 403
-        assert call(client, "POST", predict, PREDICT, "Bearer second").status_code == 200
 
 
 def test_cors_preflight_allows_the_credential_header(core: ServerCore) -> None:
