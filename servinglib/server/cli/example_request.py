@@ -20,11 +20,15 @@ MAX_EXAMPLE_VALUES = 32
 _SCALAR_INSTANCES = 3
 
 
-def try_command(core: ServerCore, host: str, port: int) -> str | None:
+def try_command(
+    core: ServerCore, host: str, port: int, *, scheme: str = "http", header: str = ""
+) -> str | None:
     """``curl -d '<body>' <url>`` predicting with the first model an example can be made for.
 
     The body is built from the default signature of the model's latest
     version (:func:`example_request`).  None when no model has one.
+    ``header``: a header the request needs (the inference group's), sent
+    with a placeholder value, never the credential.
     """
     shown_host = "localhost" if host in {"0.0.0.0", "::", ""} else host
     if ":" in shown_host:
@@ -36,8 +40,9 @@ def try_command(core: ServerCore, host: str, port: int) -> str | None:
             continue
         body = example_request(signatures)
         if body is not None:
-            url = f"http://{shown_host}:{port}/v1/models/{name}:predict"
-            return f"curl -d {shlex.quote(json.dumps(body))} {shlex.quote(url)}"
+            url = f"{scheme}://{shown_host}:{port}/v1/models/{name}:predict"
+            auth = f"-H {shlex.quote(header + ': <credential>')} " if header else ""
+            return f"curl {auth}-d {shlex.quote(json.dumps(body))} {shlex.quote(url)}"
     return None
 
 

@@ -11,6 +11,9 @@ from typing import Any, NoReturn, final
 
 import attrs
 
+from servinglib.server.auth.api_groups import ApiGroup
+from servinglib.server.auth.restricted_apis import RestrictedApis
+
 _log = logging.getLogger(__name__)
 
 PROGRAM = "servinglib-server"
@@ -178,6 +181,8 @@ class ServerFlags:
     model_control_mode: str = "none"
     load_model: tuple[str, ...] = ()
     repository_poll_secs: float = 15.0
+    http_restricted_api: tuple[str, ...] = ()
+    grpc_restricted_protocol: tuple[str, ...] = ()
     # servinglib's own
     rest_api_host: str = "0.0.0.0"  # every interface, as TF Serving
     grpc_host: str = "0.0.0.0"
@@ -186,6 +191,9 @@ class ServerFlags:
     rest_api_idle_timeout_seconds: float = 5.0
     rest_api_request_read_timeout_seconds: float = 60.0
     rest_api_max_connections: int = 1000
+    rest_ssl_certfile: str = ""
+    rest_ssl_keyfile: str = ""
+    rest_ssl_ca_certs: str = ""
     max_tensor_fill_bytes: int = 64 << 20
     demo: bool = False
     allow_python_code_execution: bool = False
@@ -285,6 +293,7 @@ def make_parser() -> _Parser:
     _model_flags(parser.add_argument_group("models (TF Serving)"))
     _batching_flags(parser.add_argument_group("batching and monitoring (TF Serving)"))
     _repository_flags(parser.add_argument_group("Triton model repository (Triton's flags)"))
+    _access_flags(parser.add_argument_group("who may call (Triton's restricted APIs; REST TLS)"))
     _own_flags(parser.add_argument_group("servinglib's own"))
     hidden = parser.add_argument_group("accepted and ignored (TF Serving's C++ tuning knobs)")
     # Booleans among them may stand alone (--enable_profiler), so a value is optional.
@@ -382,6 +391,29 @@ def _repository_flags(group: argparse._ArgumentGroup) -> None:
         help="explicit mode: a model of the repository to load at start (repeat; * for all)",
     )
     _flag(group, "repository_poll_secs", _positive_seconds, "poll mode: look every N s")
+
+
+def _access_flags(group: argparse._ArgumentGroup) -> None:
+    groups = ",".join(group.value for group in ApiGroup)
+    group.add_argument(
+        "--http_restricted_api",
+        action="append",
+        default=None,
+        metavar="GROUP[,GROUP...]:HEADER=VALUE",
+        help="REST requests of these API groups need header HEADER=VALUE (VALUE @PATH: the "
+        f"file's text, re-read when it changes); repeatable; groups: {groups}",
+    )
+    group.add_argument(
+        "--grpc_restricted_protocol",
+        action="append",
+        default=None,
+        metavar="GROUP[,GROUP...]:KEY=VALUE",
+        help="gRPC calls of these API groups need metadata triton-grpc-protocol-KEY=VALUE "
+        "(VALUE @PATH as above); repeatable",
+    )
+    _flag(group, "rest_ssl_certfile", str, "serve REST over TLS with this PEM certificate chain")
+    _flag(group, "rest_ssl_keyfile", str, "its PEM private key (empty: in the certificate file)")
+    _flag(group, "rest_ssl_ca_certs", str, "require REST clients' certificates signed by these")
 
 
 def _own_flags(group: argparse._ArgumentGroup) -> None:
@@ -513,7 +545,8 @@ def parse_flags(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
             raise FlagError(f"--{name} is not supported: {reason}")
     ignored = tuple(name for name in TUNING_KNOBS if values.pop(f"knob_{name}") is not None)
     values.pop("version", None)
-    values["load_model"] = tuple(values["load_model"] or ())
+    for name in ("load_model", "http_restricted_api", "grpc_restricted_protocol"):
+        values[name] = tuple(values[name] or ())
     given = {a for a in argv if a.startswith("--")}
     if not values["model_base_path"] and not values["model_config_file"]:
         base = environ.get("MODEL_BASE_PATH")
@@ -567,6 +600,7 @@ def _check(flags: ServerFlags) -> None:
             "Give --tensorflow_session_parallelism or the intra/inter-op flags, not all three"
         )
     _check_limits(flags)
+    _check_access(flags)
     if flags.max_pool_calls_per_model < 0:
         raise FlagError("--max_pool_calls_per_model must not be negative (0: half the pool)")
     if flags.drain_delay_seconds < 0 or flags.shutdown_grace_seconds < 0:
@@ -591,6 +625,22 @@ def _check_repository(flags: ServerFlags) -> None:
             "--model_control_mode=explicit changes what one process serves: it cannot be used "
             "with --num_workers"
         )
+
+
+def _check_access(flags: ServerFlags) -> None:
+    """The restrictions parse and their files can be read; REST TLS has what it needs."""
+    for name, parse in (
+        ("http_restricted_api", RestrictedApis.http),
+        ("grpc_restricted_protocol", RestrictedApis.grpc),
+    ):
+        try:
+            parse(getattr(flags, name))
+        except (ValueError, OSError) as error:
+            raise FlagError(f"--{name}: {error}") from None
+    if (flags.rest_ssl_keyfile or flags.rest_ssl_ca_certs) and not flags.rest_ssl_certfile:
+        raise FlagError("--rest_ssl_keyfile and --rest_ssl_ca_certs need --rest_ssl_certfile")
+    if flags.rest_ssl_certfile and not flags.rest_api_port:
+        raise FlagError("--rest_ssl_certfile needs --rest_api_port (REST is off)")
 
 
 def _check_limits(flags: ServerFlags) -> None:

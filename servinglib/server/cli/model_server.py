@@ -24,6 +24,7 @@ from servinglib.examples import HALF_PLUS_TWO, PYTHON_HALF_PLUS_TWO
 from servinglib.loaders.python import PythonPlatformConfig
 from servinglib.loaders.tensorflow.config import TensorFlowPlatformConfig
 from servinglib.loaders.warmup import WarmupOptions
+from servinglib.server.auth import ApiGroup, RestrictedApis
 from servinglib.server.cli.example_request import try_command
 from servinglib.server.cli.file_budget import FileBudget, raise_open_file_limit
 from servinglib.server.cli.flags import ServerFlags, usable_cores
@@ -156,6 +157,23 @@ def core_options(flags: ServerFlags) -> ServerCoreOptions:
         batching_parameters=batching_parameters(flags),
         enable_per_model_batching_parameters=per_model_batching(flags),
     )
+
+
+def rest_tls(flags: ServerFlags) -> Any:  # noqa: ANN401 - RestTls, imported lazily with REST
+    """The REST server's TLS files, or None for plain HTTP."""
+    if not flags.rest_ssl_certfile:
+        return None
+    from servinglib.server.rest.tls import RestTls
+
+    return RestTls(flags.rest_ssl_certfile, flags.rest_ssl_keyfile, flags.rest_ssl_ca_certs)
+
+
+def _inference_header(flags: ServerFlags) -> str:
+    """The header REST inference needs (for the start-up example), or "" when it is open."""
+    for restriction in RestrictedApis.http(flags.http_restricted_api).restrictions:
+        if ApiGroup.INFERENCE in restriction.groups:
+            return restriction.key
+    return ""
 
 
 def management_options(flags: ServerFlags) -> ModelManagementOptions:
@@ -485,13 +503,14 @@ class ModelServer:
             request_timeout_s=flags.rest_api_timeout_in_ms / 1e3,
             enable_cors_support=flags.rest_api_enable_cors_support,
             decode_limits=decode_limits(flags),
+            restricted_apis=RestrictedApis.http(flags.http_restricted_api),
         )
         app: Any = create_app(
             self.plane, options, on_request=self._request_observer(), management=self.management
         )
         if self.metrics is not None:
             paths = {self.metrics_path, DEFAULT_METRICS_PATH, "/metrics"}
-            app = MetricsEndpoint(app, self.metrics, paths)
+            app = MetricsEndpoint(app, self.metrics, paths, options.restricted_apis)
         server = RestServer(
             app,
             flags.rest_api_host,
@@ -505,6 +524,7 @@ class ModelServer:
                 max_connections=budget.rest_connections,
             ),
             reuse_port=self.worker is not None,
+            tls=rest_tls(flags),
         )
         self.rest_port = server.port
         return server
@@ -527,6 +547,7 @@ class ModelServer:
             server=flags.grpc_server,
             max_threads=flags.grpc_max_threads,
             max_connections=budget.grpc_connections,
+            restricted_apis=RestrictedApis.grpc(flags.grpc_restricted_protocol),
         )
         server, port = create_server(
             self.plane, options, management=self.management, on_request=self._request_observer()
@@ -629,17 +650,25 @@ class ModelServer:
         if self.flags.grpc_socket_path:
             _log.info("gRPC on unix:%s", self.flags.grpc_socket_path)
         if self.rest_port is not None:
-            _log.info("REST on http://%s:%d", self.flags.rest_api_host, self.rest_port)
+            scheme = "https" if self.flags.rest_ssl_certfile else "http"
+            _log.info("REST on %s://%s:%d", scheme, self.flags.rest_api_host, self.rest_port)
             if self.metrics is not None:
                 _log.info(
-                    "Prometheus metrics on http://%s:%d%s",
+                    "Prometheus metrics on %s://%s:%d%s",
+                    scheme,
                     self.flags.rest_api_host,
                     self.rest_port,
                     self.metrics_path,
                 )
         _log.info("Serving models: %s", names)
         if self.rest_port is not None:
-            command = try_command(self.core, self.flags.rest_api_host, self.rest_port)
+            command = try_command(
+                self.core,
+                self.flags.rest_api_host,
+                self.rest_port,
+                scheme="https" if self.flags.rest_ssl_certfile else "http",
+                header=_inference_header(self.flags),
+            )
             if command is not None:
                 _log.info("Try: %s", command)
 

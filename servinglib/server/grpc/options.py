@@ -10,6 +10,7 @@ import attrs
 from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
 from servinglib.errors import InvalidArgumentError
 from servinglib.protos.text_files import parse_text, read_text_file
+from servinglib.server.auth.restricted_apis import UNRESTRICTED, RestrictedApis
 
 if TYPE_CHECKING:
     from servinglib.server.grpc._rpc import RpcObserver
@@ -151,6 +152,8 @@ class GrpcServerOptions:
     RESOURCE_EXHAUSTED; past ``max_connections`` a new connection is closed
     once accepted.  ``server``: ``"sync"`` (grpcio's synchronous server, with
     ``max_threads`` worker threads) or ``"aio"`` (grpc.aio).
+    ``restricted_apis``: the API groups whose RPCs need a credential in their
+    metadata (``--grpc_restricted_protocol``; default: none, every group open).
     ``rpc_observer``: deprecated; pass ``create_server(..., on_request=...)``.
     Immutable, so thread-safe.
     """
@@ -184,6 +187,7 @@ class GrpcServerOptions:
     max_connections: int = attrs.field(
         default=DEFAULT_MAX_CONNECTIONS, validator=attrs.validators.ge(1)
     )
+    restricted_apis: RestrictedApis = UNRESTRICTED
     rpc_observer: RpcObserver | None = attrs.field(default=None, eq=False)
 
     def grpc_options(self) -> list[ChannelArgument]:

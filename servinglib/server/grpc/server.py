@@ -26,6 +26,7 @@ from servinglib.server.grpc import (
     prediction_service,
     stream_infer,
 )
+from servinglib.server.grpc._restricted import restrict
 from servinglib.server.grpc._rpc import (
     blocking_method_handler,
     blocking_stream_handler,
@@ -140,7 +141,8 @@ def create_server(
     closes) its own.  ``on_request``: called with a RequestRecord when each
     RPC ends.  ``management`` decides whether RepositoryModelLoad / Unload
     and HandleReloadConfigRequest may change what is served (default: they
-    answer PERMISSION_DENIED).
+    answer PERMISSION_DENIED).  The groups ``options.restricted_apis`` names
+    refuse RPCs without their credential (UNAUTHENTICATED, PERMISSION_DENIED).
     Requires: called from a coroutine on the event loop that will run
     :class:`GrpcServer`'s coroutines (grpc.aio binds to it).  Raises
     UnavailableError when the address cannot be bound.
@@ -184,6 +186,7 @@ def create_server(
     inferer = stream_infer.StreamInferer(plane, options.decode_limits)
     for name, streams in _streams(health_servicer, inferer, observer, stream_loop).items():
         methods[name].update(streams)
+    restrict(methods, options.restricted_apis, observer)
     server.add_generic_rpc_handlers(
         [grpc.method_handlers_generic_handler(name, rpcs) for name, rpcs in methods.items()]
     )

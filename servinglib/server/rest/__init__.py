@@ -11,6 +11,7 @@ from servinglib.server.rest.http_limits import HttpLimits as HttpLimits
 from servinglib.server.rest.options import RestOptions as RestOptions
 from servinglib.server.rest.server import RestServer as RestServer
 from servinglib.server.rest.server import create_server as create_server
+from servinglib.server.rest.tls import RestTls as RestTls
 
 __all__ = [
     "HttpLimits",
@@ -19,6 +20,7 @@ __all__ = [
     "RestApp",
     "RestOptions",
     "RestServer",
+    "RestTls",
     "create_app",
     "create_server",
 ]

@@ -20,6 +20,7 @@ from servinglib.errors import (
     UnavailableError,
     bounded_message,
 )
+from servinglib.server.auth.api_groups import REST_API_GROUPS
 from servinglib.server.management.model_management import ModelManagement
 from servinglib.server.observe.request_context import begin_request, was_logged
 from servinglib.server.observe.request_context import request_id as current_request_id
@@ -35,6 +36,7 @@ from servinglib.server.rest.exchange import BodyStream, RestRequest, RestRespons
 from servinglib.server.rest.generate import GenerateApi
 from servinglib.server.rest.kserve_v2 import KServeV2Api
 from servinglib.server.rest.options import RestOptions
+from servinglib.server.rest.restricted import check_headers
 from servinglib.server.rest.router import Route, Router, below_root
 from servinglib.server.rest.tf_serving import TfServingApi
 from servinglib.server.server_core import ServerCore
@@ -63,10 +65,12 @@ class RestApp:
     """An ASGI 3 application: TF Serving's REST API, KServe V2, model listing and health.
 
     Every request passes through one method, which maps errors to
-    ``{"error": message}`` bodies with their code's HTTP status, answers 413
-    for bodies over ``max_request_body_bytes``, logs 5xx failures (but 503 and
-    504) once with a request id, and reports a :class:`RequestRecord` to
-    ``on_request``.  :meth:`close` stops the DataPlane if the app created it.
+    ``{"error": message}`` bodies with their code's HTTP status, refuses
+    requests of a restricted API group without its credential (401, or 403
+    for another value) before their body is read, answers 413 for bodies over
+    ``max_request_body_bytes``, logs 5xx failures (but 503 and 504) once with
+    a request id, and reports a :class:`RequestRecord` to ``on_request``.
+    :meth:`close` stops the DataPlane if the app created it.
     Paths are routed below the ASGI ``root_path`` (it serves mounted under a
     prefix).
     Thread-safe: holds no per-request state; mount it on any ASGI server.
@@ -92,9 +96,11 @@ class RestApp:
         self._on_request = on_request
         self._timeout_s = self._options.request_timeout_s
         self._max_body = self._options.max_request_body_bytes
-        self._extra_headers = _CORS_HEADERS if self._options.enable_cors_support else ()
+        cors = self._options.enable_cors_support
+        self._extra_headers = _cors_headers(self._options) if cors else ()
         self._request_ids = itertools.count(1)
         self._tracing = self._plane.tracing
+        self._restricted = self._options.restricted_apis.by_api(REST_API_GROUPS)
 
     @property
     def options(self) -> RestOptions:
@@ -139,6 +145,8 @@ class RestApp:
                 response = RestResponse(204, b"")
             else:
                 route = self._router.match(method, path)
+                if self._restricted and route.api in self._restricted:
+                    check_headers(self._restricted[route.api], scope["headers"])
                 if self._tracing is not None and route.model_name:
                     span = self._start_span(scope, method, path, route, started)
                 if route.label is not None:
@@ -334,6 +342,15 @@ async def _disconnected(receive: Receive) -> None:
 class _BodyTooLarge(Exception):  # noqa: N818 - an HTTP outcome (413), not a serving error
     def __init__(self, limit: int) -> None:
         super().__init__(f"The request body is larger than the limit of {limit} bytes")
+
+
+def _cors_headers(options: RestOptions) -> tuple[tuple[bytes, bytes], ...]:
+    """The CORS headers, letting browsers send the restricted groups' credential headers too."""
+    keys = sorted({r.key for r in options.restricted_apis.restrictions})
+    if not keys:
+        return _CORS_HEADERS
+    allowed = ", ".join(["Content-Type", *keys]).encode("latin-1")
+    return (*_CORS_HEADERS[:2], (b"access-control-allow-headers", allowed))
 
 
 def _error_body(message: str) -> bytes:

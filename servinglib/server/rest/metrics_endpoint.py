@@ -8,8 +8,13 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, final
 
+from servinglib.errors import ServingError
+from servinglib.server.auth.api_groups import REST_API_GROUPS
+from servinglib.server.auth.restricted_apis import RestrictedApis
 from servinglib.server.observe.metrics import CONTENT_TYPE, DEFAULT_METRICS_PATH, ServerMetrics
 from servinglib.server.observe.request_record import record_request
+from servinglib.server.rest.exchange import RestResponse
+from servinglib.server.rest.restricted import check_headers
 from servinglib.server.rest.router import below_root
 
 __all__ = ["MetricsEndpoint", "record_request"]
@@ -26,7 +31,8 @@ class MetricsEndpoint:
 
     The paths are matched below the ASGI ``root_path``, as the REST app's.
     The text is rendered off the event loop, one render at a time (see the
-    module's docstring).
+    module's docstring).  With ``restricted`` locking the ``statistics``
+    group, a scrape needs its credential (401 / 403 as the REST app answers).
 
     Thread-safe, like the app it wraps.
     """
@@ -36,8 +42,11 @@ class MetricsEndpoint:
         app: App,
         metrics: ServerMetrics,
         paths: Iterable[str] = (DEFAULT_METRICS_PATH, "/metrics"),
+        restricted: RestrictedApis | None = None,
     ) -> None:
         self._app = app
+        locked = restricted.by_api(REST_API_GROUPS) if restricted is not None else {}
+        self._restricted = locked.get("metrics")
         self._render = _SharedRender(metrics.render)
         self._paths = frozenset(paths)
 
@@ -56,6 +65,13 @@ class MetricsEndpoint:
             body = b'{"error": "Method not allowed: metrics are read with GET"}'
             await _respond(send, 405, body, b"application/json")
             return
+        if self._restricted is not None:
+            try:
+                check_headers(self._restricted, scope["headers"])
+            except ServingError as error:
+                refused = RestResponse.error(error)
+                await _respond(send, refused.status, refused.body, refused.content_type)
+                return
         body = await self._render()
         head = scope["method"] == "HEAD"
         await _respond(send, 200, body, CONTENT_TYPE.encode(), head=head)

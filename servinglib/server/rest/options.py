@@ -7,6 +7,7 @@ from typing import final
 import attrs
 
 from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
+from servinglib.server.auth.restricted_apis import UNRESTRICTED, RestrictedApis
 
 _MIB = 1 << 20
 
@@ -28,6 +29,8 @@ class RestOptions:
     arrived (504 past it; None: none).  Larger bodies than
     ``max_request_body_bytes`` are refused with 413 before they are read whole.
     ``server_name`` / ``server_version``: what ``GET /v2`` reports.
+    ``restricted_apis``: the API groups whose requests need a credential
+    (``--http_restricted_api``; default: none, every group open).
     Immutable, so thread-safe.
     """
 
@@ -36,6 +39,7 @@ class RestOptions:
     enable_cors_support: bool = False
     decode_limits: DecodeLimits = DEFAULT_LIMITS
     server_name: str = "servinglib"
+    restricted_apis: RestrictedApis = UNRESTRICTED
     server_version: str = attrs.field()
 
     @server_version.default

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from servinglib._install import install_hint
 from servinglib.server.rest.http_limits import HttpLimits
+from servinglib.server.rest.tls import RestTls
 
 DEFAULT_HTTP_LIMITS = HttpLimits()
 
@@ -34,7 +35,8 @@ class RestServer:
     accepting connections, lets requests in flight finish (within
     ``graceful_timeout_s``) and closes the socket; a server stopped before it
     served never serves.  ``limits``: see :class:`HttpLimits`; ``reuse_port``
-    sets ``SO_REUSEPORT``.
+    sets ``SO_REUSEPORT``; ``tls``: serve HTTPS (the files are loaded here, so
+    a bad one raises InvalidArgumentError at construction).
     Thread safety: :meth:`stop` may be called from any thread, any number
     of times; call :meth:`serve` or :meth:`start` once.
     """
@@ -48,10 +50,12 @@ class RestServer:
         graceful_timeout_s: float = 5.0,
         limits: HttpLimits = DEFAULT_HTTP_LIMITS,
         reuse_port: bool = False,
+        tls: RestTls | None = None,
     ) -> None:
         uvicorn = _import_uvicorn()
         from servinglib.server.rest._limited_protocol import limited_protocol
 
+        settings = tls.uvicorn_settings() if tls is not None else {}
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -65,6 +69,7 @@ class RestServer:
             raise
         self._port: int = self._socket.getsockname()[1]
         self._host = host
+        self._scheme = "https" if tls is not None else "http"
         config = uvicorn.Config(
             app,
             loop=_loop_name(),
@@ -74,6 +79,7 @@ class RestServer:
             access_log=False,
             log_config=None,
             timeout_graceful_shutdown=graceful_timeout_s,
+            **settings,
         )
         self._started = threading.Event()
         self._server = _make_server(uvicorn, config, self._started.set)
@@ -89,9 +95,9 @@ class RestServer:
 
     @property
     def url(self) -> str:
-        """``http://host:port``, for clients."""
+        """``http://host:port`` (``https://`` with TLS), for clients."""
         host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"http://{host}:{self._port}"
+        return f"{self._scheme}://{host}:{self._port}"
 
     async def serve(self) -> None:
         """Serves until :meth:`stop` is called (or the task is cancelled), in the running loop.
@@ -199,11 +205,14 @@ def create_server(
     *,
     graceful_timeout_s: float = 5.0,
     limits: HttpLimits = DEFAULT_HTTP_LIMITS,
+    tls: RestTls | None = None,
 ) -> tuple[RestServer, int]:
     """A RestServer for ``app`` bound to ``host:port`` (0: any free port), and that port.
 
     The server is bound but not serving: call ``start()`` (own thread) or
     ``await serve()`` (current loop), and ``stop()`` to end it.
     """
-    server = RestServer(app, host, port, graceful_timeout_s=graceful_timeout_s, limits=limits)
+    server = RestServer(
+        app, host, port, graceful_timeout_s=graceful_timeout_s, limits=limits, tls=tls
+    )
     return server, server.port
