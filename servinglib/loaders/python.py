@@ -199,16 +199,11 @@ def _instance_count(path: str, config: PythonPlatformConfig) -> int:
         config_pbtxt = read_model_config(model_dir)
         count = config.instance_count or instance_count(config_pbtxt)
     except ServingError:
-<<<<<<< HEAD
         return config.instance_count or 1  # the load reads the config again, failing with why
     message = config_pbtxt.message
-    if count > 1 and message.model_transaction_policy.decoupled:
-=======
-        return 1  # the load reads the config again and fails with what is wrong
-    if config_pbtxt.message.HasField("sequence_batching"):
+    if message.HasField("sequence_batching"):
         return 1  # its instances are its sequence batcher's, in the server's process
-    if count > 1 and config_pbtxt.message.model_transaction_policy.decoupled:
->>>>>>> helper-s
+    if count > 1 and message.model_transaction_policy.decoupled:
         _log.warning(
             "Model %s: a decoupled model streams its answers, which a model process cannot: "
             "it is served by one instance, not the %d instance_group asks for",
