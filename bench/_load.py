@@ -11,12 +11,15 @@ import os
 import re
 import struct
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 # wrk's script: the request, then (in done) one machine-readable line for this script.
 WRK_LUA = """
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
+local auth = os.getenv("SERVINGLIB_BENCH_AUTHORIZATION")
+if auth then wrk.headers["Authorization"] = auth end
 local f = assert(io.open(os.getenv("SERVINGLIB_BENCH_BODY"), "rb"))
 wrk.body = f:read("*a")
 f:close()
@@ -42,8 +45,11 @@ def wrk(
     *,
     concurrency: int,
     seconds: float,
+    authorization: str | None = None,
 ) -> dict[str, float]:
-    """Runs wrk once; the figures of its ``SERVINGLIB`` line (latencies in µs)."""
+    """Runs wrk once; the figures of its ``SERVINGLIB`` line (latencies in µs).
+
+    ``authorization``: an ``Authorization`` header every request carries."""
     command = [
         "wrk",
         "--threads=1",
@@ -55,6 +61,8 @@ def wrk(
         f"http://127.0.0.1:{port}{path}",
     ]
     environment = {**os.environ, "SERVINGLIB_BENCH_BODY": str(body)}
+    if authorization is not None:
+        environment["SERVINGLIB_BENCH_AUTHORIZATION"] = authorization
     done = subprocess.run(command, capture_output=True, text=True, check=False, env=environment)
     line = re.search(r"^SERVINGLIB (.*)$", done.stdout, re.MULTILINE)
     if done.returncode != 0 or line is None:
@@ -76,11 +84,13 @@ def h2load(
     seconds: float,
     log: Path | None,
     multiplexed: bool = False,
+    headers: Sequence[str] = (),
 ) -> tuple[int, int, float]:
     """Runs h2load; (succeeded, failed, measured seconds).
 
     ``concurrency`` requests outstanding: one on each of as many connections,
     or, ``multiplexed``, all as streams of one connection (``-c1 -m N``).
+    ``headers``: more ``name: value`` headers (gRPC metadata) on every request.
     """
     clients, streams = (1, concurrency) if multiplexed else (concurrency, 1)
     command = [
@@ -92,6 +102,7 @@ def h2load(
         f"--data={body}",
         "--header=content-type: application/grpc",
         "--header=te: trailers",
+        *(f"--header={header}" for header in headers),
     ]
     if log is not None:
         log.unlink(missing_ok=True)  # h2load appends to it

@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -26,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 from _common import print_environment, print_target
+from _load import WRK_LUA, grpc_frame, h2load, wrk
 from _servers import TRIVIAL_MODELS, free_port, pinned, running, write_trivial_models
 
 from servinglib.protos import grpc_service_pb2
@@ -40,20 +39,6 @@ REST_PATH = f"/v2/models/{MODEL}/infer"
 GRPC_PATH = "/inference.GRPCInferenceService/ModelInfer"
 START_TIMEOUT_S = 60.0
 
-WRK_LUA = """
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = os.getenv("SERVINGLIB_BENCH_AUTH")
-local f = assert(io.open(os.getenv("SERVINGLIB_BENCH_BODY"), "rb"))
-wrk.body = f:read("*a")
-f:close()
-
-function done(summary, latency, requests)
-  io.write(string.format("SERVINGLIB requests=%d duration_us=%d non2xx=%d\\n",
-    summary.requests, summary.duration, summary.errors.status))
-end
-"""
-
 
 def rest_body() -> bytes:
     tensor = {"name": "x", "datatype": "FP32", "shape": list(INPUT.shape)}
@@ -64,8 +49,7 @@ def grpc_body() -> bytes:
     request = grpc_service_pb2.ModelInferRequest(model_name=MODEL)
     request.inputs.add(name="x", datatype="FP32", shape=INPUT.shape)
     request.raw_input_contents.append(INPUT.tobytes())
-    message = request.SerializeToString()
-    return b"\0" + struct.pack(">I", len(message)) + message
+    return grpc_frame(request.SerializeToString())
 
 
 def command(tmp: Path, config: Path, grpc_port: int, rest_port: int, locked: bool) -> list[str]:
@@ -120,53 +104,35 @@ def wrk_rps(port: int, tmp: Path, seconds: float) -> float:
     body, script = tmp / "body.json", tmp / "post.lua"
     body.write_bytes(rest_body())
     script.write_text(WRK_LUA)
-    done = subprocess.run(
-        [
-            "wrk",
-            "--threads=1",
-            f"--connections={CONCURRENCY}",
-            f"--duration={max(1, round(seconds))}s",
-            "--timeout=10s",
-            f"--script={script}",
-            f"http://127.0.0.1:{port}{REST_PATH}",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "SERVINGLIB_BENCH_BODY": str(body), "SERVINGLIB_BENCH_AUTH": TOKEN},
+    figures = wrk(
+        port,
+        REST_PATH,
+        body,
+        script,
+        concurrency=CONCURRENCY,
+        seconds=seconds,
+        authorization=TOKEN,
     )
-    figures = dict(part.split("=") for part in done.stdout.split("SERVINGLIB ", 1)[-1].split()[:3])
-    if done.returncode != 0 or int(figures.get("non2xx", 1)) != 0:
-        raise RuntimeError(f"wrk failed: {done.stdout}\n{done.stderr}")
-    return int(figures["requests"]) / (int(figures["duration_us"]) / 1e6)
+    if figures["non2xx"]:
+        raise RuntimeError(f"wrk: {figures['non2xx']:.0f} answers were not 2xx")
+    return figures["requests"] / (figures["duration_us"] / 1e6)
 
 
 def h2load_rps(port: int, tmp: Path, seconds: float) -> float:
     body = tmp / "body.grpc"
     body.write_bytes(grpc_body())
-    done = subprocess.run(
-        [
-            "h2load",
-            f"--clients={CONCURRENCY}",
-            "--max-concurrent-streams=1",
-            "--threads=1",
-            f"--duration={seconds:g}",
-            f"--data={body}",
-            "--header=content-type: application/grpc",
-            "--header=te: trailers",
-            f"--header=triton-grpc-protocol-authorization: {TOKEN}",
-            f"http://127.0.0.1:{port}{GRPC_PATH}",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+    succeeded, failed, elapsed = h2load(
+        port,
+        GRPC_PATH,
+        body,
+        concurrency=CONCURRENCY,
+        seconds=seconds,
+        log=None,
+        headers=[f"triton-grpc-protocol-authorization: {TOKEN}"],
     )
-    match = re.search(r"(\d+) succeeded, (\d+) failed", done.stdout)
-    took = re.search(r"finished in ([\d.]+)(m?s)", done.stdout)
-    if done.returncode != 0 or match is None or took is None or int(match.group(2)):
-        raise RuntimeError(f"h2load failed: {done.stdout}\n{done.stderr}")
-    elapsed = float(took.group(1)) / (1000 if took.group(2) == "ms" else 1)
-    return int(match.group(1)) / elapsed
+    if failed:
+        raise RuntimeError(f"h2load: {failed} requests failed")
+    return succeeded / elapsed
 
 
 GRPC_CHECK = """
