@@ -11,7 +11,7 @@ import contextlib
 import contextvars
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import final
+from typing import Any, final
 
 import attrs
 
@@ -39,6 +39,11 @@ class RequestExtras:
     )
     sequence_start: bool = False
     sequence_end: bool = False
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its fields, ``parameters`` as a dict (a model process receives it)."""
+        fields = (self.request_id, self.correlation_id, dict(self.parameters))
+        return (RequestExtras, (*fields, self.sequence_start, self.sequence_end))
 
     @classmethod
     def of_request(cls, request_id: str, parameters: Mapping[str, ParameterValue]) -> RequestExtras:

@@ -615,6 +615,10 @@ class Placement(abc.ABC):
     def run_blocking(self, call: ModelCall) -> dict[str, npt.NDArray[Any]]:
         """Runs ``call`` for a thread with no event loop, blocking it; its outputs."""
 
+    def close(self) -> None:  # noqa: B027 - a placement holding nothing has nothing to close
+        """Releases what the placement holds (its threads, what is queued: run or failed);
+        the servable that made it calls it when it closes.  Nothing by default."""
+
 
 def deadline_exceeded() -> DeadlineExceededError:
     """The error of a call whose deadline passed before the model answered."""

@@ -16,11 +16,11 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, final
+from typing import Any, Protocol, cast, final
 
 import numpy.typing as npt
 
-from servinglib.errors import InvalidArgumentError
+from servinglib.errors import InvalidArgumentError, ServingError
 from servinglib.loaders.model_loader import ModelLoader
 from servinglib.loaders.warmup import WarmupOptions
 from servinglib.servable import (
@@ -38,23 +38,38 @@ from servinglib.servable import (
 _Outputs = dict[str, npt.NDArray[Any]]
 
 
+class _Executor(Protocol):
+    """An instance that runs several requests in one call (a model process does)."""
+
+    def pending(self, inputs: Tensors, output_filter: frozenset[str] | None) -> Any: ...  # noqa: ANN401 - the instance's own record
+
+    def execute_requests(self, requests: Sequence[Any]) -> list[_Outputs | ServingError]: ...
+
+
 @final
 class InstancesServable(Servable):
     """The signatures of ``instances`` (the first one's), each call run on a free instance.
 
     Requires: every instance serves the same signatures, none streaming (streams run on
     the first instance).  ``thread`` and ``inline`` signatures are placed by
-    :class:`InstancePlacement`; :meth:`call` (for embedding code) waits for a free
-    instance within the request's deadline.  :meth:`close` closes every instance.
-    Thread-safe.
+    :class:`InstancePlacement`, or, given ``batching`` (``batching(self)``: a placement that
+    gathers calls into batches, such as Triton's dynamic batching, run by
+    :meth:`execute_requests` on a free instance), by that; :meth:`call` (for embedding code)
+    waits for a free instance within the request's deadline.  :meth:`close` closes every
+    instance.  Thread-safe.
     """
 
-    def __init__(self, instances: Sequence[Servable]) -> None:
+    def __init__(
+        self,
+        instances: Sequence[Servable],
+        batching: Callable[[InstancesServable], Placement | None] | None = None,
+    ) -> None:
         if not instances:
             raise InvalidArgumentError("A model needs at least one instance")
         self._instances = tuple(instances)
         self._free = _FreeInstances(self._instances)
         self._placement = InstancePlacement(self._free)
+        self._batching = batching(self) if batching is not None else None
 
     @property
     def instances(self) -> Sequence[Servable]:
@@ -78,9 +93,32 @@ class InstancesServable(Servable):
         spec = self.signatures[signature_name]
         if spec.streaming or spec.execution_mode is ExecutionMode.ASYNC:
             return None  # (model processes serve neither; an in-process instance: the first)
-        return self._placement
+        return self._batching or self._placement
+
+    def pending(self, inputs: Tensors, output_filter: frozenset[str] | None = None) -> Any:  # noqa: ANN401 - the instances' own request record
+        """One request for :meth:`execute_requests` (as the instances make it).
+
+        Requires: the instances run several requests at once (``pending`` and
+        ``execute_requests``, as a :class:`~servinglib.loaders.process.ProcessServable` does).
+        """
+        executor: _Executor = cast("_Executor", self._instances[0])
+        return executor.pending(inputs, output_filter)
+
+    def execute_requests(self, requests: Sequence[Any]) -> list[_Outputs | ServingError]:
+        """Runs ``requests`` together on a free instance (waiting for one): the batches of a
+        batching placement (``batching``), each request's outputs or error."""
+        index = self._free.acquire(None)
+        try:
+            executor: _Executor = cast("_Executor", self._instances[index])
+            return executor.execute_requests(requests)
+        except ServingError as error:  # the instance failed them all (its process died, ...)
+            return [error] * len(requests)
+        finally:
+            self._free.release(index)
 
     def close(self) -> None:
+        if self._batching is not None:
+            self._batching.close()  # runs what is queued, while the instances still serve
         self._placement.close()
         for instance in self._instances:
             instance.close()
@@ -194,7 +232,7 @@ class _FreeInstances:
 @final
 class InstancesLoader(ModelLoader):
     """Loads ``count`` instances of a version with ``start(path, index)`` and serves them as
-    one :class:`InstancesServable`.
+    one :class:`InstancesServable` (``batching``: its batching placement, see there).
 
     The instances load at once, each on a thread of its own; if one fails, those loaded are
     closed and the load fails with the error of the first that failed (by index).
@@ -207,10 +245,12 @@ class InstancesLoader(ModelLoader):
         count: int,
         start: Callable[[str, int], Servable],
         warmup: WarmupOptions | None = None,
+        batching: Callable[[InstancesServable], Placement | None] | None = None,
     ) -> None:
         super().__init__(path, warmup)
         self._count = count
         self._start = start
+        self._batching = batching
 
     def _load_servable(self) -> Servable:
         with concurrent.futures.ThreadPoolExecutor(
@@ -224,7 +264,7 @@ class InstancesLoader(ModelLoader):
                 if start.exception() is None:
                     start.result().close()
             failed[0].result()  # raises its error
-        return InstancesServable([start.result() for start in starts])
+        return InstancesServable([start.result() for start in starts], self._batching)
 
     def _unload_servable(self, servable: Servable) -> None:
         servable.close()  # (a wrapper served in its place may not have closed it)

@@ -30,7 +30,7 @@ from servinglib.errors import (
     PermissionDeniedError,
     ServingError,
 )
-from servinglib.loaders.instances import InstancesLoader
+from servinglib.loaders.instances import InstancesLoader, InstancesServable
 from servinglib.loaders.model_loader import ModelLoader
 from servinglib.loaders.process import ProcessServable, process_loaders
 from servinglib.loaders.triton.backend_utils_import import backend_utils_importable
@@ -38,6 +38,7 @@ from servinglib.loaders.warmup import WarmupOptions
 from servinglib.servable import (
     PREDICT_METHOD,
     ExecutionMode,
+    Placement,
     Servable,
     SignatureSpec,
     Tensors,
@@ -189,11 +190,7 @@ def _instance_count(path: str, config: PythonPlatformConfig) -> int:
     if not os.path.isfile(os.path.join(model_dir, "config.pbtxt")):
         return config.instance_count or 1
     # Imported here: only Triton models need the config reader and its protos.
-    from servinglib.loaders.triton.config import (
-        instance_count,
-        read_model_config,
-        warn_unimplemented,
-    )
+    from servinglib.loaders.triton.config import instance_count, read_model_config
 
     try:
         config_pbtxt = read_model_config(model_dir)
@@ -211,12 +208,6 @@ def _instance_count(path: str, config: PythonPlatformConfig) -> int:
             count,
         )
         return 1
-    if count > 1 and message.HasField("dynamic_batching"):
-        warn_unimplemented(
-            message.name,
-            config_pbtxt.source,
-            ["dynamic_batching (with more than one instance, each runs requests one at a time)"],
-        )
     return max(1, count)
 
 
@@ -244,7 +235,32 @@ def instances_loader(path: str, count: int, config: PythonPlatformConfig) -> Loa
     def start(version_path: str, index: int) -> Servable:
         return ProcessServable.start(_INSTANCE_FACTORY, version_path, (inner, index))
 
-    return InstancesLoader(path, count, start, WarmupOptions(enabled=False))
+    return InstancesLoader(
+        path, count, start, WarmupOptions(enabled=False), _instances_batching(path, count)
+    )
+
+
+def _instances_batching(
+    path: str, count: int
+) -> Callable[[InstancesServable], Placement | None] | None:
+    """The batching placement of ``count`` instances of a Triton Python model whose
+    ``config.pbtxt`` sets ``dynamic_batching``: batches formed in the server's process, each
+    run by one ``execute`` on a free instance, ``count`` at once (as Triton batches in front
+    of its instances); None for other models."""
+    model_dir = os.path.dirname(os.path.abspath(path))
+    if not os.path.isfile(os.path.join(model_dir, "config.pbtxt")):
+        return None
+    from servinglib.loaders.triton.config import read_model_config  # only Triton models
+    from servinglib.loaders.triton.request_batching import request_batching
+
+    try:
+        config = read_model_config(model_dir)
+        version = int(os.path.basename(os.path.normpath(path)))
+    except (ServingError, ValueError):
+        return None  # the instances' loads read the config again and fail with why
+    if config.message.model_transaction_policy.decoupled:
+        return None
+    return lambda servable: request_batching(servable, config, version, threads=count)
 
 
 _INSTANCE_FACTORY = "servinglib.loaders.python:instance_loader"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import signal
 import threading
@@ -287,11 +286,11 @@ def test_a_decoupled_triton_model_keeps_one_instance(
     assert _instance_count(str(model / "1"), config) == 2
 
 
-def test_dynamic_batching_with_two_instances_is_named_as_without_effect(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Batching across model processes is not built: the warning names dynamic_batching."""
-    from servinglib.loaders.python import _instance_count
+def test_dynamic_batching_with_two_instances_batches_in_front_of_them(tmp_path: Path) -> None:
+    """Two instances of a dynamically batched model are placed by one batching placement
+    that runs a batch on each instance at once; one instance keeps its own placement."""
+    from servinglib.loaders.python import _instances_batching
+    from servinglib.loaders.triton.request_batching import RequestBatching
 
     model = tmp_path / "batched_twice"
     (model / "1").mkdir(parents=True)
@@ -300,10 +299,18 @@ def test_dynamic_batching_with_two_instances_is_named_as_without_effect(
         "instance_group [ { count: 2 kind: KIND_CPU } ]\n",
         encoding="utf-8",
     )
-    with caplog.at_level(logging.WARNING):
-        count = _instance_count(str(model / "1"), PythonPlatformConfig(allow_code_execution=True))
-    assert count == 2
-    assert "dynamic_batching (with more than one instance" in caplog.text
+    batching = _instances_batching(str(model / "1"), 2)
+    assert batching is not None
+    placement = batching(InstancesServable([_Recording(), _Recording()]))
+    try:
+        assert isinstance(placement, RequestBatching)
+        assert placement._scheduler.num_batch_threads == 2
+    finally:
+        assert placement is not None
+        placement.close()
+    (model / "config.pbtxt").write_text('backend: "python"\nmax_batch_size: 8\n')
+    unbatched = _instances_batching(str(model / "1"), 2)
+    assert unbatched is None or unbatched(InstancesServable([_Recording()])) is None
 
 
 WARMED_MODEL = """

@@ -28,6 +28,7 @@ from servinglib.loaders.process import ProcessLoader, ProcessServable
 from servinglib.loaders.python import PythonLoader, PythonPlatformConfig
 from servinglib.loaders.tensorflow import SavedModelLoader, TensorFlowPlatformConfig
 from servinglib.loaders.warmup import WarmupOptions
+from servinglib.request_extras import RequestExtras, request_extras_scope
 from servinglib.servable import ExecutionMode, call_signature, deadline_scope
 from servinglib.testing import wait_until, write_python_model
 
@@ -74,6 +75,16 @@ class Model(PythonModel):
     def meet(self, x):
         self.MEET.wait()  # returns once 4 calls run at once; breaks after 30 s otherwise
         return {"pid": np.array([os.getpid()])}
+
+    @signature(name="context", inputs=X,
+               outputs=[TensorSpec("left_ms", "int64", [1]), TensorSpec("n", "int64", [1])])
+    def context(self, x):
+        from servinglib.request_extras import request_extras
+        from servinglib.servable import request_deadline
+        deadline = request_deadline()
+        left = -1 if deadline is None else int((deadline - time.monotonic()) * 1000)
+        n = request_extras().parameters.get("n", -1)
+        return {"left_ms": np.array([left]), "n": np.array([n])}
 
     @signature(name="later", inputs=X, outputs=[TensorSpec("y", "float32", [-1])],
                execution_mode=ExecutionMode.ASYNC)
@@ -195,6 +206,20 @@ def test_a_call_past_its_deadline_gives_up(served: tuple[ProcessLoader, ProcessS
         call_signature(servable, "sleep", {"x": np.array([2.0], np.float32)})
     assert time.monotonic() - started < 1.0
     assert call_signature(servable, "serving_default", X)["y"].shape == (3,)  # still serving
+
+
+def test_a_call_carries_its_deadline_and_extras_into_the_process(
+    served: tuple[ProcessLoader, ProcessServable],
+) -> None:
+    """The model in the process reads the request's parameters and its remaining deadline."""
+    _, servable = served
+    extras = RequestExtras("req-1", parameters={"n": 7})
+    with deadline_scope(time.monotonic() + 30), request_extras_scope(extras):
+        answer = call_signature(servable, "context", X)
+    assert int(answer["n"][0]) == 7
+    assert 0 < int(answer["left_ms"][0]) <= 30_000
+    answer = call_signature(servable, "context", X)
+    assert (int(answer["left_ms"][0]), int(answer["n"][0])) == (-1, -1)  # none: none
 
 
 def test_a_process_that_dies_fails_its_calls_and_is_started_again(

@@ -302,11 +302,12 @@ parameters and requested outputs), fails a request with a negative X alone; reco
 
 
 def write_batch_recorder(
-    repository: Path, dynamic_batching: str = "", name: str = "batch_recorder"
+    repository: Path, dynamic_batching: str = "", name: str = "batch_recorder", instances: int = 1
 ) -> Path:
-    """Writes the batch recorder with ``dynamic_batching { <dynamic_batching> }``; its
-    directory."""
+    """Writes the batch recorder with ``dynamic_batching { <dynamic_batching> }`` and
+    ``instances`` CPU instances; its directory."""
     config = BATCH_RECORDER_CONFIG + f"dynamic_batching {{ {dynamic_batching} }}\n"
+    config += f"instance_group [ {{ count: {instances} kind: KIND_CPU }} ]\n"
     return _write(repository, name, config, BATCH_RECORDER_MODEL_PY)
 
 

@@ -38,12 +38,16 @@ PREFERRED = 4
 DYNAMIC_BATCHING = f"max_queue_delay_microseconds: 5000000 preferred_batch_size: [ {PREFERRED} ]"
 
 
-@pytest.fixture(scope="module")
-def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[str, str]]]:
-    """Triton's and servinglib's HTTP and gRPC addresses, serving the batch recorder."""
+@pytest.fixture(scope="module", params=[1, 2], ids=["one instance", "two instances"])
+def urls(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[dict[str, tuple[str, str]]]:
+    """Triton's and servinglib's HTTP and gRPC addresses, serving the batch recorder with one
+    instance, then with two (model processes: batches formed in front of them, each run on
+    a free one, each request's parameters carried to it)."""
     skip_without_triton()
     repository = tmp_path_factory.mktemp("repository")
-    write_batch_recorder(repository, DYNAMIC_BATCHING)
+    write_batch_recorder(repository, DYNAMIC_BATCHING, instances=request.param)
     with (
         running_triton(repository, tmp_path_factory.mktemp("work")) as triton,
         serving_repository(

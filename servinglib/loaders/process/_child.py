@@ -18,11 +18,11 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from servinglib.core.loader import Loader
-from servinglib.errors import UnimplementedError
+from servinglib.errors import FailedPreconditionError, ServingError, UnimplementedError
 from servinglib.loaders.model_loader import ModelLoader
 from servinglib.loaders.process import _wire
 from servinglib.loaders.process._priority import lower_this_thread, run_idle
-from servinglib.servable import ExecutionMode, Servable
+from servinglib.servable import ExecutionMode, Servable, Tensors
 
 _log = logging.getLogger("servinglib.model_process")
 
@@ -130,18 +130,57 @@ def _serve(connection: Connection, servable: Servable) -> None:
     with concurrent.futures.ThreadPoolExecutor(CALL_THREADS, "servinglib-call") as pool:
         while True:
             try:
-                kind, call_id, name, inputs, output_filter = _wire.receive(connection)
+                message = _wire.receive(connection)
             except (EOFError, OSError):
                 break
+            if message[0] == _wire.REQUESTS:
+                _, call_id, requests = message
+                pool.submit(answer, call_id, functools.partial(_execute, servable, requests))
+                continue
+            kind, call_id, name, inputs, output_filter, request = message
             assert kind == _wire.CALL, kind
             if loop is not None and modes.get(name) is ExecutionMode.ASYNC:
-                coroutine = servable.call_async(name, inputs, output_filter)
-                future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+                with request.scope():  # the coroutine's context copies the request's
+                    coroutine = servable.call_async(name, inputs, output_filter)
+                    future = asyncio.run_coroutine_threadsafe(coroutine, loop)
                 future.add_done_callback(functools.partial(_answer_with, answer, call_id))
             else:
-                call = functools.partial(servable.call, name, inputs, output_filter)
+                call = functools.partial(_call, servable, name, inputs, output_filter, request)
                 pool.submit(answer, call_id, call)
     lower_this_thread()  # the unload and the exit's freeing of memory: at idle priority too
+
+
+def _call(
+    servable: Servable,
+    name: str,
+    inputs: Tensors,
+    output_filter: frozenset[str] | None,
+    request: _wire.RequestContext,
+) -> Any:  # noqa: ANN401 - the signature's outputs
+    with request.scope():
+        return servable.call(name, inputs, output_filter)
+
+
+def _execute(
+    servable: Servable, requests: list[tuple[Tensors, frozenset[str] | None, Any]]
+) -> list[Any]:
+    """A REQUESTS message's answers: the servable's ``execute_requests`` of them all (a
+    :class:`~servinglib.loaders.triton.request_batching.RequestExecutor`), each request's
+    outputs or its error as ``(code, message)``."""
+    executor: Any = servable
+    if not hasattr(executor, "execute_requests"):
+        raise FailedPreconditionError(
+            f"{type(servable).__name__} cannot run several requests in one call"
+        )
+    pending = []
+    for inputs, output_filter, request in requests:
+        with request.scope():  # each request's record holds its own extras and deadline
+            pending.append(executor.pending(inputs, output_filter))
+    outcomes = executor.execute_requests(pending)
+    return [
+        _wire.error_fields(outcome) if isinstance(outcome, ServingError) else outcome
+        for outcome in outcomes
+    ]
 
 
 def _answer_with(

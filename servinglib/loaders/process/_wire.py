@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import pickle
+import time
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, final
+
+import attrs
 
 from servinglib.errors import ServingError, StatusCode
+from servinglib.request_extras import RequestExtras, request_extras, request_extras_scope
+from servinglib.servable import deadline_scope, request_deadline
 
 PREPARE = "prepare"  # (PREPARE, factory, sys_path)
 LOAD = "load"  # (LOAD, path, config)
-CALL = "call"  # (CALL, call_id, signature_name, inputs, output_filter)
+CALL = "call"  # (CALL, call_id, signature_name, inputs, output_filter, request)
+# (REQUESTS, call_id, [(inputs, output_filter, request), ...]): one execute() of them all,
+# answered by a RESULT whose outputs are a list: each request's outputs or (code, message).
+REQUESTS = "requests"
 LOADED = "loaded"  # (LOADED, {name: SignatureSpec})
 FAILED = "failed"  # (FAILED, code, message)
 RESULT = "result"  # (RESULT, call_id, outputs)
@@ -19,6 +28,32 @@ ERROR = "error"  # (ERROR, call_id, code, message)
 LOG = "log"  # (LOG, a LogRecord's fields): the process's log lines, logged by the server
 
 _PROTOCOL = 5
+
+
+@final
+@attrs.frozen
+class RequestContext:
+    """What a call carries beside its tensors into the process: the request's extras (id,
+    sequence id, parameters) and how long it may still take (None: no deadline), in seconds
+    (a duration, not a time: each process reads its own clock).  Immutable."""
+
+    extras: RequestExtras
+    timeout_s: float | None
+
+    @classmethod
+    def current(cls) -> RequestContext:
+        """The calling request's (its extras and deadline are context variables)."""
+        deadline = request_deadline()
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return cls(request_extras(), timeout)
+
+    def scope(self) -> contextlib.ExitStack:
+        """Makes this the current request's (extras and deadline) in the ``with`` block."""
+        stack = contextlib.ExitStack()
+        if self.timeout_s is not None:
+            stack.enter_context(deadline_scope(time.monotonic() + self.timeout_s))
+        stack.enter_context(request_extras_scope(self.extras))
+        return stack
 
 
 def send(connection: Connection, message: tuple[Any, ...]) -> None:

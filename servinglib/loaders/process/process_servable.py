@@ -6,7 +6,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, final
 
@@ -43,8 +43,20 @@ class _Pending:
 
     def __init__(self) -> None:
         self.done = threading.Event()
-        self.outputs: dict[str, npt.NDArray[Any]] | None = None
+        self.outputs: Any = None
         self.error: ServingError | None = None
+
+
+@final
+@attrs.frozen
+class Request:
+    """One request of :meth:`ProcessServable.execute_requests`: its tensors, the outputs it
+    asks for, and its context (extras, deadline) as the process receives it.  Immutable."""
+
+    inputs: dict[str, npt.NDArray[Any]]
+    output_filter: frozenset[str] | None
+    context: _wire.RequestContext
+    deadline: float | None = attrs.field(factory=request_deadline)
 
 
 @final
@@ -115,6 +127,46 @@ class ProcessServable(Servable):
     def call(
         self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
     ) -> dict[str, npt.NDArray[Any]]:
+        request = _wire.RequestContext.current()
+        outputs: dict[str, npt.NDArray[Any]] = self._round_trip(
+            lambda call_id: (
+                _wire.CALL,
+                call_id,
+                signature_name,
+                dict(inputs),
+                output_filter,
+                request,
+            ),
+            request_deadline(),
+        )
+        return outputs
+
+    def pending(self, inputs: Tensors, output_filter: frozenset[str] | None = None) -> Request:
+        """One request for :meth:`execute_requests`, made on its caller's thread (its extras
+        and deadline)."""
+        return Request(dict(inputs), output_filter, _wire.RequestContext.current())
+
+    def execute_requests(
+        self, requests: Sequence[Request]
+    ) -> list[dict[str, npt.NDArray[Any]] | ServingError]:
+        """Runs ``requests`` in one ``execute_requests`` of the version's servable in the
+        process (a Triton Python model's ``execute(requests)``): each one's outputs or error.
+
+        Waits until the latest of their deadlines (DEADLINE_EXCEEDED past it, for them all).
+        Raises FAILED_PRECONDITION when the servable runs one request at a time.
+        """
+        items = [(r.inputs, r.output_filter, r.context) for r in requests]
+        deadlines = [r.deadline for r in requests]
+        deadline = None if None in deadlines else max(d for d in deadlines if d is not None)
+        answers: list[Any] = self._round_trip(
+            lambda call_id: (_wire.REQUESTS, call_id, items), deadline
+        )
+        return [
+            _wire.error_from(*answer) if isinstance(answer, tuple) else answer for answer in answers
+        ]
+
+    def _round_trip(self, message: Callable[[int], tuple[Any, ...]], deadline: float | None) -> Any:  # noqa: ANN401 - the answer's payload
+        """Sends ``message(call_id)`` and waits for its answer until ``deadline``."""
         pending = _Pending()
         call_id = next(self._ids)
         with self._lock:
@@ -123,12 +175,10 @@ class ProcessServable(Servable):
             self._pending[call_id] = pending
             link = self._link
         try:
-            message = (_wire.CALL, call_id, signature_name, dict(inputs), output_filter)
             with self._send_lock:
-                _wire.send(link.connection, message)
+                _wire.send(link.connection, message(call_id))
         except OSError:
             pass  # the process has gone: the reader fails this call with why
-        deadline = request_deadline()
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
         if not pending.done.wait(timeout):
             with self._lock:
@@ -139,7 +189,6 @@ class ProcessServable(Servable):
             )
         if pending.error is not None:
             raise pending.error
-        assert pending.outputs is not None
         return pending.outputs
 
     def close(self) -> None:

@@ -54,7 +54,8 @@ class RequestBatching(Placement):
     runs once ``batch_timeout_s`` has passed since its first request, or at once when full
     or at a preferred size; ``max_queue_size`` (> 0) bounds the requests waiting (beyond:
     UNAVAILABLE, as Triton).  A request whose deadline passed while it waited fails with
-    DEADLINE_EXCEEDED and is not handed to the model.  :meth:`close` runs what is queued.
+    DEADLINE_EXCEEDED and is not handed to the model.  ``threads`` batches run at once (a
+    model of N instances: N).  :meth:`close` runs what is queued.
     Thread-safe.
     """
 
@@ -65,12 +66,13 @@ class RequestBatching(Placement):
         *,
         name: str,
         max_queue_size: int = 0,
+        threads: int = 1,
     ) -> None:
         self._executor = executor
         self._max_queue_size = max_queue_size
         self._lock = threading.Lock()
         self._waiting = 0  # guarded by: _lock; requests scheduled, not yet in a batch
-        self._scheduler = SharedBatchScheduler(1, thread_pool_name=f"{name}/batch")
+        self._scheduler = SharedBatchScheduler(threads, thread_pool_name=f"{name}/batch")
         self._queue = self._scheduler.add_queue(name, parameters, self._process)
 
     async def run(self, call: ModelCall) -> Outputs:
@@ -140,10 +142,11 @@ class RequestBatching(Placement):
 
 
 def request_batching(
-    executor: RequestExecutor, config: TritonModelConfig, version: int
+    executor: RequestExecutor, config: TritonModelConfig, version: int, threads: int = 1
 ) -> RequestBatching | None:
     """The placement of a model whose ``config`` sets ``dynamic_batching``; None if it does
-    not (or ``max_batch_size`` is 0: Triton then runs each request alone)."""
+    not (or ``max_batch_size`` is 0: Triton then runs each request alone).  ``threads``:
+    batches run at once (one per instance of the model)."""
     parameters = batching_parameters(config)
     if parameters is None:
         return None
@@ -153,4 +156,6 @@ def request_batching(
             parameters, max_enqueued_batches=max(parameters.max_enqueued_batches, queue_size)
         )
     name = f"{config.message.name}/{version}"
-    return RequestBatching(executor, parameters, name=name, max_queue_size=queue_size)
+    return RequestBatching(
+        executor, parameters, name=name, max_queue_size=queue_size, threads=threads
+    )
