@@ -40,6 +40,10 @@ class RequestExtras:
     sequence_start: bool = False
     sequence_end: bool = False
 
+    def with_parameters(self, more: Mapping[str, ParameterValue]) -> RequestExtras:
+        """These extras with ``more`` parameters (replacing those of the same names)."""
+        return attrs.evolve(self, parameters={**self.parameters, **more})
+
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as its fields, ``parameters`` as a dict (a model process receives it)."""
         fields = (self.request_id, self.correlation_id, dict(self.parameters))
@@ -48,8 +52,8 @@ class RequestExtras:
     @classmethod
     def of_request(cls, request_id: str, parameters: Mapping[str, ParameterValue]) -> RequestExtras:
         """A V2 request's extras: its ``id`` and ``parameters``, whose ``sequence_id`` is the
-        sequence id; the parameters the protocol reserves (:data:`RESERVED_PARAMETERS`) are
-        left out of ``parameters``, as Triton leaves them out; ``sequence_start`` and
+        sequence id; the parameters the protocol reserves (:func:`is_reserved`) are left out
+        of ``parameters``, as Triton leaves them out; ``sequence_start`` and
         ``sequence_end`` are the sequence's flags.
 
         Raises InvalidArgumentError for a ``sequence_start`` or ``sequence_end`` that is not
@@ -61,7 +65,7 @@ class RequestExtras:
         correlation_id: int | str = 0
         if isinstance(sequence_id, str | int) and not isinstance(sequence_id, bool):
             correlation_id = sequence_id
-        kept = {k: v for k, v in parameters.items() if k not in RESERVED_PARAMETERS}
+        kept = {k: v for k, v in parameters.items() if not is_reserved(k)}
         start = _flag(parameters, "sequence_start")
         end = _flag(parameters, "sequence_end")
         return cls(request_id, correlation_id, kept, sequence_start=start, sequence_end=end)
@@ -87,6 +91,16 @@ RESERVED_PARAMETERS = frozenset(
 )
 """Request parameters that steer the server (Triton's and servinglib's ``signature_name``),
 not the model."""
+
+RESERVED_PREFIX = "triton_"
+"""Triton reserves every parameter name with this prefix (``triton_enable_empty_final_response``,
+a stream's request for an empty final response, is one)."""
+
+
+def is_reserved(name: str) -> bool:
+    """Whether the request parameter ``name`` steers the server and never reaches the model."""
+    return name in RESERVED_PARAMETERS or name.startswith(RESERVED_PREFIX)
+
 
 NO_EXTRAS = RequestExtras()
 """A request that carries nothing beside its tensors."""

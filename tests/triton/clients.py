@@ -85,9 +85,14 @@ class Clients:
         }
 
     def stream(
-        self, model: str, inputs: Mapping[str, npt.NDArray[Any]], timeout_s: float = 30.0
+        self,
+        model: str,
+        inputs: Mapping[str, npt.NDArray[Any]],
+        timeout_s: float = 30.0,
+        headers: Mapping[str, str] | None = None,
     ) -> list[Answer]:
-        """The responses of a gRPC ModelStreamInfer request, up to the one flagged final."""
+        """The responses of a gRPC ModelStreamInfer request, up to the one flagged final
+        (``headers``: the stream's metadata)."""
         responses: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
         infer_inputs = []
         for name, value in inputs.items():
@@ -96,7 +101,9 @@ class Clients:
             )
             tensor.set_data_from_numpy(value)
             infer_inputs.append(tensor)
-        self.grpc.start_stream(callback=lambda result, error: responses.put((result, error)))
+        self.grpc.start_stream(
+            callback=lambda result, error: responses.put((result, error)), headers=headers
+        )
         try:
             self.grpc.async_stream_infer(model, infer_inputs, enable_empty_final_response=True)
             return list(_until_final(responses, timeout_s))

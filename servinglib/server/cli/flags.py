@@ -13,6 +13,7 @@ import attrs
 
 from servinglib.server.auth.api_groups import ApiGroup
 from servinglib.server.auth.restricted_apis import RestrictedApis
+from servinglib.server.header_forwarding import HeaderForwarding
 
 _log = logging.getLogger(__name__)
 
@@ -183,6 +184,8 @@ class ServerFlags:
     repository_poll_secs: float = 15.0
     http_restricted_api: tuple[str, ...] = ()
     grpc_restricted_protocol: tuple[str, ...] = ()
+    http_header_forward_pattern: str = ""
+    grpc_header_forward_pattern: str = ""
     # servinglib's own
     rest_api_host: str = "0.0.0.0"  # every interface, as TF Serving
     grpc_host: str = "0.0.0.0"
@@ -411,6 +414,18 @@ def _access_flags(group: argparse._ArgumentGroup) -> None:
         help="gRPC calls of these API groups need metadata triton-grpc-protocol-KEY=VALUE "
         "(VALUE @PATH as above); repeatable",
     )
+    _flag(
+        group,
+        "http_header_forward_pattern",
+        str,
+        "REST V2 inference headers whose name this regex matches reach the model as parameters",
+    )
+    _flag(
+        group,
+        "grpc_header_forward_pattern",
+        str,
+        "gRPC V2 inference metadata whose key this regex matches reach the model as parameters",
+    )
     _flag(group, "rest_ssl_certfile", str, "serve REST over TLS with this PEM certificate chain")
     _flag(group, "rest_ssl_keyfile", str, "its PEM private key (empty: in the certificate file)")
     _flag(group, "rest_ssl_ca_certs", str, "require REST clients' certificates signed by these")
@@ -636,6 +651,11 @@ def _check_access(flags: ServerFlags) -> None:
         try:
             parse(getattr(flags, name))
         except (ValueError, OSError) as error:
+            raise FlagError(f"--{name}: {error}") from None
+    for name in ("http_header_forward_pattern", "grpc_header_forward_pattern"):
+        try:
+            HeaderForwarding(getattr(flags, name))
+        except ValueError as error:
             raise FlagError(f"--{name}: {error}") from None
     if (flags.rest_ssl_keyfile or flags.rest_ssl_ca_certs) and not flags.rest_ssl_certfile:
         raise FlagError("--rest_ssl_keyfile and --rest_ssl_ca_certs need --rest_ssl_certfile")

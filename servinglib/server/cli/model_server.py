@@ -39,6 +39,7 @@ from servinglib.server.cli.repository_models import model_control, served_config
 from servinglib.server.cli.worker_identity import WorkerIdentity
 from servinglib.server.config import ModelConfig, ModelServerConfig, read_model_server_config
 from servinglib.server.config_file_watcher import ModelConfigFileWatcher
+from servinglib.server.header_forwarding import HeaderForwarding
 from servinglib.server.management.model_control import ModelControlMode
 from servinglib.server.management.model_management import ModelManagement, ModelManagementOptions
 from servinglib.server.observe.call_record import CallObserver, StreamObserverAdapter
@@ -166,6 +167,13 @@ def rest_tls(flags: ServerFlags) -> Any:  # noqa: ANN401 - RestTls, imported laz
     from servinglib.server.rest.tls import RestTls
 
     return RestTls(flags.rest_ssl_certfile, flags.rest_ssl_keyfile, flags.rest_ssl_ca_certs)
+
+
+def header_forwarding(pattern: str, restricted: RestrictedApis) -> HeaderForwarding | None:
+    """The forwarding of ``pattern`` (None when empty), withholding ``restricted``'s keys."""
+    if not pattern:
+        return None
+    return HeaderForwarding(pattern, withheld=[r.key for r in restricted.restrictions])
 
 
 def _inference_header(flags: ServerFlags) -> str:
@@ -504,6 +512,9 @@ class ModelServer:
             enable_cors_support=flags.rest_api_enable_cors_support,
             decode_limits=decode_limits(flags),
             restricted_apis=RestrictedApis.http(flags.http_restricted_api),
+            header_forwarding=header_forwarding(
+                flags.http_header_forward_pattern, RestrictedApis.http(flags.http_restricted_api)
+            ),
         )
         app: Any = create_app(
             self.plane, options, on_request=self._request_observer(), management=self.management
@@ -548,6 +559,10 @@ class ModelServer:
             max_threads=flags.grpc_max_threads,
             max_connections=budget.grpc_connections,
             restricted_apis=RestrictedApis.grpc(flags.grpc_restricted_protocol),
+            header_forwarding=header_forwarding(
+                flags.grpc_header_forward_pattern,
+                RestrictedApis.grpc(flags.grpc_restricted_protocol),
+            ),
         )
         server, port = create_server(
             self.plane, options, management=self.management, on_request=self._request_observer()

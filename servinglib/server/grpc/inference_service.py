@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, final
 
 import attrs
@@ -17,6 +17,7 @@ from servinglib.server.grpc._convert import cached_spec, deadline_of
 from servinglib.server.grpc._rpc import Context, Rpc
 from servinglib.server.grpc._step import Step, Steps, blocking
 from servinglib.server.grpc._v2_tensors import decode_inputs, encode_outputs
+from servinglib.server.header_forwarding import HeaderForwarding
 from servinglib.server.management.model_management import ModelManagement
 from servinglib.server.management.repository import ModelRepository
 from servinglib.server.model_spec import ModelSpec
@@ -48,9 +49,11 @@ class InferenceServicer:
         *,
         server_version: str = "",
         decode_limits: DecodeLimits = DEFAULT_LIMITS,
+        header_forwarding: HeaderForwarding | None = None,
     ) -> None:
         self._plane = plane
         self._decode_limits = decode_limits
+        self._header_forwarding = header_forwarding
         self._repository = ModelRepository(plane.core, management)
         self._server_version = server_version
 
@@ -151,6 +154,8 @@ class InferenceServicer:
     ) -> Steps[v2.ModelInferResponse]:
         """Runs the signature on the inputs; the requested outputs (default: all)."""
         call = decode_request(request, self._decode_limits)
+        if self._header_forwarding is not None:
+            call = forwarded(call, self._header_forwarding, text_metadata(context))
         plane = self._plane
         with request_extras_scope(call.extras):
             result = yield from Step(
@@ -243,6 +248,25 @@ class DecodedRequest:
     inputs: dict[str, npt.NDArray[Any]]
     requested: list[str] | None
     extras: RequestExtras = NO_EXTRAS
+
+
+Metadata = Sequence[tuple[str, str]]
+"""A call's metadata as text (binary ``-bin`` values left out)."""
+
+
+def text_metadata(context: Any) -> Metadata:  # noqa: ANN401 - either server's ServicerContext
+    """The call's text metadata (keys lower-case, as gRPC sends them)."""
+    return tuple(
+        (key, value) for key, value in context.invocation_metadata() or () if isinstance(value, str)
+    )
+
+
+def forwarded(
+    call: DecodedRequest, forwarding: HeaderForwarding, metadata: Metadata
+) -> DecodedRequest:
+    """``call`` with the ``metadata`` ``forwarding`` passes on among its request parameters."""
+    extras = forwarding.extras(call.extras, metadata)
+    return call if extras is call.extras else attrs.evolve(call, extras=extras)
 
 
 def decode_request(request: v2.ModelInferRequest, limits: DecodeLimits) -> DecodedRequest:

@@ -11,6 +11,7 @@ from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
 from servinglib.errors import InvalidArgumentError
 from servinglib.protos.text_files import parse_text, read_text_file
 from servinglib.server.auth.restricted_apis import UNRESTRICTED, RestrictedApis
+from servinglib.server.header_forwarding import HeaderForwarding
 
 if TYPE_CHECKING:
     from servinglib.server.grpc._rpc import RpcObserver
@@ -154,6 +155,8 @@ class GrpcServerOptions:
     ``max_threads`` worker threads) or ``"aio"`` (grpc.aio).
     ``restricted_apis``: the API groups whose RPCs need a credential in their
     metadata (``--grpc_restricted_protocol``; default: none, every group open).
+    ``header_forwarding``: the metadata of V2 inference calls that reaches the model as
+    request parameters (``--grpc_header_forward_pattern``; default: none).
     ``rpc_observer``: deprecated; pass ``create_server(..., on_request=...)``.
     Immutable, so thread-safe.
     """
@@ -188,6 +191,7 @@ class GrpcServerOptions:
         default=DEFAULT_MAX_CONNECTIONS, validator=attrs.validators.ge(1)
     )
     restricted_apis: RestrictedApis = UNRESTRICTED
+    header_forwarding: HeaderForwarding | None = None
     rpc_observer: RpcObserver | None = attrs.field(default=None, eq=False)
 
     def grpc_options(self) -> list[ChannelArgument]:

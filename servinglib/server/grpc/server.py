@@ -163,7 +163,11 @@ def create_server(
         ).rpcs(),
         model_service.SERVICE: model_service.ModelServicer(plane, management).rpcs(),
         inference_service.SERVICE: inference_service.InferenceServicer(
-            plane, management, server_version=_version(), decode_limits=options.decode_limits
+            plane,
+            management,
+            server_version=_version(),
+            decode_limits=options.decode_limits,
+            header_forwarding=options.header_forwarding,
         ).rpcs(),
     }
     health_servicer = health.HealthServicer(
@@ -183,7 +187,7 @@ def create_server(
         }
         for name, rpcs in [*services.items(), (health.SERVICE, health_servicer.rpcs())]
     }
-    inferer = stream_infer.StreamInferer(plane, options.decode_limits)
+    inferer = stream_infer.StreamInferer(plane, options.decode_limits, options.header_forwarding)
     for name, streams in _streams(health_servicer, inferer, observer, stream_loop).items():
         methods[name].update(streams)
     restrict(methods, options.restricted_apis, observer)

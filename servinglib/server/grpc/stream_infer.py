@@ -26,7 +26,14 @@ from servinglib.errors import InvalidArgumentError, ServingError, StatusCode
 from servinglib.protos import grpc_service_pb2 as v2
 from servinglib.request_extras import request_extras_scope
 from servinglib.server.grpc._convert import deadline_of
-from servinglib.server.grpc.inference_service import decode_request, encode_response
+from servinglib.server.grpc.inference_service import (
+    Metadata,
+    decode_request,
+    encode_response,
+    forwarded,
+    text_metadata,
+)
+from servinglib.server.header_forwarding import HeaderForwarding
 from servinglib.server.observe.request_record import RequestObserver, RequestRecord
 from servinglib.server.plane.data_plane import DataPlane
 
@@ -48,12 +55,18 @@ Release = Callable[[], None]
 class StreamInferer:
     """Answers the requests of ModelStreamInfer through a DataPlane.  Thread-safe: stateless."""
 
-    def __init__(self, plane: DataPlane, decode_limits: DecodeLimits = DEFAULT_LIMITS) -> None:
+    def __init__(
+        self,
+        plane: DataPlane,
+        decode_limits: DecodeLimits = DEFAULT_LIMITS,
+        header_forwarding: HeaderForwarding | None = None,
+    ) -> None:
         self._plane = plane
         self._decode_limits = decode_limits
+        self._header_forwarding = header_forwarding
 
     async def answer(
-        self, data: bytes, deadline: float | None
+        self, data: bytes, deadline: float | None, metadata: Metadata = ()
     ) -> AsyncGenerator[tuple[v2.ModelStreamInferResponse, str, StatusCode, Release], None]:
         """The responses to one serialized ModelInferRequest, each with its model, outcome and
         what releases the bytes it holds of the plane's stream budget.
@@ -61,7 +74,8 @@ class StreamInferer:
         The outcome is OK but for the last response of a failed request (its
         error's code).  Call the release once the response is sent (or dropped).
         Closing the iterator early (``aclose``; leaving an ``async for`` does
-        not) closes the plane's stream, and so the model's generator.
+        not) closes the plane's stream, and so the model's generator.  ``metadata``: the
+        stream's, whose forwarded keys reach the model as request parameters.
         """
         request = v2.ModelInferRequest()
         try:
@@ -72,6 +86,8 @@ class StreamInferer:
                     f"Cannot decode the ModelInferRequest: {error}"
                 ) from None
             call = decode_request(request, self._decode_limits)
+            if self._header_forwarding is not None:
+                call = forwarded(call, self._header_forwarding, metadata)
             stream = self._plane.open_stream(
                 call.spec, call.signature, call.inputs, call.requested, deadline=deadline
             )
@@ -147,14 +163,14 @@ def stream_stream_handler(
             finally:
                 sent()
 
-        await serve(requests, write, deadline_of(context))
+        await serve(requests, write, deadline_of(context), text_metadata(context))
 
     return grpc.stream_stream_rpc_method_handler(call)
 
 
 Write = Callable[[bytes, Release], Awaitable[None]]
 """Sends a response; then releases the stream-budget bytes it holds (also when it fails)."""
-Serve = Callable[[AsyncIterator[bytes], Write, float | None], Awaitable[None]]
+Serve = Callable[[AsyncIterator[bytes], Write, float | None, Metadata], Awaitable[None]]
 
 
 def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | None) -> Serve:
@@ -164,6 +180,7 @@ def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | N
         requests: AsyncIterator[bytes],
         write: Write,
         deadline: float | None,
+        metadata: Metadata,
     ) -> None:
         out: asyncio.Queue[tuple[bytes, Release] | None] = asyncio.Queue(RESPONSES_AHEAD)
         running: set[asyncio.Task[None]] = set()
@@ -172,7 +189,9 @@ def _serving(service: str, inferer: StreamInferer, observer: RequestObserver | N
             started = time.perf_counter()
             model, code = "", StatusCode.OK
             try:
-                async with contextlib.aclosing(inferer.answer(data, deadline)) as responses:
+                async with contextlib.aclosing(
+                    inferer.answer(data, deadline, metadata)
+                ) as responses:
                     async for response, model_name, outcome, sent in responses:
                         model, code = model_name, outcome
                         try:
@@ -284,6 +303,7 @@ def blocking_stream_stream_handler(
 
     def call(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
         deadline = deadline_of(context)
+        metadata = text_metadata(context)
         responses: queue.Queue[tuple[bytes, Release] | None] = queue.Queue(RESPONSES_AHEAD)
         loop = streams.enter()
         executor = concurrent.futures.ThreadPoolExecutor(
@@ -310,7 +330,7 @@ def blocking_stream_stream_handler(
 
         async def run() -> None:
             try:
-                await serve(read(), write, deadline)
+                await serve(read(), write, deadline, metadata)
             finally:
                 await loop.run_in_executor(executor, responses.put, None)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any, final
 
 import numpy as np
@@ -37,6 +38,7 @@ class KServeV2Api:
     ) -> None:
         self._plane = plane
         self._decode_limits = options.decode_limits
+        self._header_forwarding = options.header_forwarding
         management = management if management is not None else ModelManagement(plane.core)
         self._repository = ModelRepository(plane.core, management)
         self._server_metadata = json_codec.dumps(
@@ -151,6 +153,8 @@ class KServeV2Api:
         extras = RequestExtras.of_request(
             request_id if isinstance(request_id, str) else "", _scalars(parameters)
         )
+        if self._header_forwarding is not None:
+            extras = self._header_forwarding.extras(extras, _text_headers(request.headers))
         with request_extras_scope(extras):
             result = await self._plane.infer(
                 request.model_spec(), signature_name, tensors, wanted, deadline=request.deadline
@@ -377,3 +381,9 @@ def _encode_outputs(
             entry["data"] = numbers_to_json(array.reshape(-1))
         encoded.append(entry)
     return encoded, parts
+
+
+def _text_headers(headers: Iterable[tuple[bytes, bytes]]) -> Iterator[tuple[str, str]]:
+    """An ASGI scope's headers as text (HTTP headers are Latin-1)."""
+    for name, value in headers:
+        yield name.decode("latin-1"), value.decode("latin-1")

@@ -8,6 +8,7 @@ import attrs
 
 from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
 from servinglib.server.auth.restricted_apis import UNRESTRICTED, RestrictedApis
+from servinglib.server.header_forwarding import HeaderForwarding
 
 _MIB = 1 << 20
 
@@ -31,6 +32,8 @@ class RestOptions:
     ``server_name`` / ``server_version``: what ``GET /v2`` reports.
     ``restricted_apis``: the API groups whose requests need a credential
     (``--http_restricted_api``; default: none, every group open).
+    ``header_forwarding``: the headers of V2 inference requests that reach the model as
+    request parameters (``--http_header_forward_pattern``; default: none).
     Immutable, so thread-safe.
     """
 
@@ -40,6 +43,7 @@ class RestOptions:
     decode_limits: DecodeLimits = DEFAULT_LIMITS
     server_name: str = "servinglib"
     restricted_apis: RestrictedApis = UNRESTRICTED
+    header_forwarding: HeaderForwarding | None = None
     server_version: str = attrs.field()
 
     @server_version.default
