@@ -195,3 +195,86 @@ def write_pipeline_repository(repository: Path, rendezvous: Path) -> Path:
     write(repository, "join", JOIN_CONFIG, JOIN_PY)
     write(repository, "diamond", DIAMOND_CONFIG)
     return repository
+
+
+BLS_PY = """
+import asyncio
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+def call(model, x, out="OUT"):
+    return pb_utils.InferenceRequest(
+        model_name=model, requested_output_names=[out], inputs=[pb_utils.Tensor("IN", x)]
+    )
+
+
+def answer(y):
+    return pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.asarray(y, np.float32))])
+
+
+class TritonPythonModel:
+    {body}
+"""
+
+BLS_SYNC = """
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            response = call("pre", x).exec()
+            if response.has_error():
+                responses.append(pb_utils.InferenceResponse(error=response.error()))
+                continue
+            prepared = pb_utils.get_output_tensor_by_name(response, "OUT").as_numpy()
+            doubled = call("double", prepared).exec()
+            responses.append(answer(pb_utils.get_output_tensor_by_name(doubled, "OUT").as_numpy()))
+        return responses
+"""
+
+BLS_ASYNC = """
+    async def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            pre, double = await asyncio.gather(
+                call("pre", x).async_exec(), call("double", x).async_exec()
+            )
+            y = sum(pb_utils.get_output_tensor_by_name(r, "OUT").as_numpy() for r in (pre, double))
+            responses.append(answer(y))
+        return responses
+"""
+
+BLS_DECOUPLED = """
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy().astype(np.int32)
+            total = 0
+            for response in call("repeat", x).exec(decoupled=True):
+                if response.has_error():
+                    raise pb_utils.TritonModelException(response.error().message())
+                out = pb_utils.get_output_tensor_by_name(response, "OUT")
+                if out is not None:
+                    total += int(out.as_numpy().sum())
+            responses.append(answer([total]))
+        return responses
+"""
+
+
+def write_bls_models(repository: Path) -> Path:
+    """Three BLS callers of the pipeline's models (``write_pipeline_repository``) and of
+    ``repeat`` (decoupled): ``bls_sync`` (double(pre(x)), pre's error passed on),
+    ``bls_async`` (pre(x) + double(x), awaited together), ``bls_decoupled`` (the sum of
+    repeat's responses)."""
+    from tests.triton.python_models import write_repeat
+
+    write_repeat(repository)
+    for name, body in (
+        ("bls_sync", BLS_SYNC),
+        ("bls_async", BLS_ASYNC),
+        ("bls_decoupled", BLS_DECOUPLED),
+    ):
+        write(repository, name, UNARY_CONFIG.format(extra=""), BLS_PY.format(body=body.strip()))
+    return repository
