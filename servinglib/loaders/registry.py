@@ -85,6 +85,11 @@ _BUILTIN = (
         recognizes=("model.py",),  # PythonPlatformConfig's default entry point
         version_check="servinglib.loaders.python:version_check",
     ),
+    Platform(
+        "ensemble",
+        "servinglib.loaders.triton.ensemble:make_adapter",
+        version_check="servinglib.loaders.triton.ensemble:version_check",
+    ),
 )
 
 

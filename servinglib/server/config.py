@@ -110,6 +110,16 @@ class ModelConfig:
         return cls(name, base_path, "python")
 
     @property
+    def required_models(self) -> tuple[tuple[str, int | None], ...]:
+        """The models (and versions; None: the one each serves) this one calls to answer: an
+        ensemble's step models.  It is ready only while they are."""
+        if self.triton_config is None or self.triton_config.message.platform != "ensemble":
+            return ()
+        from servinglib.loaders.triton.ensemble_graph import step_models  # ensembles only
+
+        return step_models(self.triton_config.message)
+
+    @property
     def base_path_is_relative(self) -> bool:
         """True when ``base_path`` is neither absolute nor a URI such as ``gs://b/m``."""
         return _is_relative(self.base_path)

@@ -203,7 +203,22 @@ class ServerCore:
         """
         if not isinstance(model_spec, ModelSpec):
             raise _not_a_model_spec("resolve_version()", model_spec)
-        return self._manager.resolve(self._request_for(model_spec)).version
+        version = self._manager.resolve(self._request_for(model_spec)).version
+        self._check_required(model_spec.name)
+        return version
+
+    def _check_required(self, name: str) -> None:
+        """Raises UnavailableError when a model ``name`` requires (an ensemble's step) does not
+        serve now, naming it and why."""
+        config = self._config.model(name)
+        for required, version in () if config is None else config.required_models:
+            spec = ModelSpec(required) if version is None else ModelSpec(required, version)
+            try:
+                self._manager.resolve(self._request_for(spec))
+            except ServingError as error:
+                raise UnavailableError(
+                    f"Model {name} is not ready: the model {spec} it calls is not: {error}"
+                ) from None
 
     def model_metadata(self, model_spec: ModelSpec) -> ModelMetadata:
         """The platform and signatures of the version ``model_spec`` selects.
@@ -287,7 +302,14 @@ class ServerCore:
         available = {
             servable_id.name for servable_id in self._manager.list_available_servable_ids()
         }
-        return all(name in available for name in names)
+        if not all(name in available for name in names):
+            return False
+        try:
+            for name in names:
+                self._check_required(name)
+        except UnavailableError:
+            return False
+        return True
 
     def drain(self) -> None:
         """Reports not ready from now on (health checks fail), while requests are still served.

@@ -30,14 +30,12 @@ from servinglib.server.config import ModelConfig, ModelServerConfig
 
 _log = logging.getLogger("servinglib.server")
 
-ENSEMBLES_ISSUE: Final = "the ensembles issue: ensembles and calls between models"
-"""Where ensembles stand, as a refused ensemble's message names it."""
-
 # Triton's backend (or platform) → the servinglib platform serving it.
 PLATFORMS: Final[Mapping[str, str]] = {
     "python": "python",
     "tensorflow": "tensorflow",
     "tensorflow_savedmodel": "tensorflow",
+    "ensemble": "ensemble",
 }
 # The platform whose model file Triton's default_model_filename names inside each version
 # directory (a SavedModel in <version>/model.savedmodel/); python's model.py is ours already.
@@ -140,10 +138,6 @@ class TritonRepository:
         config = _read_config(directory, name)
         message = config.message
         backend = message.backend or message.platform
-        if message.platform == "ensemble":
-            raise UnimplementedError(
-                f"Model {name}: ensembles are not served yet ({ENSEMBLES_ISSUE})"
-            )
         platform = PLATFORMS.get(backend)
         if platform is None:
             raise UnimplementedError(

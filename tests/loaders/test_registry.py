@@ -49,15 +49,18 @@ def error_of(adapter: SourceAdapter[StoragePath, Loader]) -> ServingError:
 
 
 def test_builtin_platforms_are_known() -> None:
-    """tensorflow and python are there from the start."""
-    assert PlatformRegistry().names() == ["python", "tensorflow"]
+    """tensorflow, python and ensemble (Triton's) are there from the start."""
+    assert PlatformRegistry().names() == ["ensemble", "python", "tensorflow"]
 
 
 def test_unknown_platform_errors_naming_the_known_ones() -> None:
     """An unknown platform turns each version into INVALID_ARGUMENT listing known platforms."""
     error = error_of(PlatformRegistry().make_adapter("onnx"))
     assert error.code is StatusCode.INVALID_ARGUMENT
-    assert error.message == "Model platform 'onnx' is not supported; known: python, tensorflow"
+    assert (
+        error.message
+        == "Model platform 'onnx' is not supported; known: ensemble, python, tensorflow"
+    )
 
 
 def test_missing_dependency_errors_with_the_install_hint() -> None:

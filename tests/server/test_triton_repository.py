@@ -57,7 +57,6 @@ def test_a_savedmodel_without_config_is_auto_completed(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("config", "code", "words"),
     [
-        ('platform: "ensemble"', StatusCode.UNIMPLEMENTED, "ensembles issue"),
         ('backend: "onnxruntime"', StatusCode.UNIMPLEMENTED, "onnxruntime backend"),
         (BAD, StatusCode.INVALID_ARGUMENT, "config.pbtxt"),
         (GPU, StatusCode.INVALID_ARGUMENT, "asks for a GPU"),
@@ -66,7 +65,7 @@ def test_a_savedmodel_without_config_is_auto_completed(tmp_path: Path) -> None:
 def test_models_that_cannot_be_served_are_refused_in_one_line(
     tmp_path: Path, config: str, code: StatusCode, words: str
 ) -> None:
-    """An ensemble, another backend, a bad config and a GPU are each one line naming why."""
+    """Another backend, a bad config and a GPU are each one line naming why."""
     write_model(tmp_path, "m", config)
     write_model(tmp_path, "fine", ADD_SUB)
     scan = TritonRepository(tmp_path).scan()

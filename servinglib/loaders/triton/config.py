@@ -21,7 +21,8 @@ map the fields it does implement:
 else that is set is listed in ``TritonModelConfig.unimplemented``: among
 them queue timeouts, ``preserve_ordering``, priorities,
 ``sequence_batching`` (a Python model's is applied: :mod:`.sequence_servable`),
-``ensemble_scheduling``, ``model_warmup``, ``reshape``,
+``ensemble_scheduling.max_inflight_requests`` (its steps are read by :mod:`.ensemble_graph`),
+``model_warmup``, ``reshape``,
 ``optional`` inputs and ``decoupled``.
 """
 
@@ -70,6 +71,7 @@ _IMPLEMENTED: Tree = {
     "instance_group": {"name": True, "kind": True, "count": True, "gpus": True},
     "default_model_filename": True,
     "parameters": True,
+    "ensemble_scheduling": {"step": True},  # the "ensemble" platform's
 }
 # Triton's default_model_filename, by backend or platform, for those servinglib serves.
 _DEFAULT_MODEL_FILENAMES = {"python": "model.py", "tensorflow_savedmodel": "model.savedmodel"}

@@ -1,18 +1,19 @@
 """Triton's ``InferenceRequest`` and its ``InferenceResponseSender``, as ``execute`` gets them.
 
 The server makes one InferenceRequest per request it hands a model's ``execute``
-(:meth:`InferenceRequest.served`); a model may build one itself for a BLS call, which is
-not implemented yet: ``exec()`` and ``async_exec()`` raise UNIMPLEMENTED.
+(:meth:`InferenceRequest.served`); a model may build one itself for a BLS call of another
+model: ``exec()`` and ``await async_exec()`` (:mod:`~servinglib.loaders.triton.pb_bls`).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import final
 
 from servinglib.errors import UnimplementedError
+from servinglib.loaders.triton.pb_bls import bls_call, bls_call_async, bls_stream
 from servinglib.loaders.triton.pb_types import (
     TRITONSERVER_REQUEST_RELEASE_RESCHEDULE,
     TRITONSERVER_RESPONSE_COMPLETE_FINAL,
@@ -183,19 +184,23 @@ class InferenceRequest:
         if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
             raise UnimplementedError("Rescheduling a request is not implemented by servinglib")
 
-    def exec(self, decoupled: bool = False) -> InferenceResponse:
-        """A BLS call of another model: not implemented yet (UNIMPLEMENTED)."""
-        del decoupled
-        raise _bls_unimplemented()
+    def exec(self, decoupled: bool = False) -> InferenceResponse | Iterator[InferenceResponse]:
+        """Calls the model ``model_name`` (BLS) and returns its response (``decoupled``: an
+        iterator of its responses, the last one empty), an error in it if the call failed.
+
+        Blocks the thread; the calling request's deadline bounds the call.  Only inside a
+        request the server runs (not in ``initialize``).
+        """
+        call = bls_stream if decoupled else bls_call
+        return call(
+            self._model_name, self._model_version, self._inputs, self._requested_output_names
+        )
 
     async def async_exec(self, decoupled: bool = False) -> InferenceResponse:
-        """A BLS call of another model: not implemented yet (UNIMPLEMENTED)."""
-        del decoupled
-        raise _bls_unimplemented()
-
-
-def _bls_unimplemented() -> UnimplementedError:
-    return UnimplementedError(
-        "InferenceRequest.exec() (Business Logic Scripting, a call of another model from a "
-        "model) is not implemented by servinglib's Triton Python-backend layer yet"
-    )
+        """:meth:`exec` awaited, for ``async def execute`` (``decoupled`` is not implemented:
+        use ``exec(decoupled=True)``)."""
+        if decoupled:
+            raise UnimplementedError("async_exec(decoupled=True) is not implemented: use exec")
+        return await bls_call_async(
+            self._model_name, self._model_version, self._inputs, self._requested_output_names
+        )

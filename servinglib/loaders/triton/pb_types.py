@@ -70,6 +70,8 @@ _STATUS_CODES = {
     _ErrorCode.CANCELLED: StatusCode.CANCELLED,
 }
 
+_TRITON_CODES = {status: code for code, status in _STATUS_CODES.items()}
+
 
 @final
 class TritonError:
@@ -99,6 +101,12 @@ class TritonError:
     def code(self) -> int:
         """The code, one of ``TritonError.<NAME>``."""
         return self._code
+
+    @classmethod
+    def of_serving_error(cls, error: ServingError) -> TritonError:
+        """``error`` as a model reads it on a BLS response: Triton's code for its status code
+        (INTERNAL for a code Triton's errors do not have), its message."""
+        return cls(error.message, _TRITON_CODES.get(error.code, _ErrorCode.INTERNAL))
 
     def as_serving_error(self) -> ServingError:
         """This error as servinglib's, its code mapped as Triton maps it to gRPC's."""

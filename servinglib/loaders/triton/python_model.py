@@ -10,6 +10,8 @@ the responses its sender sends.  ``finalize()`` runs when the version unloads.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import os
 import queue
@@ -187,6 +189,8 @@ class TritonPythonServable(Servable):
         try:
             with self._execute_lock:
                 returned = self.model.execute([pending.request for pending in requests])
+                if inspect.iscoroutine(returned):  # async def execute: run here, to the end
+                    returned = asyncio.run(returned)
         except Exception as exc:  # noqa: BLE001 - the model's failure fails its requests
             error = _execute_error(exc, self._instance_name)
             return [error for _ in requests]

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Final, final
 
 import attrs
 
-from servinglib.errors import FailedPreconditionError, NotFoundError, UnavailableError, shortened
+from servinglib.errors import (
+    FailedPreconditionError,
+    NotFoundError,
+    ServingError,
+    UnavailableError,
+    shortened,
+)
 from servinglib.server.config import ModelConfig
 from servinglib.server.server_core import ServerCore
 
@@ -60,6 +66,7 @@ class ModelControl:
     def load(self, core: ServerCore, name: str) -> None:
         """Serves the repository's model ``name`` as it is now, and waits for it.
 
+        An ensemble's step models that are not served are loaded first.
         Raises UnavailableError outside explicit mode, NotFoundError for a
         name the repository does not hold, FailedPreconditionError for a
         name the model config serves, what :meth:`TritonRepository.model`
@@ -67,7 +74,21 @@ class ModelControl:
         (the model is then not served: readiness is what it was).
         """
         self._check_explicit("load")
+        self._load(core, name, ())
+
+    def _load(self, core: ServerCore, name: str, loading: tuple[str, ...]) -> None:
+        """Loads ``name`` after the models it calls that are not served (an ensemble's steps,
+        as Triton loads them); ``loading``: the models whose load waits for this one."""
         model = self.repository.model(name)
+        for required, _version in model.required_models:
+            if required in loading or core.config.model(required) is not None:
+                continue
+            try:
+                self._load(core, required, (*loading, name))
+            except ServingError as error:
+                raise ServingError.from_code(
+                    error.code, f"Ensemble {name}: its step model {required}: {error}"
+                ) from None
         current = core.config.model(name)
         if current is not None and not self.repository.owns(current):
             raise FailedPreconditionError(

@@ -159,11 +159,16 @@ class CallPool:
                 if admit is not None:
                     self._enqueue(admit)
 
-    def enter_running(self, site: CallSite, deadline: float | None) -> None:
+    def enter_running(self, site: CallSite, deadline: float | None) -> bool:
         """Counts the call the calling server thread runs itself (wherever it is placed) among
-        the running ones, until :meth:`leave_running`."""
+        the running ones, until :meth:`leave_running`; False (nothing to leave) when the
+        thread's running call is counted already: this one is a call inside it."""
+        ident = threading.get_ident()
         with self._lock:
-            self._here[threading.get_ident()] = (site, time.monotonic(), deadline)
+            if ident in self._here:
+                return False
+            self._here[ident] = (site, time.monotonic(), deadline)
+            return True
 
     def leave_running(self) -> None:
         """Ends what :meth:`enter_running` began for the calling thread."""

@@ -20,6 +20,7 @@ from servinglib.errors import (
     ServingError,
     UnimplementedError,
 )
+from servinglib.model_calls import caller_scope
 from servinglib.servable import (
     CallSite,
     CallStages,
@@ -50,6 +51,7 @@ from servinglib.server.observe.request_logger import RequestLogger, RequestLogOp
 from servinglib.server.observe.statistics import InferenceStatistics
 from servinglib.server.plane.call_pool import CallPool, RunningCall, default_max_calls_per_model
 from servinglib.server.plane.in_flight import InFlight
+from servinglib.server.plane.inner_calls import PlaneCaller
 from servinglib.server.plane.model_questions import ModelQuestions
 from servinglib.server.plane.placements import (
     CoroutinePlacement,
@@ -73,6 +75,8 @@ if TYPE_CHECKING:
     from servinglib.server.observe.tracing import Tracing
 
 _log = logging.getLogger(__name__)
+
+_Produce = Callable[[Callable[[Part], Awaitable[None]], Callable[[], int]], Awaitable[None]]
 
 _NO_SCOPE = contextlib.nullcontext()  # reusable: it holds no state
 
@@ -150,6 +154,7 @@ class DataPlane:
             ExecutionMode.THREAD: PoolPlacement(self._pool),
             ExecutionMode.ASYNC: self._coroutines,
         }
+        self._caller = PlaneCaller(self, self._coroutines.helper_loop)
         self._signatures = SignatureCache(core)
         self._stream_limits = streams or StreamLimits()
         self._streams = OpenStreams(self._stream_limits.max_streams_per_model)
@@ -266,7 +271,7 @@ class DataPlane:
         started_ns = time.perf_counter_ns()
         call, placement = self._place(model_spec, signature_name, inputs, output_filter, deadline)
         try:
-            with _scope(deadline):
+            with _scope(deadline), caller_scope(self._caller):
                 outputs = await placement.run(call)
         except BaseException as error:
             self._failed(call, error, started_ns)
@@ -292,12 +297,13 @@ class DataPlane:
         call, placement = self._place(model_spec, signature_name, inputs, output_filter, deadline)
         pool = self._pool
         try:
-            with _scope(deadline):
-                pool.enter_running(call.site, deadline)
+            with _scope(deadline), caller_scope(self._caller):
+                counted = pool.enter_running(call.site, deadline)
                 try:
                     outputs = placement.run_blocking(call)
                 finally:
-                    pool.leave_running()
+                    if counted:
+                        pool.leave_running()
             # A call here cannot be cut off: its client has had DEADLINE_EXCEEDED already.
             if deadline is not None and (late := time.monotonic() - deadline) > 0:
                 raise DeadlineExceededError(f"The model answered {late:.3f} s past its deadline")
@@ -475,6 +481,7 @@ class DataPlane:
         except BaseException:
             handle.release()
             raise
+        produce = self._with_caller(produce)
         release: Callable[[], None] = _no_release
         if spec.streaming:  # one request in flight until the stream closes
             release = _Release(handle, self._in_flight, model_spec.name)
@@ -496,6 +503,18 @@ class DataPlane:
             budget=self._stream_budget,
             idle_timeout_s=self._stream_limits.idle_timeout_s,
         )
+
+    def _with_caller(self, produce: _Produce) -> _Produce:
+        """``produce`` with this plane as the stream's model caller (its model may call others)."""
+        caller = self._caller
+
+        async def produce_here(
+            put: Callable[[Part], Awaitable[None]], room: Callable[[], int]
+        ) -> None:
+            with caller_scope(caller):
+                await produce(put, room)
+
+        return produce_here
 
     def open_streams(self) -> int:
         """How many streams :meth:`open_stream` opened are not closed yet."""

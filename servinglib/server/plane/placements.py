@@ -101,7 +101,7 @@ class CoroutinePlacement(Placement):
             deadline = call.deadline
             if deadline is not None and deadline <= time.monotonic():
                 raise deadline_exceeded()
-            future = asyncio.run_coroutine_threadsafe(call.run_async(), self._helper_loop())
+            future = asyncio.run_coroutine_threadsafe(call.run_async(), self.helper_loop())
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 return future.result(timeout)
@@ -118,7 +118,8 @@ class CoroutinePlacement(Placement):
         if loop is not None:
             loop.call_soon_threadsafe(loop.stop)
 
-    def _helper_loop(self) -> asyncio.AbstractEventLoop:
+    def helper_loop(self) -> asyncio.AbstractEventLoop:
+        """The helper event loop (started now if it is not yet)."""
         with self._lock:
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()

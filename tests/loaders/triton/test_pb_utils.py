@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from servinglib.errors import StatusCode, UnimplementedError
+from servinglib.errors import StatusCode
 from servinglib.loaders.triton import pb_utils
 from servinglib.loaders.triton.backend_utils_import import (
     MODULE_NAME,
@@ -125,12 +125,14 @@ def test_request_parameters_are_a_json_string() -> None:
     assert json.loads(request.parameters()) == {"a": 1, "b": "x", "c": True}
 
 
-def test_bls_exec_is_unimplemented() -> None:
-    """InferenceRequest.exec() (BLS) raises UNIMPLEMENTED until BLS is built."""
+def test_bls_exec_outside_a_request_answers_an_error() -> None:
+    """InferenceRequest.exec() outside a request the server runs is a response with an error."""
     request = pb_utils.InferenceRequest("other", [], ["Y"])
 
-    with pytest.raises(UnimplementedError, match="Business Logic Scripting"):
-        request.exec()
+    response = request.exec()
+    assert isinstance(response, pb_utils.InferenceResponse)
+    assert response.has_error()
+    assert "inside a request" in response.error().message()
 
 
 def test_logger_logs_into_servinglib_s_log(caplog: pytest.LogCaptureFixture) -> None:

@@ -266,11 +266,11 @@ def test_dynamic_batching_without_max_batch_size_batches_nothing() -> None:
     assert batching_parameters(parse(f"{TENSORS}dynamic_batching {{ }}")) is None
 
 
-def test_ensemble_parses_and_its_scheduling_is_named() -> None:
-    """The ensemble guide's config parses; ensemble_scheduling is named, no instance is asked."""
+def test_ensemble_parses_and_its_steps_are_implemented() -> None:
+    """The ensemble guide's config parses; its steps are read, no instance is asked."""
     config = parse(ENSEMBLE, "ensemble_model")
 
-    assert config.unimplemented == ("ensemble_scheduling",)
+    assert config.unimplemented == ()
     assert instance_count(config) == 0
     assert tensor_specs(config)[0] == (TensorSpec("IMAGE", object, [-1, 1]),)
     assert config.message.ensemble_scheduling.step[1].input_map == {

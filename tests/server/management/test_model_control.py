@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from servinglib.errors import (
     InvalidArgumentError,
     NotFoundError,
     PermissionDeniedError,
+    ServingError,
     UnavailableError,
 )
 from servinglib.server import ModelConfig, ModelManagement, ModelServerConfig, ServerCore
@@ -20,6 +22,7 @@ from servinglib.server.management.repository import ModelRepository
 from servinglib.server.triton_repository import TritonRepository
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 from tests.server.triton_models import ADD_SUB, BAD, UNBATCHED, write_model
+from tests.triton.pipeline_models import write_pipeline_repository
 
 
 @pytest.fixture
@@ -150,3 +153,27 @@ def test_names_a_client_sends_find_nothing_outside_the_repository(
         models.unload_blocking(name)
     assert core.list_models() == ["own"]
     assert set(core.known_models()) == {"own"}
+
+
+def test_loading_an_ensemble_loads_its_steps(core: ServerCore, tmp_path: Path) -> None:
+    """In explicit mode an ensemble's load loads its step models first, as Triton does."""
+    repository = write_pipeline_repository(tmp_path / "pipelines", tmp_path)
+    models = _repository(core, TritonRepository(repository), "explicit")
+    models.load_blocking("pipeline", {})
+    assert core.list_models() == ["double", "own", "pipeline", "post", "pre"]
+    assert core.ready()
+
+
+def test_a_faulty_ensemble_fails_its_load_naming_the_fault(
+    core: ServerCore, tmp_path: Path
+) -> None:
+    """An ensemble calling a model the repository lacks fails its load in one line naming both."""
+    repository = write_pipeline_repository(tmp_path / "pipelines", tmp_path)
+    shutil.rmtree(repository / "double")
+    models = _repository(core, TritonRepository(repository), "explicit")
+    with pytest.raises(ServingError) as caught:
+        models.load_blocking("pipeline", {})
+    assert "Ensemble pipeline: its step model double: Model double is not in the model" in str(
+        caught.value
+    )
+    assert "\n" not in str(caught.value)

@@ -1,0 +1,280 @@
+"""Ensembles and the Python models they call, written as Triton's docs show, for both servers.
+
+``write_pipeline_repository`` writes a repository both servinglib and Triton serve: a chain
+(``pipeline``: pre-processor → model → post-processor) and a diamond (``diamond``: two
+branches that must be inside ``execute`` at once, then a join).  The branches meet at a
+rendezvous of files (each writes its mark and waits for the other's), so a diamond whose
+branches ran one after the other fails instead of being slow.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+UNARY_CONFIG = """
+backend: "python"
+max_batch_size: 0
+input [ {{ name: "IN" data_type: TYPE_FP32 dims: [ -1 ] }} ]
+output [ {{ name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] }} ]
+{extra}
+"""
+
+UNARY_PY = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            if (x < 0).any():
+                error = pb_utils.TritonError("negative input", pb_utils.TritonError.INVALID_ARG)
+                responses.append(pb_utils.InferenceResponse(error=error))
+                continue
+            y = np.asarray({expression}, dtype=np.float32)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", y)]))
+        return responses
+"""
+
+BRANCH_PY = """
+import json
+import os
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+NAME = {name!r}
+OTHER = {other!r}
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.meeting = config["parameters"]["rendezvous"]["string_value"]
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            token = str(int(x.flat[0]))
+            open(os.path.join(self.meeting, NAME + "-" + token), "w").close()
+            other = os.path.join(self.meeting, OTHER + "-" + token)
+            deadline = time.monotonic() + 20
+            while not os.path.exists(other) and time.monotonic() < deadline:
+                time.sleep(0.002)
+            met = os.path.exists(other)
+            y = np.asarray(x * {factor} if met else x * 0 - 1000, dtype=np.float32)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", y)]))
+        return responses
+"""
+
+JOIN_CONFIG = """
+backend: "python"
+max_batch_size: 0
+input [
+  { name: "A" data_type: TYPE_FP32 dims: [ -1 ] },
+  { name: "B" data_type: TYPE_FP32 dims: [ -1 ] }
+]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
+"""
+
+JOIN_PY = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            a = pb_utils.get_input_tensor_by_name(request, "A").as_numpy()
+            b = pb_utils.get_input_tensor_by_name(request, "B").as_numpy()
+            out = pb_utils.Tensor("OUT", (a + b).astype(np.float32))
+            responses.append(pb_utils.InferenceResponse([out]))
+        return responses
+"""
+
+PIPELINE_CONFIG = """
+platform: "ensemble"
+max_batch_size: 0
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
+ensemble_scheduling {
+  step [
+    {
+      model_name: "pre"
+      model_version: -1
+      input_map { key: "IN" value: "INPUT" }
+      output_map { key: "OUT" value: "prepared" }
+    },
+    {
+      model_name: "double"
+      model_version: 1
+      input_map { key: "IN" value: "prepared" }
+      output_map { key: "OUT" value: "doubled" }
+    },
+    {
+      model_name: "post"
+      model_version: -1
+      input_map { key: "IN" value: "doubled" }
+      output_map { key: "OUT" value: "OUTPUT" }
+    }
+  ]
+}
+"""
+
+DIAMOND_CONFIG = """
+platform: "ensemble"
+max_batch_size: 0
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
+ensemble_scheduling {
+  step [
+    {
+      model_name: "join"
+      model_version: -1
+      input_map { key: "A" value: "left_out" }
+      input_map { key: "B" value: "right_out" }
+      output_map { key: "OUT" value: "OUTPUT" }
+    },
+    {
+      model_name: "left"
+      model_version: -1
+      input_map { key: "IN" value: "INPUT" }
+      output_map { key: "OUT" value: "left_out" }
+    },
+    {
+      model_name: "right"
+      model_version: -1
+      input_map { key: "IN" value: "INPUT" }
+      output_map { key: "OUT" value: "right_out" }
+    }
+  ]
+}
+"""
+
+
+def write(repository: Path, name: str, config: str, model_py: str | None = None) -> Path:
+    """``repository/name`` with ``config`` and version 1 (holding ``model_py`` if given)."""
+    directory = repository / name
+    (directory / "1").mkdir(parents=True)
+    (directory / "config.pbtxt").write_text(config)
+    if model_py is not None:
+        (directory / "1" / "model.py").write_text(model_py)
+    return directory
+
+
+def unary(repository: Path, name: str, expression: str) -> Path:
+    """A Python model OUT = ``expression`` of x (IN); a negative input fails its request."""
+    return write(
+        repository,
+        name,
+        UNARY_CONFIG.format(extra=""),
+        UNARY_PY.format(expression=expression),
+    )
+
+
+def write_pipeline_repository(repository: Path, rendezvous: Path) -> Path:
+    """The chain and the diamond, with their step models (see the module); ``rendezvous``:
+    the directory where the diamond's branches meet."""
+    unary(repository, "pre", "x + 1")
+    unary(repository, "double", "x * 2")
+    unary(repository, "post", "x - 3")
+    write(repository, "pipeline", PIPELINE_CONFIG)
+    meeting = f'parameters {{ key: "rendezvous" value: {{ string_value: "{rendezvous}" }} }}'
+    for name, other, factor in (("left", "right", 10), ("right", "left", 100)):
+        write(
+            repository,
+            name,
+            UNARY_CONFIG.format(extra=meeting),
+            BRANCH_PY.format(name=name, other=other, factor=factor),
+        )
+    write(repository, "join", JOIN_CONFIG, JOIN_PY)
+    write(repository, "diamond", DIAMOND_CONFIG)
+    return repository
+
+
+BLS_PY = """
+import asyncio
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+def call(model, x, out="OUT"):
+    return pb_utils.InferenceRequest(
+        model_name=model, requested_output_names=[out], inputs=[pb_utils.Tensor("IN", x)]
+    )
+
+
+def answer(y):
+    return pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.asarray(y, np.float32))])
+
+
+class TritonPythonModel:
+    {body}
+"""
+
+BLS_SYNC = """
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            response = call("pre", x).exec()
+            if response.has_error():
+                responses.append(pb_utils.InferenceResponse(error=response.error()))
+                continue
+            prepared = pb_utils.get_output_tensor_by_name(response, "OUT").as_numpy()
+            doubled = call("double", prepared).exec()
+            responses.append(answer(pb_utils.get_output_tensor_by_name(doubled, "OUT").as_numpy()))
+        return responses
+"""
+
+BLS_ASYNC = """
+    async def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            pre, double = await asyncio.gather(
+                call("pre", x).async_exec(), call("double", x).async_exec()
+            )
+            y = sum(pb_utils.get_output_tensor_by_name(r, "OUT").as_numpy() for r in (pre, double))
+            responses.append(answer(y))
+        return responses
+"""
+
+BLS_DECOUPLED = """
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy().astype(np.int32)
+            total = 0
+            for response in call("repeat", x).exec(decoupled=True):
+                if response.has_error():
+                    raise pb_utils.TritonModelException(response.error().message())
+                out = pb_utils.get_output_tensor_by_name(response, "OUT")
+                if out is not None:
+                    total += int(out.as_numpy().sum())
+            responses.append(answer([total]))
+        return responses
+"""
+
+
+def write_bls_models(repository: Path) -> Path:
+    """Three BLS callers of the pipeline's models (``write_pipeline_repository``) and of
+    ``repeat`` (decoupled): ``bls_sync`` (double(pre(x)), pre's error passed on),
+    ``bls_async`` (pre(x) + double(x), awaited together), ``bls_decoupled`` (the sum of
+    repeat's responses)."""
+    from tests.triton.python_models import write_repeat
+
+    write_repeat(repository)
+    for name, body in (
+        ("bls_sync", BLS_SYNC),
+        ("bls_async", BLS_ASYNC),
+        ("bls_decoupled", BLS_DECOUPLED),
+    ):
+        write(repository, name, UNARY_CONFIG.format(extra=""), BLS_PY.format(body=body.strip()))
+    return repository
