@@ -41,7 +41,7 @@ class VersionStatistics:
     ``last_inference_ms``: when its last request ended, in milliseconds
     since the epoch (0: never).  As Triton counts them: a request answered
     from the response cache is a ``success`` and a ``cache_hit`` (its lookup's
-    time), not an inference nor an execution, and adds no compute time; a
+    time), not an inference nor an execution, nor in the compute counts; a
     request the cache missed is a ``cache_miss`` (its lookup and insertion)
     beside its usual counts.
     """
@@ -222,19 +222,20 @@ def _statistics(
     if counters is None:
         return VersionStatistics(name=name, version=version)
     successes = counters.successes
+    computed = successes - counters.cache_hits  # Triton's compute counts leave hits out
     last_ms = (counters.last_end_ns + epoch_offset_ns) // 1_000_000 if counters.last_end_ns else 0
     return VersionStatistics(
         name=name,
         version=version,
         last_inference_ms=last_ms,
-        inference_count=successes - counters.cache_hits,
+        inference_count=computed,
         execution_count=counters.executions,
         success=StatisticDuration(successes, counters.success_ns),
         fail=StatisticDuration(counters.failures, counters.fail_ns),
         queue=StatisticDuration(successes, counters.queue_ns),
-        compute_input=StatisticDuration(successes, counters.input_ns),
-        compute_infer=StatisticDuration(successes, counters.infer_ns),
-        compute_output=StatisticDuration(successes, counters.output_ns),
+        compute_input=StatisticDuration(computed, counters.input_ns),
+        compute_infer=StatisticDuration(computed, counters.infer_ns),
+        compute_output=StatisticDuration(computed, counters.output_ns),
         cache_hit=StatisticDuration(counters.cache_hits, counters.cache_hit_ns),
         cache_miss=StatisticDuration(counters.cache_misses, counters.cache_miss_ns),
         batches=tuple(

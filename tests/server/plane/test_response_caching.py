@@ -194,6 +194,10 @@ def test_statistics_count_hits_and_misses_as_triton_over_rest_and_grpc(
     assert inference["cache_hit"]["ns"] == grpc_stats.inference_stats.cache_hit.ns > 0
     assert inference["cache_miss"]["ns"] == grpc_stats.inference_stats.cache_miss.ns > 0
     assert rest_stats["inference_count"] == grpc_stats.inference_count == 1
+    assert (
+        inference["compute_infer"]["count"] == grpc_stats.inference_stats.compute_infer.count == 1
+    )
+    assert inference["queue"]["count"] == grpc_stats.inference_stats.queue.count == 3
     assert rest_stats["execution_count"] == grpc_stats.execution_count == 1
     usage = plane.response_cache_usage()
     assert usage is not None
