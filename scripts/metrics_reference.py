@@ -33,7 +33,7 @@ from servinglib.servable import TensorSpec
 
 class Model(PythonModel):
     @signature(name="serving_default", inputs=[TensorSpec("x", "float32", [-1])],
-               outputs=[TensorSpec("y", "float32", [-1])])
+               outputs=[TensorSpec("y", "float32", [-1])], response_cache=True)
     def predict(self, x):
         return {"y": x * 2}
 """
@@ -95,7 +95,7 @@ def scrape_a_server() -> str:
                 sys.executable, "-m", "servinglib", f"--rest_api_port={rest}", f"--port={port}",
                 "--rest_api_host=127.0.0.1", "--grpc_host=127.0.0.1",
                 f"--model_config_file={config}", "--allow_python_code_execution",
-                "--enable_metrics", "--enable_batching",
+                "--enable_metrics", "--enable_batching", "--cache_config=local,size=1048576",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -84,13 +84,18 @@ class CallStages:
     ``started_ns``: left the wait; ``infer_started_ns`` / ``infer_ended_ns``:
     around the model's own call; ``ended_ns``: outputs ready.  A batched call
     also gets ``batch_size`` (padding excluded) and ``leads_batch`` (True for
-    the one request per batch that reports its execution).  A servable that
+    the one request per batch that reports its execution).  A call the response
+    cache looked up gets ``cache_hit`` (True: answered from the cache, no other
+    mark set; False: a miss) and ``cache_ns`` (the lookup, and on a miss the
+    insertion).  A servable that
     runs requests elsewhere fills it through :func:`call_stages`.
     Not thread-safe: one writer at a time, the reader after it.
     """
 
     __slots__ = (
         "batch_size",
+        "cache_hit",
+        "cache_ns",
         "ended_ns",
         "infer_ended_ns",
         "infer_started_ns",
@@ -107,6 +112,8 @@ class CallStages:
         self.ended_ns = 0
         self.batch_size = 0
         self.leads_batch = False
+        self.cache_hit: bool | None = None
+        self.cache_ns = 0
 
     def call(
         self,
@@ -258,7 +265,10 @@ class SignatureSpec:
     TensorSpecs; they are keyed by tensor name.  A ``streaming`` signature
     answers with a stream of parts (:meth:`Servable.call_stream`), each part
     a mapping of the outputs ``outputs`` describes; it cannot be called
-    whole (:func:`call_resolved` refuses it).  Immutable, so thread-safe.
+    whole (:func:`call_resolved` refuses it).  ``response_cache``: the model's
+    answers are a function of the request alone, so a server with a response
+    cache may answer a request it has answered before from the cache, without
+    calling the model (never a streaming signature's).  Immutable, so thread-safe.
     """
 
     inputs: Mapping[str, TensorSpec] = attrs.field(converter=_freeze_specs)
@@ -266,6 +276,7 @@ class SignatureSpec:
     method_name: str = PREDICT_METHOD
     execution_mode: ExecutionMode = ExecutionMode.THREAD
     streaming: bool = False
+    response_cache: bool = attrs.field(default=False, kw_only=True)
 
 
 class Servable(abc.ABC):

@@ -10,6 +10,8 @@ import time
 from collections.abc import AsyncIterator, Hashable, Iterator, Mapping
 from typing import Final, Self, final
 
+import attrs
+
 from servinglib.batching._batch_request import BatchRequest, Outputs, Settlements
 from servinglib.batching.options import BatchingParameters
 from servinglib.batching.scheduler import BatchQueue, SharedBatchScheduler
@@ -74,9 +76,7 @@ class BatchingServable(Servable):
             self._queues[signature_name] = scheduler.add_queue(
                 f"{name}/{signature_name}", options, batcher.process
             )
-            signatures[signature_name] = SignatureSpec(
-                spec.inputs, spec.outputs, spec.method_name, ExecutionMode.ASYNC
-            )
+            signatures[signature_name] = attrs.evolve(spec, execution_mode=ExecutionMode.ASYNC)
         self._signatures: Mapping[str, SignatureSpec] = signatures
 
     @property

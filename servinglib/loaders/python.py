@@ -121,6 +121,7 @@ def signature(
     name: str | None = None,
     method_name: str = PREDICT_METHOD,
     execution_mode: ExecutionMode = ExecutionMode.THREAD,
+    response_cache: bool = False,
 ) -> Callable[[F], F]:
     """Declares a PythonModel method as a signature (named after the method unless ``name``).
 
@@ -131,9 +132,14 @@ def signature(
     it yields is one part of the answer (``outputs`` describe each part);
     an async generator needs ``execution_mode=ASYNC``.  A stream stopped
     early (the client left, the deadline passed) closes the generator, so
-    its ``finally`` runs.
+    its ``finally`` runs.  ``response_cache=True``: the method's answer depends
+    on its inputs (and request parameters) alone, so a server started with a
+    response cache (``--cache_config``) may answer a repeated request from it
+    without calling the method (a streaming signature is never cached).
     """
-    spec = SignatureSpec(inputs, outputs, method_name, execution_mode)
+    spec = SignatureSpec(
+        inputs, outputs, method_name, execution_mode, response_cache=response_cache
+    )
 
     def mark(method: F) -> F:
         streaming = inspect.isgeneratorfunction(method) or inspect.isasyncgenfunction(method)

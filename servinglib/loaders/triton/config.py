@@ -17,7 +17,8 @@ map the fields it does implement:
   requests, :mod:`servinglib.loaders.triton.request_batching`).
 
 ``name``, ``platform``, ``backend``, ``default_model_filename`` and
-``parameters`` are read by the repository and the backends.  Everything
+``parameters`` are read by the repository and the backends, ``response_cache``
+by the server's response cache.  Everything
 else that is set is listed in ``TritonModelConfig.unimplemented``: among
 them queue timeouts, ``preserve_ordering``, priorities,
 ``sequence_batching`` (a Python model's is applied: :mod:`.sequence_servable`),
@@ -72,6 +73,7 @@ _IMPLEMENTED: Tree = {
     "default_model_filename": True,
     "parameters": True,
     "ensemble_scheduling": {"step": True},  # the "ensemble" platform's
+    "response_cache": True,  # the DataPlane's ResponseCaching (--cache_config)
 }
 # Triton's default_model_filename, by backend or platform, for those servinglib serves.
 _DEFAULT_MODEL_FILENAMES = {"python": "model.py", "tensorflow_savedmodel": "model.savedmodel"}

@@ -54,8 +54,10 @@ REST_API_GROUPS: Final[Mapping[str, ApiGroup]] = MappingProxyType(
         "model_metadata": _M,
         "metadata": _M,
         "list_models": _M,
-        # Model calls: TF Serving's verbs, V2 infer, generate and generate_stream.
+        # Model calls: TF Serving's verbs, KServe V1's explain, V2 infer, generate and
+        # generate_stream.
         "predict": _I,
+        "explain": _I,
         "classify": _I,
         "regress": _I,
         "infer": _I,

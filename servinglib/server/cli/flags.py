@@ -11,9 +11,11 @@ from typing import Any, NoReturn, final
 
 import attrs
 
+from servinglib.errors import ServingError
 from servinglib.server.auth.api_groups import ApiGroup
 from servinglib.server.auth.restricted_apis import RestrictedApis
 from servinglib.server.header_forwarding import HeaderForwarding
+from servinglib.server.plane.response_cache_config import ResponseCacheConfig
 
 _log = logging.getLogger(__name__)
 
@@ -186,6 +188,7 @@ class ServerFlags:
     grpc_restricted_protocol: tuple[str, ...] = ()
     http_header_forward_pattern: str = ""
     grpc_header_forward_pattern: str = ""
+    cache_config: str = ""  # "local,size=BYTES": the response cache; "": none
     # servinglib's own
     rest_api_host: str = "0.0.0.0"  # every interface, as TF Serving
     grpc_host: str = "0.0.0.0"
@@ -380,6 +383,7 @@ def _batching_flags(group: argparse._ArgumentGroup) -> None:
 
 def _repository_flags(group: argparse._ArgumentGroup) -> None:
     _flag(group, "model_repository", str, "serve a Triton model repository: <dir>/<model>/")
+    _flag(group, "cache_config", str, "response cache: local,size=BYTES (Triton's --cache-config)")
     group.add_argument(
         "--model_control_mode",
         choices=CONTROL_MODES,
@@ -629,6 +633,11 @@ def _check(flags: ServerFlags) -> None:
 
 
 def _check_repository(flags: ServerFlags) -> None:
+    if flags.cache_config:
+        try:
+            ResponseCacheConfig.parse(flags.cache_config)
+        except ServingError as error:
+            raise FlagError(f"--cache_config: {error.message}") from None
     if not flags.model_repository and (flags.model_control_mode != "none" or flags.load_model):
         raise FlagError("--model_control_mode and --load_model need --model_repository")
     if flags.load_model and flags.model_control_mode != "explicit":

@@ -55,6 +55,7 @@ from servinglib.server.observe.stream_metrics import StreamMetrics, log_stream
 from servinglib.server.observe.tracing import Tracing
 from servinglib.server.observe.worker_metrics import WorkerMetrics
 from servinglib.server.plane.data_plane import DataPlane
+from servinglib.server.plane.response_cache_config import ResponseCacheConfig
 from servinglib.server.plane.stream_limits import StreamLimits
 from servinglib.server.repository_poller import RepositoryPoller
 from servinglib.server.server_core import ServerCore
@@ -342,6 +343,9 @@ class ModelServer:
             tracing=self.tracing,
             show_paths_in_errors=flags.show_paths_in_errors,
             streams=stream_limits(flags),
+            response_cache=(
+                ResponseCacheConfig.parse(flags.cache_config) if flags.cache_config else None
+            ),
         )
         if self.metrics is not None:
             self.metrics.attach_plane(self.plane)

@@ -201,6 +201,8 @@ class InferenceServicer:
                 "compute_input",
                 "compute_infer",
                 "compute_output",
+                "cache_hit",
+                "cache_miss",
             ):
                 _set_duration(getattr(stats, field), getattr(statistics, field))
             for batch in statistics.batches:

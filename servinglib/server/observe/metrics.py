@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from servinglib.batching.scheduler import BatchRecord, SharedBatchScheduler
     from servinglib.core.servable_state_monitor import ServableStateMonitor
     from servinglib.server.observe.worker_metrics import WorkerMetrics
+    from servinglib.server.plane.response_cache import CacheUsage
     from servinglib.server.server_core import ServerCore
     from servinglib.sources.remote_mirror import StoreEvent
 
@@ -51,6 +52,8 @@ class PlaneGauges(Protocol):
     def overdue_calls(self) -> dict[str, int]: ...
 
     def requests_in_flight(self) -> dict[str, int]: ...
+
+    def response_cache_usage(self) -> CacheUsage | None: ...
 
 
 def _prometheus() -> Any:  # noqa: ANN401 - the module, imported lazily
@@ -327,6 +330,9 @@ class _StateCollector:
             for (name, outcome), count in sorted(plane.request_logger.counts().items()):
                 logged.add_metric([name, outcome], count)
             yield logged
+            usage = plane.response_cache_usage()
+            if usage is not None:
+                yield from _cache_families(usage)
         yield from self._load_gauges()
 
     def _load_gauges(self) -> Iterator[Any]:
@@ -361,3 +367,18 @@ class _StateCollector:
         for name, stats in sorted(queues.items()):
             depth.add_metric([name], stats.queued_tasks)
         yield depth
+
+
+def _cache_families(usage: CacheUsage) -> Iterator[Any]:
+    """The response cache's series: hits and misses by model, its bytes and evictions."""
+    for series, counts in (("cache_hits", usage.hits), ("cache_misses", usage.misses)):
+        family = SCRAPED[series].family()
+        for name, count in sorted(counts.items()):
+            family.add_metric([name], count)
+        yield family
+    used = SCRAPED["cache_bytes"].family()
+    used.add_metric([], usage.used_bytes)
+    yield used
+    evictions = SCRAPED["cache_evictions"].family()
+    evictions.add_metric([], usage.evictions)
+    yield evictions

@@ -102,6 +102,16 @@ SCRAPED: Final[Mapping[str, Series]] = {
         "Requests of a model waiting in its batch queues (0 when it is not batched).", _MODEL),
     "batch_queue_depth": Series("servinglib_batch_queue_depth", "gauge",
         "Requests waiting in each batch queue (model/version/signature).", ("queue",)),
+    "cache_hits": Series("servinglib_response_cache_hits", "counter",
+        "Requests answered from the response cache, by model (Triton's "
+        "nv_cache_num_hits_per_model).", _MODEL),
+    "cache_misses": Series("servinglib_response_cache_misses", "counter",
+        "Requests the response cache was asked for and did not hold, by model (Triton's "
+        "nv_cache_num_misses_per_model).", _MODEL),
+    "cache_bytes": Series("servinglib_response_cache_bytes", "gauge",
+        "Bytes the response cache's entries hold (at most its size).", ()),
+    "cache_evictions": Series("servinglib_response_cache_evictions", "counter",
+        "Entries the response cache dropped to make room (least recently used first).", ()),
 }  # fmt: skip
 """What ServerMetrics' collectors compute at each scrape, by their own name for each."""
 

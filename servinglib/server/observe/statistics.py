@@ -39,7 +39,11 @@ class VersionStatistics:
     """One model version's statistics since the server started (see the module).  Immutable.
 
     ``last_inference_ms``: when its last request ended, in milliseconds
-    since the epoch (0: never).
+    since the epoch (0: never).  As Triton counts them: a request answered
+    from the response cache is a ``success`` and a ``cache_hit`` (its lookup's
+    time), not an inference nor an execution, nor in the compute counts; a
+    request the cache missed is a ``cache_miss`` (its lookup and insertion)
+    beside its usual counts.
     """
 
     name: str
@@ -53,6 +57,8 @@ class VersionStatistics:
     compute_input: StatisticDuration = StatisticDuration()
     compute_infer: StatisticDuration = StatisticDuration()
     compute_output: StatisticDuration = StatisticDuration()
+    cache_hit: StatisticDuration = StatisticDuration()
+    cache_miss: StatisticDuration = StatisticDuration()
     batches: tuple[BatchStatistics, ...] = ()
 
 
@@ -62,6 +68,10 @@ class _Counters:
 
     __slots__ = (
         "batches",
+        "cache_hit_ns",
+        "cache_hits",
+        "cache_miss_ns",
+        "cache_misses",
         "executions",
         "fail_ns",
         "failures",
@@ -78,6 +88,7 @@ class _Counters:
         self.successes = self.success_ns = self.failures = self.fail_ns = 0
         self.queue_ns = self.input_ns = self.infer_ns = self.output_ns = 0
         self.executions = 0
+        self.cache_hits = self.cache_hit_ns = self.cache_misses = self.cache_miss_ns = 0
         self.last_end_ns = 0  # time.perf_counter_ns() of the last request's end; 0: none
         self.batches: dict[int, list[int]] = {}  # batch size → [count, input, infer, output ns]
 
@@ -111,8 +122,12 @@ class InferenceStatistics:
         ``started_ns`` and ``ended_ns`` are ``time.perf_counter_ns()`` marks.
         A batched request (``stages.batch_size`` set) counts its batch's
         execution only when it ``leads_batch``; any other request is one
-        execution of batch size 1.
+        execution of batch size 1.  A request the response cache answered
+        (``stages.cache_hit``) counts as a success and a cache hit only.
         """
+        if stages.cache_hit:
+            self._record_cache_hit(name, version, ended_ns - started_ns, ended_ns, stages.cache_ns)
+            return
         started = stages.started_ns
         compute_input = stages.infer_started_ns - started
         compute_infer = stages.infer_ended_ns - stages.infer_started_ns
@@ -129,6 +144,9 @@ class InferenceStatistics:
             counters.infer_ns += compute_infer
             counters.output_ns += compute_output
             counters.last_end_ns = ended_ns
+            if stages.cache_hit is False:
+                counters.cache_misses += 1
+                counters.cache_miss_ns += stages.cache_ns
             if stages.batch_size == 0 or stages.leads_batch:
                 counters.executions += 1
                 batch = counters.batches.get(stages.batch_size or 1)
@@ -138,6 +156,19 @@ class InferenceStatistics:
                 batch[1] += compute_input
                 batch[2] += compute_infer
                 batch[3] += compute_output
+
+    def _record_cache_hit(
+        self, name: str, version: int, duration_ns: int, ended_ns: int, cache_ns: int
+    ) -> None:
+        with self._lock:
+            counters = self._versions.get((name, version))
+            if counters is None:
+                counters = self._versions[name, version] = _Counters()
+            counters.successes += 1
+            counters.success_ns += duration_ns
+            counters.cache_hits += 1
+            counters.cache_hit_ns += cache_ns
+            counters.last_end_ns = ended_ns
 
     def call_finished(self, record: CallRecord) -> None:
         """Counts a finished call (a :class:`CallObserver`); streams are not counted."""
@@ -191,19 +222,22 @@ def _statistics(
     if counters is None:
         return VersionStatistics(name=name, version=version)
     successes = counters.successes
+    computed = successes - counters.cache_hits  # Triton's compute counts leave hits out
     last_ms = (counters.last_end_ns + epoch_offset_ns) // 1_000_000 if counters.last_end_ns else 0
     return VersionStatistics(
         name=name,
         version=version,
         last_inference_ms=last_ms,
-        inference_count=successes,
+        inference_count=computed,
         execution_count=counters.executions,
         success=StatisticDuration(successes, counters.success_ns),
         fail=StatisticDuration(counters.failures, counters.fail_ns),
         queue=StatisticDuration(successes, counters.queue_ns),
-        compute_input=StatisticDuration(successes, counters.input_ns),
-        compute_infer=StatisticDuration(successes, counters.infer_ns),
-        compute_output=StatisticDuration(successes, counters.output_ns),
+        compute_input=StatisticDuration(computed, counters.input_ns),
+        compute_infer=StatisticDuration(computed, counters.infer_ns),
+        compute_output=StatisticDuration(computed, counters.output_ns),
+        cache_hit=StatisticDuration(counters.cache_hits, counters.cache_hit_ns),
+        cache_miss=StatisticDuration(counters.cache_misses, counters.cache_miss_ns),
         batches=tuple(
             BatchStatistics(
                 size,

@@ -59,6 +59,9 @@ from servinglib.server.plane.placements import (
     PoolPlacement,
 )
 from servinglib.server.plane.public_errors import PublicErrors
+from servinglib.server.plane.response_cache import CacheUsage
+from servinglib.server.plane.response_cache_config import ResponseCacheConfig
+from servinglib.server.plane.response_caching import ResponseCaching
 from servinglib.server.plane.signature_cache import SignatureCache
 from servinglib.server.plane.stream_budget import StreamBudget
 from servinglib.server.plane.stream_limits import StreamLimits
@@ -124,6 +127,9 @@ class DataPlane:
     (``log_sinks``, ``request_log``'s bounds), ``on_stream``, ``observers``.
     Questions about models are :attr:`questions`'; errors reach clients through
     :meth:`public_error` (paths hidden unless ``show_paths_in_errors``).
+    ``response_cache``: the server's response cache, in front of the placement
+    of the calls of models that ask for it
+    (:class:`~servinglib.server.plane.response_caching.ResponseCaching`).
     Thread-safe; :meth:`infer` runs on any event loop.
     """
 
@@ -140,6 +146,7 @@ class DataPlane:
         tracing: Tracing | None = None,
         show_paths_in_errors: bool = False,
         streams: StreamLimits | None = None,
+        response_cache: ResponseCacheConfig | None = None,
     ) -> None:
         workers = max_workers or _default_workers()
         self._core = core
@@ -156,6 +163,7 @@ class DataPlane:
         }
         self._caller = PlaneCaller(self, self._coroutines.helper_loop)
         self._signatures = SignatureCache(core)
+        self._caching = ResponseCaching(core, response_cache)
         self._stream_limits = streams or StreamLimits()
         self._streams = OpenStreams(self._stream_limits.max_streams_per_model)
         self._stream_budget = StreamBudget(self._stream_limits.max_buffered_bytes)
@@ -207,6 +215,10 @@ class DataPlane:
     def max_calls_per_model(self) -> int:
         """How many calls of one model may hold workers of the pool at once."""
         return self._pool.max_calls_per_model
+
+    def response_cache_usage(self) -> CacheUsage | None:
+        """What the response cache holds and has counted; None without one."""
+        return self._caching.usage()
 
     def requests_in_flight(self) -> dict[str, int]:
         """Inference requests running now (:meth:`infer`), by model; models with none left out."""
@@ -349,7 +361,8 @@ class DataPlane:
         site = CallSite(name, handle.id.version, signature)
         stages = CallStages()
         call = ModelCall(site, servable, spec, inputs, output_filter, deadline, stages, release)
-        return call, servable.placement(signature) or self._by_mode[spec.execution_mode]
+        placement = servable.placement(signature) or self._by_mode[spec.execution_mode]
+        return call, self._caching.around(call, placement)
 
     def _answered(
         self,
@@ -534,6 +547,7 @@ class DataPlane:
     def close(self) -> None:
         """Stops the worker pool (after its running calls), the core's events, the request log."""
         self._signatures.close()
+        self._caching.close()
         self._pool.close()
         self._coroutines.close()
         self._request_logger.close()

@@ -183,9 +183,6 @@ def _duration_json(duration: StatisticDuration) -> dict[str, int]:
     return {"count": duration.count, "ns": duration.ns}
 
 
-_NO_DURATION = {"count": 0, "ns": 0}
-
-
 def _statistics_json(statistics: VersionStatistics) -> dict[str, Any]:
     """One version's statistics as Triton's ``$model_stat`` object."""
     return {
@@ -201,8 +198,8 @@ def _statistics_json(statistics: VersionStatistics) -> dict[str, Any]:
             "compute_input": _duration_json(statistics.compute_input),
             "compute_infer": _duration_json(statistics.compute_infer),
             "compute_output": _duration_json(statistics.compute_output),
-            "cache_hit": _NO_DURATION,
-            "cache_miss": _NO_DURATION,
+            "cache_hit": _duration_json(statistics.cache_hit),
+            "cache_miss": _duration_json(statistics.cache_miss),
         },
         "response_stats": {},
         "batch_stats": [

@@ -16,7 +16,7 @@ from servinglib.server.rest.kserve_v2 import KServeV2Api
 from servinglib.server.rest.tf_serving import TfServingApi
 
 _TFS_POST = re.compile(
-    r"/v1/models/([^/:]+)(?:/versions/([0-9]+)|/labels/([^/:]+))?:(classify|regress|predict)",
+    r"/v1/models/([^/:]+)(?:/versions/([0-9]+)|/labels/([^/:]+))?:(classify|regress|predict|explain)",
     re.IGNORECASE,
 )
 _TFS_GET = re.compile(
@@ -82,7 +82,12 @@ class Router:
             ("GET", "/v2/models/stats"): Route("model_statistics", v2.model_statistics),
             ("POST", "/v2/repository/index"): Route("repository_index", v2.repository_index),
         }
-        self._tfs_post = {"predict": tfs.predict, "classify": tfs.classify, "regress": tfs.regress}
+        self._tfs_post = {
+            "predict": tfs.predict,
+            "classify": tfs.classify,
+            "regress": tfs.regress,
+            "explain": tfs.explain,
+        }
         self._v2_get = {
             None: ("model_metadata", v2.model_metadata),
             "ready": ("model_ready", v2.model_ready),

@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from servinglib.codecs import make_example, serialize_examples
-from servinglib.errors import InvalidArgumentError
+from servinglib.errors import InvalidArgumentError, UnimplementedError, shortened
 from servinglib.servable import SignatureSpec, find_signature
 from servinglib.server.plane.classify_regress import classify, regress
 from servinglib.server.plane.data_plane import DataPlane
@@ -27,6 +27,8 @@ from servinglib.server.rest.tensor_json import (
 from servinglib.server.status import ModelStatus
 
 _MISSING = object()
+EXPLAIN_SIGNATURE = "explain"
+"""The signature ``:explain`` runs (KServe V1's explain verb)."""
 _BYTES_SUFFIX = "_bytes"
 
 
@@ -78,7 +80,28 @@ class TfServingApi:
     async def predict(self, request: RestRequest) -> RestResponse:
         """``POST …:predict``: row or columnar tensors in, predictions or outputs out."""
         body = request.json_object()
-        signature_name = _signature_name(body)
+        row, outputs = await self._call(request, body, _signature_name(body))
+        if row:
+            return _json_response({"predictions": _row_predictions(outputs)})
+        return _json_response({"outputs": _columnar_outputs(outputs)})
+
+    async def explain(self, request: RestRequest) -> RestResponse:
+        """``POST …:explain`` (KServe V1): the model's ``explain`` signature run as predict
+        runs one, its outputs as ``{"explanations": ...}`` (rows or columns, as the request).
+
+        A model without the signature is UNIMPLEMENTED (501), as KServe answers
+        a model without an explainer.
+        """
+        body = request.json_object()
+        row, outputs = await self._call(request, body, EXPLAIN_SIGNATURE)
+        explanations = _row_predictions(outputs) if row else _columnar_outputs(outputs)
+        return _json_response({"explanations": explanations})
+
+    async def _call(
+        self, request: RestRequest, body: dict[str, Any], signature_name: str | None
+    ) -> tuple[bool, dict[str, npt.NDArray[Any]]]:
+        """Runs ``signature_name`` on the body's ``instances`` (row format: True) or
+        ``inputs`` (columnar: False); the format and the outputs."""
         instances = body.get("instances", _MISSING)
         inputs = body.get("inputs", _MISSING)
         if instances is not _MISSING and inputs is not _MISSING:
@@ -88,13 +111,16 @@ class TfServingApi:
         if instances is _MISSING and inputs is _MISSING:
             raise InvalidArgumentError("Missing 'inputs' or 'instances' key")
         pinned, signatures = self._plane.signatures(request.model_spec())
+        if signature_name == EXPLAIN_SIGNATURE and EXPLAIN_SIGNATURE not in signatures:
+            raise UnimplementedError(
+                f"Model {shortened(pinned.name)} has no {EXPLAIN_SIGNATURE!r} signature: "
+                "it cannot explain"
+            )
         name, spec = find_signature(signatures, signature_name)
         row = instances is not _MISSING
         tensors = _from_instances(instances, spec) if row else _from_inputs(inputs, spec)
         result = await self._plane.infer(pinned, name, tensors, deadline=request.deadline)
-        if row:
-            return _json_response({"predictions": _row_predictions(result.outputs)})
-        return _json_response({"outputs": _columnar_outputs(result.outputs)})
+        return row, result.outputs
 
     async def classify(self, request: RestRequest) -> RestResponse:
         """``POST …:classify``: tf.Examples (``examples`` + ``context``) → (label, score) lists."""
