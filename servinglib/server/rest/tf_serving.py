@@ -87,6 +87,7 @@ class TfServingApi:
             )
         if instances is _MISSING and inputs is _MISSING:
             raise InvalidArgumentError("Missing 'inputs' or 'instances' key")
+        await self._plane.loaded(request.model_spec(), deadline=request.deadline)
         pinned, signatures = self._plane.signatures(request.model_spec())
         name, spec = find_signature(signatures, signature_name)
         row = instances is not _MISSING
