@@ -27,6 +27,7 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from servinglib.core.servable_state import ManagerState
+from servinglib.server.observe.metrics import ServerMetrics
 from servinglib.server.plane.repository_index import repository_index
 from servinglib.testing import wait_until
 
@@ -278,3 +279,30 @@ def test_a_failed_load_answers_every_waiting_request_and_the_next_one_retries(
         assert rest_v2_infer(served, "m0").json()["outputs"][0]["data"] == [1.0]
         assert counted.load_count("m0") == 2
         assert [e.state for e in repository_index(core)] == ["READY"]
+
+
+def test_metrics_count_loads_evictions_cold_starts_and_residency(tmp_path: Path) -> None:
+    """Three models, room for two, four requests: three loads, one eviction, three cold starts
+    timed, two resident against the budget."""
+    models = write_models(tmp_path, 3)
+    budget = int(estimate_bytes(models[0]) * 2.5)
+    metrics = ServerMetrics()
+    with (
+        hooks(),
+        on_demand_core(models, budget_bytes=budget) as core,
+        serving(core) as served,
+    ):
+        metrics.attach(core)
+        for name in ["m0", "m1", "m2", "m2"]:
+            assert rest_predict(served, name).status_code == 200
+        wait_until(lambda: loaded(served) == {"m1", "m2"}, WAIT_S)
+        text = metrics.render().decode()
+    lines = set(text.splitlines())
+    for name in ["m0", "m1", "m2"]:
+        assert f'servinglib_on_demand_loads_total{{model_name="{name}",outcome="OK"}} 1.0' in lines
+    assert 'servinglib_on_demand_evictions_total{model_name="m0"} 1.0' in lines
+    assert "servinglib_on_demand_cold_start_seconds_count 3.0" in lines
+    assert 'servinglib_resident_models{residency="resident"} 2.0' in lines
+    assert 'servinglib_resident_models{residency="registered"} 1.0' in lines
+    assert f"servinglib_resident_model_bytes {2 * estimate_bytes(models[0])}.0" in lines
+    assert f"servinglib_model_memory_budget_bytes {budget}.0" in lines
