@@ -81,6 +81,8 @@ class _Model:
     started_s: float = 0.0
     failure: ServingError | None = None
     attempts: int = 0  # added to revisions, so a version that failed loads afresh
+    held: set[int] = attrs.field(factory=set)  # versions the manager made available, not ended
+    deferred: bool = False  # loading waits for ``held`` to end (an unload still to happen)
 
 
 @final
@@ -204,7 +206,11 @@ class OnDemandLoads:
                 self._move_locked(name, model, Residency.LOADING)
                 model.loading = {item.id.version for item in model.versions}
                 model.started_s = self._monotonic()
-                self._forward_locked(name, model)
+                # Its versions withdrawn to make room and not unloaded yet: passing them again
+                # now could replace the withdrawal before the manager saw it (no load, no event).
+                model.deferred = bool(model.held)
+                if not model.deferred:
+                    self._forward_locked(name, model)
             model.waiters.append(waiter)
         self._publish(events)
         return waiter
@@ -217,6 +223,11 @@ class OnDemandLoads:
             if model is None or model.residency is not Residency.REGISTERED:
                 return None
             return tuple(item.id.version for item in model.versions), model.failure
+
+    def residency(self, name: str) -> Residency | None:
+        """Where ``name`` is (pinned models are LOADED); None for a name not kept here."""
+        model = self._models.get(name)
+        return None if model is None else model.residency
 
     def registered_with_versions(self, name: str) -> bool:
         """Whether ``name`` loads on demand and its versions were found (a request can load it)."""
@@ -294,7 +305,18 @@ class OnDemandLoads:
         event: OnDemandEvent | None = None
         with self._lock:
             model = self._models.get(name)
-            if model is None or model.residency is not Residency.LOADING:
+            if model is None:
+                return
+            if state.manager_state is ManagerState.AVAILABLE:
+                model.held.add(state.id.version)
+            elif state.manager_state is ManagerState.END:
+                model.held.discard(state.id.version)
+            if model.residency is not Residency.LOADING:
+                return
+            if model.deferred:
+                if not model.held:  # the withdrawn versions are gone: load them afresh
+                    model.deferred = False
+                    self._forward_locked(name, model)
                 return
             if state.manager_state is ManagerState.AVAILABLE:
                 self._move_locked(name, model, Residency.LOADED)

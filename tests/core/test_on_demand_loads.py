@@ -153,3 +153,22 @@ def test_names_not_configured_pass_through_and_need_no_wait() -> None:
     loads.set_aspired_versions("other", version("other"))
     assert recorder.calls == [("other", (1,))]
     assert loads.demand("other") is None
+
+
+def test_a_model_withdrawn_and_asked_for_again_loads_once_its_unload_ended() -> None:
+    """Asked for again before its withdrawal was unloaded, a model's versions are passed on only
+    after its END: passed at once, they could replace the withdrawal before the manager saw it,
+    and the model would never load again nor publish AVAILABLE (its waits hung)."""
+    loads, recorder, states = gate(250, a=True, b=True, c=True)
+    for name in ["a", "b"]:
+        loads.demand(name)
+        available(states, name)
+    loads.demand("c")  # withdraws a
+    available(states, "c")
+    waiting = loads.demand("a")  # withdraws b; a's version is not unloaded yet
+    assert waiting is not None
+    assert recorder.calls[-1] == ("b", ())
+    states.publish(ServableState(ServableId("a", 1), ManagerState.END))
+    assert recorder.calls[-1] == ("a", (1,))
+    available(states, "a")
+    assert waiting.result(0) is None
