@@ -306,3 +306,30 @@ def test_metrics_count_loads_evictions_cold_starts_and_residency(tmp_path: Path)
     assert 'servinglib_resident_models{residency="registered"} 1.0' in lines
     assert f"servinglib_resident_model_bytes {2 * estimate_bytes(models[0])}.0" in lines
     assert f"servinglib_model_memory_budget_bytes {budget}.0" in lines
+
+
+@pytest.mark.timeout(300)
+def test_a_thousand_registered_models_are_served_within_a_budget_for_twenty(
+    tmp_path: Path,
+) -> None:
+    """1,000 registered models, room for 20, 16 threads of requests over 100 of them: every
+    request answered, never more than 20 loaded."""
+    models = write_models(tmp_path, 1000, padding_bytes=1000)
+    residents = Residents()
+    budget = int(estimate_bytes(models[0]) * 20.5)
+    with (
+        hooks(),
+        on_demand_core(models, budget_bytes=budget, residents=residents) as core,
+        serving(core) as served,
+        grpc.insecure_channel(served.grpc_address) as channel,
+    ):
+        names = [f"m{(i * 37) % 100}" for i in range(320)]
+
+        def ask(index: int) -> float:
+            return grpc_predict(channel, names[index])
+
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(ask, range(len(names))))
+        assert answers == [1.0 + int(name[1:]) for name in names]
+        assert residents.most <= 20
+        assert core.on_demand.statistics().registered_models >= 980
