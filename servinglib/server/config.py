@@ -80,7 +80,9 @@ class ModelConfig:
     the platform loads (Triton's ``default_model_filename``; empty: the
     version directory itself).  ``triton_config``: the completed Triton
     ``config.pbtxt`` the model was configured from, which the config
-    questions answer with.
+    questions answer with.  ``load_on_demand``: registered, loaded on its
+    first request and unloaded to make room (True), or pinned: loaded at
+    once and kept (False); None: the server's default.
     Immutable, so thread-safe.
     """
 
@@ -95,6 +97,12 @@ class ModelConfig:
     triton_config: TritonModelConfig | None = attrs.field(
         default=None, kw_only=True, hash=False, repr=False
     )
+    load_on_demand: bool | None = attrs.field(default=None, kw_only=True)
+
+    def loads_on_demand(self, server_default: bool) -> bool:
+        """Whether this model is registered and loaded on its first request (``load_on_demand``;
+        None: ``server_default``, ServerCoreOptions.load_models_on_demand), or pinned."""
+        return server_default if self.load_on_demand is None else self.load_on_demand
 
     def __attrs_post_init__(self) -> None:
         _check_model(self)

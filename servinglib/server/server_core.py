@@ -11,6 +11,7 @@ from servinglib.batching.scheduler import SharedBatchScheduler
 from servinglib.core.aspired_versions_manager import AspiredVersionsManager
 from servinglib.core.clock import Clock
 from servinglib.core.event_bus import EventBus
+from servinglib.core.on_demand_loads import OnDemandLoads
 from servinglib.core.servable_handle import ServableHandle
 from servinglib.core.servable_request import ServableRequest
 from servinglib.core.servable_state import ManagerState, ServableState
@@ -146,6 +147,12 @@ class ServerCore:
         return self._manager
 
     @property
+    def on_demand(self) -> OnDemandLoads:
+        """The models loaded on demand: what a request for one that is not loaded waits for
+        (:meth:`OnDemandLoads.demand`), and the budget they are unloaded to fit."""
+        return self._pipeline.on_demand
+
+    @property
     def batch_scheduler(self) -> SharedBatchScheduler | None:
         """The shared batch scheduler (statistics, metrics observers); None without batching."""
         batching = self._pipeline.batching
@@ -266,6 +273,9 @@ class ServerCore:
         """
         if not isinstance(name, str):
             raise wrong_type("model_status()'s name", "a model name (str)", name)
+        registered = self._pipeline.on_demand.registered(name)
+        if registered is not None:
+            return _registered_status(name, version, *registered)
         states = self._monitor.get_version_states(name)
         if self._config.model(name) is None and not states:
             raise NotFoundError(f"Could not find any versions of model {name}")
@@ -293,6 +303,8 @@ class ServerCore:
         failed (:meth:`failed_models`), one whose directory holds no version yet,
         a core with no model configured, and a core drained or closed.  Models
         swapping versions stay ready under the availability-preserving policy.
+        A model loaded on demand is ready once its versions are found:
+        registered, it loads when a request names it.
         """
         if self._closed or self._draining:
             return False
@@ -302,11 +314,13 @@ class ServerCore:
         available = {
             servable_id.name for servable_id in self._manager.list_available_servable_ids()
         }
-        if not all(name in available for name in names):
+        registered = self._pipeline.on_demand.registered_with_versions
+        if not all(name in available or registered(name) for name in names):
             return False
         try:
             for name in names:
-                self._check_required(name)
+                if name in available:  # (a registered model's steps load with it)
+                    self._check_required(name)
         except UnavailableError:
             return False
         return True
@@ -477,8 +491,11 @@ class ServerCore:
             for name in change.removed:
                 self._failed.pop(name, None)
         # States published before this reload (say, a re-added model's old END) do not count.
-        before: dict[str, Mapping[int, ServableStateAndTime]] = {
-            name: self._monitor.get_version_states(name) for name in change.added
+        on_demand, added = self._options.loads_on_demand, set(change.added)
+        before: dict[str, Mapping[int, ServableStateAndTime]] = {  # on demand: not awaited
+            model.name: self._monitor.get_version_states(model.name)
+            for model in config.models
+            if model.name in added and not on_demand(model)
         }
         self._pipeline.serve(config.models, change.changed, change.removed)
         return before
@@ -510,6 +527,25 @@ def _not_a_model_spec(where: str, value: object) -> TypeError:
         "a ModelSpec (ModelSpec.latest(name), .specific(name, version) or .labeled(name, label)); "
         "a ServableRequest is what a manager's servable_handle() takes",
         value,
+    )
+
+
+def _registered_status(
+    name: str, version: int | None, versions: tuple[int, ...], failure: ServingError | None
+) -> ModelStatus:
+    """A model registered, not loaded: each version END, with an error saying it loads on
+    demand (and why its last load failed, if it did)."""
+    if version is not None:
+        if version not in versions:
+            raise NotFoundError(f"Could not find version {version} of model {name}")
+        versions = (version,)
+    reason = f"Model {name} is not loaded: it loads on demand, on its first request"
+    if failure is not None:
+        reason += f" (its last load failed: {failure.message})"
+    error = UnavailableError(reason)
+    return ModelStatus(
+        name,
+        tuple(VersionStatus(v, ManagerState.END, error) for v in sorted(versions, reverse=True)),
     )
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping
-from typing import Any, final
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, final
 
 import attrs
 
@@ -15,9 +15,16 @@ from servinglib.core.availability_preserving_policy import AvailabilityPreservin
 from servinglib.core.basic_manager import ManagerOptions
 from servinglib.sources.storage_path_source_config import FileSystemStoragePathSourceConfig
 
+if TYPE_CHECKING:
+    from servinglib.server.config import ModelConfig
+
 
 def _default_initial_load_threads() -> int:
     return 4 * (os.cpu_count() or 1)
+
+
+def _names(names: Iterable[str]) -> frozenset[str]:
+    return frozenset(names)
 
 
 def _no_servables(
@@ -142,7 +149,16 @@ class ServerCoreOptions(metaclass=_TakesFlatKeywords):
     total_model_memory_limit_bytes: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.ge(0))
     )
-    """RAM budget of all models' estimates (None: no limit)."""
+    """RAM budget of all models' estimates (None: no limit); models loading on demand make room
+    in it by unloading the least recently used idle ones (``--model_memory_budget``)."""
+
+    load_models_on_demand: bool = False
+    """Configured models are registered, not loaded, until a request names them (a model's own
+    ``ModelConfig.load_on_demand`` overrides it); the others are pinned."""
+
+    pinned_models: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    """Models loaded at start and never unloaded to make room, whatever else says they load on
+    demand (``--load_model=NAME``)."""
 
     allow_version_labels: bool = True
     """Whether configs may assign version labels."""
@@ -180,6 +196,12 @@ class ServerCoreOptions(metaclass=_TakesFlatKeywords):
     enable_per_model_batching_parameters: bool = False
     """Each version uses the ``batching_params.pbtxt`` in its directory instead, and is not batched
     without one (``batching_parameters`` then only size the shared pool of batch threads)."""
+
+    def loads_on_demand(self, model: ModelConfig) -> bool:
+        """Whether ``model`` is registered and loaded on its first request, or pinned."""
+        return model.name not in self.pinned_models and model.loads_on_demand(
+            self.load_models_on_demand
+        )
 
     # Deprecated reads of the flat keywords of earlier releases.
     num_load_threads = _flat_read("num_load_threads")

@@ -14,6 +14,7 @@ from servinglib.core.aspired_versions_manager import AspiredVersionsManager
 from servinglib.core.clock import Clock
 from servinglib.core.event_bus import EventBus
 from servinglib.core.loader import Loader
+from servinglib.core.on_demand_loads import OnDemandLoads
 from servinglib.core.resource_tracker import ResourceTracker
 from servinglib.core.resources import ResourceAllocation
 from servinglib.core.servable_state import ManagerState, ServableState
@@ -43,7 +44,8 @@ class ServingPipeline:
 
     A :class:`BasePathSource` → each version's model file (a model's
     ``model_filename``, see :class:`ModelFileAdapter`) → a router by platform → one adapter per
-    platform (→ batching) → the AspiredVersionsManager, publishing on
+    platform (→ batching) → :attr:`on_demand` (which holds back models loaded on demand until
+    a request names them) → the AspiredVersionsManager, publishing on
     :attr:`event_bus`, which :attr:`monitor` follows.  Nothing polls until
     :meth:`start`.  Raises InvalidArgumentError for
     ``enable_per_model_batching_parameters`` without ``batching_parameters``.
@@ -81,12 +83,15 @@ class ServingPipeline:
             event_bus=self.event_bus,
             clock=clock,
         )
+        self.on_demand = OnDemandLoads(
+            self.manager.aspired_versions_callback(), self.event_bus, budget_bytes=limit
+        )
         self.batching: ModelBatching | None = None  # None without batching_parameters
         if options.batching_parameters is not None:
             self.batching = ModelBatching(
                 options.batching_parameters, per_model=options.enable_per_model_batching_parameters
             )
-            connect(self.batching, self.manager)
+            connect(self.batching, self.on_demand)
         self._model_files = ModelFileAdapter()
         self._router, self._ports, self._version_checks = self._connect_platforms(registry)
         connect(self._model_files, self._router)
@@ -138,6 +143,8 @@ class ServingPipeline:
                 "(ServerCoreOptions.batching_parameters)",
                 ", ".join(unbatched),
             )
+        on_demand = self._options.loads_on_demand
+        self.on_demand.configure({m.name: on_demand(m) for m in models})
         servables = [self._watched[m.name] for m in models]
         self.source.update_config(attrs.evolve(self._options.source, servables=servables))
 
@@ -196,7 +203,7 @@ class ServingPipeline:
         platforms = registry.names()
         router: DynamicSourceRouter[StoragePath] = DynamicSourceRouter(len(platforms) + 1)
         ports, checks = {}, {}
-        below = self.batching if self.batching is not None else self.manager
+        below = self.batching if self.batching is not None else self.on_demand
         for port, platform in enumerate(platforms):
             platform_config = self._options.platform_configs.get(platform)
             adapter = registry.make_adapter(platform, platform_config)

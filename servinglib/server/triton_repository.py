@@ -152,6 +152,7 @@ class TritonRepository:
             version_policy(config),
             triton_config=config,
             model_filename=_model_filename(platform, config),
+            load_on_demand=_load_on_demand(name, config),
         )
 
     def owns(self, model: ModelConfig) -> bool:
@@ -258,3 +259,21 @@ def _unapplied(platform: str, config: TritonModelConfig) -> list[str]:
     from servinglib.loaders.triton.python_config import not_implemented  # Python models only
 
     return not_implemented(config)
+
+
+LOAD_ON_DEMAND_PARAMETER = "load_on_demand"
+"""The config.pbtxt parameter (``string_value`` ``"true"`` or ``"false"``) that makes a model
+load on demand or pins it, whatever ``--load_models_on_demand`` says."""
+
+
+def _load_on_demand(name: str, config: TritonModelConfig) -> bool | None:
+    parameter = config.message.parameters.get(LOAD_ON_DEMAND_PARAMETER)
+    if parameter is None:
+        return None
+    value = parameter.string_value.strip().lower()
+    if value not in {"true", "false"}:
+        raise InvalidArgumentError(
+            f"Model {name}: parameter {LOAD_ON_DEMAND_PARAMETER} is 'true' or 'false', "
+            f"not {shortened(parameter.string_value)!r}"
+        )
+    return value == "true"

@@ -172,3 +172,26 @@ def test_a_python_model_without_config_is_auto_completed(tmp_path: Path) -> None
     message = model.triton_config.message
     assert (message.backend, message.default_model_filename) == ("python", "model.py")
     assert message.instance_group[0].name == "py"
+
+
+@pytest.mark.parametrize(("value", "expected"), [("true", True), ("False", False), (None, None)])
+def test_the_load_on_demand_parameter_sets_the_model_s_residency(
+    tmp_path: Path, value: str | None, expected: bool | None
+) -> None:
+    """parameters { key: "load_on_demand" } makes a model load on demand or pins it; absent,
+    the server's --load_models_on_demand decides."""
+    parameter = (
+        ""
+        if value is None
+        else f'parameters {{ key: "load_on_demand" value: {{ string_value: "{value}" }} }}'
+    )
+    write_model(tmp_path, "add_sub", ADD_SUB + parameter)
+    assert TritonRepository(tmp_path).model("add_sub").load_on_demand is expected
+
+
+def test_a_load_on_demand_parameter_that_is_no_boolean_is_refused(tmp_path: Path) -> None:
+    """A value other than true or false is INVALID_ARGUMENT naming the parameter."""
+    parameter = 'parameters { key: "load_on_demand" value: { string_value: "soon" } }'
+    write_model(tmp_path, "add_sub", ADD_SUB + parameter)
+    with pytest.raises(InvalidArgumentError, match="load_on_demand"):
+        TritonRepository(tmp_path).model("add_sub")

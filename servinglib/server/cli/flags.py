@@ -14,6 +14,7 @@ import attrs
 from servinglib.errors import ServingError
 from servinglib.server.auth.api_groups import ApiGroup
 from servinglib.server.auth.restricted_apis import RestrictedApis
+from servinglib.server.cli.byte_size import parse_byte_size
 from servinglib.server.header_forwarding import HeaderForwarding
 from servinglib.server.plane.response_cache_config import ResponseCacheConfig
 
@@ -79,6 +80,13 @@ def _float(text: str) -> float:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def _byte_size(text: str) -> int:
+    try:
+        return parse_byte_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _port(text: str) -> int:
@@ -209,6 +217,8 @@ class ServerFlags:
     allow_remote_python_models: bool = False
     aspired_version_policy: str = "availability"
     total_model_memory_limit_bytes: int | None = None
+    model_memory_budget: int | None = None
+    load_models_on_demand: bool = False
     start_degraded: bool = False
     max_requests_in_flight_per_model: int | None = None
     max_pool_calls_per_model: int = 0  # 0: half the worker pool
@@ -316,7 +326,11 @@ def make_parser() -> _Parser:
 
 _DEFAULTS = ServerFlags()
 # Flags whose ServerFlags default None ("no limit") is written 0 on the command line.
-_ZERO_IS_NONE = ("total_model_memory_limit_bytes", "max_requests_in_flight_per_model")
+_ZERO_IS_NONE = (
+    "total_model_memory_limit_bytes",
+    "model_memory_budget",
+    "max_requests_in_flight_per_model",
+)
 
 
 def _flag(group: argparse._ArgumentGroup, name: str, kind: Any, text: str) -> None:  # noqa: ANN401 - a type or a parse function
@@ -395,7 +409,8 @@ def _repository_flags(group: argparse._ArgumentGroup) -> None:
         "--load_model",
         action="append",
         default=None,
-        help="explicit mode: a model of the repository to load at start (repeat; * for all)",
+        help="explicit mode: a model of the repository to load at start (repeat; * for all); "
+        "with --load_models_on_demand: a model loaded at start and never unloaded",
     )
     _flag(group, "repository_poll_secs", _positive_seconds, "poll mode: look every N s")
 
@@ -474,6 +489,19 @@ def _own_flags(group: argparse._ArgumentGroup) -> None:
         help="load a new version before unloading the old (availability) or after (resource)",
     )
     _flag(group, "total_model_memory_limit_bytes", int, "RAM budget of all models; 0: none")
+    _flag(
+        group,
+        "load_models_on_demand",
+        bool,
+        "register the configured models and load each on its first request (--load_model pins)",
+    )
+    _flag(
+        group,
+        "model_memory_budget",
+        _byte_size,
+        "RAM budget of all models (512MiB, 2GB, ...); on demand, the LRU idle ones unload to "
+        "make room; 0: none",
+    )
     _flag(group, "start_degraded", bool, "serve the models that loaded when others fail at start")
     _flag(
         group,
@@ -638,10 +666,24 @@ def _check_repository(flags: ServerFlags) -> None:
             ResponseCacheConfig.parse(flags.cache_config)
         except ServingError as error:
             raise FlagError(f"--cache_config: {error.message}") from None
-    if not flags.model_repository and (flags.model_control_mode != "none" or flags.load_model):
+    if not flags.model_repository and flags.model_control_mode != "none":
         raise FlagError("--model_control_mode and --load_model need --model_repository")
-    if flags.load_model and flags.model_control_mode != "explicit":
+    pins = flags.load_models_on_demand
+    if flags.load_model and not pins and not flags.model_repository:
+        raise FlagError(
+            "--model_control_mode and --load_model need --model_repository (--load_model also "
+            "pins a model with --load_models_on_demand)"
+        )
+    if flags.load_model and not pins and flags.model_control_mode != "explicit":
         raise FlagError("--load_model needs --model_control_mode=explicit")
+    if (
+        flags.model_memory_budget is not None
+        and flags.total_model_memory_limit_bytes is not None
+        and flags.model_memory_budget != flags.total_model_memory_limit_bytes
+    ):
+        raise FlagError(
+            "--model_memory_budget and --total_model_memory_limit_bytes are one budget: give one"
+        )
     if "*" in flags.load_model and len(flags.load_model) > 1:
         raise FlagError("--load_model=* loads every model: give it alone, as Triton requires")
     if flags.model_control_mode == "explicit" and flags.num_workers > 1:

@@ -151,7 +151,13 @@ def core_options(flags: ServerFlags) -> ServerCoreOptions:
             model_cache_dir=flags.model_cache_dir or None,
             download_concurrency=flags.model_download_concurrency,
         ),
-        total_model_memory_limit_bytes=flags.total_model_memory_limit_bytes,
+        total_model_memory_limit_bytes=(
+            flags.model_memory_budget
+            if flags.model_memory_budget is not None
+            else flags.total_model_memory_limit_bytes
+        ),
+        load_models_on_demand=flags.load_models_on_demand,
+        pinned_models=flags.load_model if flags.load_models_on_demand else (),
         allow_version_labels_for_unavailable_models=flags.allow_version_labels_for_unavailable_models,
         platform_configs=platform_configs(flags, warmup),
         start_degraded=flags.start_degraded,

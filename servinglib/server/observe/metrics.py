@@ -26,6 +26,7 @@ from servinglib.server.observe.series import RECORDED, SCRAPED
 
 if TYPE_CHECKING:
     from servinglib.batching.scheduler import BatchRecord, SharedBatchScheduler
+    from servinglib.core.on_demand_loads import OnDemandEvent, OnDemandLoads
     from servinglib.core.servable_state_monitor import ServableStateMonitor
     from servinglib.server.observe.worker_metrics import WorkerMetrics
     from servinglib.server.plane.response_cache import CacheUsage
@@ -89,6 +90,7 @@ class ServerMetrics:
         self._times = TransitionTimes()
         self.scheduler: SharedBatchScheduler | None = None
         self.plane: PlaneGauges | None = None
+        self.on_demand: OnDemandLoads | None = None
         registry.register(_StateCollector(self, self._labels))
         self._workers: WorkerMetrics | None = None
 
@@ -116,6 +118,8 @@ class ServerMetrics:
         core.event_bus.subscribe(follower.on_event)  # before reading the past: nothing slips by
         follower.catch_up()
         core.store_events.subscribe(self._record_store_event)
+        self.on_demand = core.on_demand
+        core.on_demand.events.subscribe(self._record_on_demand)
         scheduler = core.batch_scheduler
         if scheduler is not None:
             self.scheduler = scheduler
@@ -160,6 +164,17 @@ class ServerMetrics:
         else:
             operation = "list" if event.kind == "listing_failed" else "download"
             self._recorded["storage_errors"].labels(name, operation).inc()
+
+    def _record_on_demand(self, event: OnDemandEvent) -> None:
+        """Counts a load on demand (and times a cold start) or an eviction."""
+        recorded, name = self._recorded, event.name
+        if event.kind == "evicted":
+            recorded["on_demand_evictions"].labels(name).inc()
+            return
+        outcome = "OK" if event.error is None else event.error.code.name
+        recorded["on_demand_loads"].labels(name, outcome).inc()
+        if event.kind == "loaded":
+            recorded["cold_start"].observe(event.seconds)
 
     def states(self) -> dict[ServableId, ManagerState]:
         """Every version's current state (versions that ended are left out)."""
@@ -334,6 +349,24 @@ class _StateCollector:
             if usage is not None:
                 yield from _cache_families(usage)
         yield from self._load_gauges()
+        yield from self._residency_gauges()
+
+    def _residency_gauges(self) -> Iterator[Any]:
+        """The models resident and registered, their bytes and the budget."""
+        on_demand = self._metrics.on_demand
+        if on_demand is None:
+            return
+        statistics = on_demand.statistics()
+        models = SCRAPED["resident_models"].family()
+        models.add_metric(["resident"], statistics.resident_models)
+        models.add_metric(["registered"], statistics.registered_models)
+        yield models
+        resident = SCRAPED["resident_bytes"].family()
+        resident.add_metric([], statistics.resident_bytes)
+        yield resident
+        budget = SCRAPED["memory_budget"].family()
+        budget.add_metric([], statistics.budget_bytes or 0)
+        yield budget
 
     def _load_gauges(self) -> Iterator[Any]:
         """Requests in flight and waiting in batch queues, per model: always, 0 when none.

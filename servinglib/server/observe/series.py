@@ -77,6 +77,14 @@ RECORDED: Final[Mapping[str, Series]] = {
     "storage_errors": Series("servinglib_model_storage_errors", "counter",
         "Failed listings and downloads of a model's object-storage base path.",
         ("model_name", "operation")),
+    "on_demand_loads": Series("servinglib_on_demand_loads", "counter",
+        "Loads a request started for a model loaded on demand, by model and outcome (OK, or "
+        "the load's error code).", ("model_name", "outcome")),
+    "on_demand_evictions": Series("servinglib_on_demand_evictions", "counter",
+        "Models loaded on demand unloaded to make room in the model memory budget.", _MODEL),
+    "cold_start": Series("servinglib_on_demand_cold_start_seconds", "histogram",
+        "Time from the first request for a model not loaded to its available version, in "
+        "seconds (all models).", (), _LOAD_S),
 }  # fmt: skip
 """What ServerMetrics records as it happens, by its own name for each."""
 
@@ -112,6 +120,13 @@ SCRAPED: Final[Mapping[str, Series]] = {
         "Bytes the response cache's entries hold (at most its size).", ()),
     "cache_evictions": Series("servinglib_response_cache_evictions", "counter",
         "Entries the response cache dropped to make room (least recently used first).", ()),
+    "resident_models": Series("servinglib_resident_models", "gauge",
+        "Models loaded or loading (pinned ones included) against those registered only, by "
+        "residency (resident, registered).", ("residency",)),
+    "resident_bytes": Series("servinglib_resident_model_bytes", "gauge",
+        "The estimates of the models loaded or loading, in bytes.", ()),
+    "memory_budget": Series("servinglib_model_memory_budget_bytes", "gauge",
+        "The model memory budget (--model_memory_budget), in bytes; 0: none.", ()),
 }  # fmt: skip
 """What ServerMetrics' collectors compute at each scrape, by their own name for each."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -18,6 +19,7 @@ from servinglib.errors import (
     CancelledError,
     DeadlineExceededError,
     ServingError,
+    UnavailableError,
     UnimplementedError,
 )
 from servinglib.model_calls import caller_scope
@@ -35,6 +37,7 @@ from servinglib.servable import (
     request_deadline,
     resolve_signature,
     start_stream,
+    within_deadline,
 )
 from servinglib.server.logging_config import LoggingConfig
 from servinglib.server.model_spec import ModelSpec
@@ -168,6 +171,7 @@ class DataPlane:
         self._streams = OpenStreams(self._stream_limits.max_streams_per_model)
         self._stream_budget = StreamBudget(self._stream_limits.max_buffered_bytes)
         self._in_flight = InFlight(core.options.max_requests_in_flight_per_model)
+        core.on_demand.count_requests_with(self._in_flight.count)
         self._request_logger = RequestLogger(_logging_config_of(core), request_log, sinks=log_sinks)
         self._tracing = tracing
         statistics = InferenceStatistics()
@@ -246,6 +250,22 @@ class DataPlane:
         self._streams.cut_off(error)
         return self._pool.cut_off(error)
 
+    async def loaded(self, model_spec: ModelSpec, *, deadline: float | None = None) -> None:
+        """Waits, within ``deadline``, until a model loaded on demand is loaded, starting its
+        load (at once for any other model): for a codec that reads the signatures before
+        :meth:`infer` (:meth:`signatures`).  Raises the load's error, or
+        DeadlineExceededError (the load goes on)."""
+        name = model_spec.name
+        if (loading := self._core.on_demand.demand(name)) is None:
+            return
+        self._in_flight.enter(name)  # not unloaded to make room while it is waited for
+        try:
+            await within_deadline(asyncio.wrap_future(loading), deadline)
+        except DeadlineExceededError:
+            raise _still_loading(name) from None
+        finally:
+            self._in_flight.leave(name)
+
     def signatures(self, model_spec: ModelSpec) -> tuple[ModelSpec, Mapping[str, SignatureSpec]]:
         """The specific version ``model_spec`` selects now, and that version's signatures.
 
@@ -253,8 +273,12 @@ class DataPlane:
         is decoded by its dtypes; classify and regress check its method):
         pass the returned spec to :meth:`infer` so the checked version is the
         one that runs.  Answered from a cache that forgets at every version
-        state change.  Raises what :meth:`ServerCore.model_metadata` raises.
+        state change.  Raises what :meth:`ServerCore.model_metadata` raises;
+        for a model loaded on demand that is not loaded, starts its load and
+        raises UnavailableError (await :meth:`loaded` first to wait for it).
         """
+        if (loading := self._core.on_demand.demand(model_spec.name)) is not None:
+            _not_loaded_yet(loading, model_spec.name)
         return self._signatures.lookup(model_spec)
 
     async def infer(
@@ -281,6 +305,17 @@ class DataPlane:
         passes.
         """
         started_ns = time.perf_counter_ns()
+        name = model_spec.name
+        self._in_flight.enter(name)
+        if (loading := self._core.on_demand.demand(name)) is not None:
+            try:
+                await within_deadline(asyncio.wrap_future(loading), deadline)
+            except DeadlineExceededError:
+                self._in_flight.leave(name)
+                raise _still_loading(name) from None
+            except BaseException:
+                self._in_flight.leave(name)
+                raise
         call, placement = self._place(model_spec, signature_name, inputs, output_filter, deadline)
         try:
             with _scope(deadline), caller_scope(self._caller):
@@ -306,6 +341,14 @@ class DataPlane:
         model's share of the pool).  Raises what :meth:`infer` raises.
         """
         started_ns = time.perf_counter_ns()
+        name = model_spec.name
+        self._in_flight.enter(name)
+        if (loading := self._core.on_demand.demand(name)) is not None:
+            try:
+                _wait_blocking(loading, name, deadline)
+            except BaseException:
+                self._in_flight.leave(name)
+                raise
         call, placement = self._place(model_spec, signature_name, inputs, output_filter, deadline)
         pool = self._pool
         try:
@@ -335,14 +378,15 @@ class DataPlane:
         """The admitted call of the version ``model_spec`` picks, and where it runs: the
         servable's placement for its signature, or the plane's for its execution mode.
 
+        Requires: the request entered in flight (a model loaded on demand is
+        waited for after that, so it is not unloaded under the request).
         The call is one request in flight until the model's call ends (its
-        release), not only until its answer.  Raises UnavailableError at the
-        in-flight bound; what the lookup raises; what resolving the signature
-        raises (recorded as the version's failed call).
+        release), not only until its answer; on failure it leaves at once.
+        Raises what the lookup raises; what resolving the signature raises
+        (recorded as the version's failed call).
         """
         name = model_spec.name
         in_flight = self._in_flight
-        in_flight.enter(name)
         try:
             handle = self._core.servable_handle(model_spec)
         except BaseException:
@@ -436,6 +480,8 @@ class DataPlane:
             self._streams.leave(name)
             raise
         try:
+            if (loading := self._core.on_demand.demand(name)) is not None:
+                _not_loaded_yet(loading, name)
             stream = self._open_stream(
                 model_spec,
                 signature_name,
@@ -551,6 +597,34 @@ class DataPlane:
         self._pool.close()
         self._coroutines.close()
         self._request_logger.close()
+
+
+def _still_loading(name: str) -> DeadlineExceededError:
+    return DeadlineExceededError(
+        f"Deadline exceeded while model {name} loads on demand (its load goes on: a later "
+        "request finds it loaded)"
+    )
+
+
+def _wait_blocking(
+    loading: concurrent.futures.Future[None], name: str, deadline: float | None
+) -> None:
+    """Waits for a load on demand until ``deadline``; raises its error, or DEADLINE_EXCEEDED."""
+    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+    try:
+        loading.result(timeout)
+    except concurrent.futures.TimeoutError:
+        loading.cancel()
+        raise _still_loading(name) from None
+
+
+def _not_loaded_yet(loading: concurrent.futures.Future[None], name: str) -> None:
+    """For a caller that cannot wait: the load's error if it failed at once, else
+    UnavailableError (the load goes on)."""
+    if loading.done():
+        loading.result()
+    loading.cancel()
+    raise UnavailableError(f"Model {name} is loading on demand: retry once it is loaded")
 
 
 def _no_release() -> None:

@@ -47,6 +47,10 @@ class InFlight:
             else:
                 del self._counts[model_name]
 
+    def count(self, model_name: str) -> int:
+        """Requests of ``model_name`` in flight now."""
+        return self._counts.get(model_name, 0)  # one dict read: atomic
+
     def snapshot(self) -> dict[str, int]:
         """Requests in flight by model (models with none are left out)."""
         with self._lock:

@@ -110,6 +110,7 @@ class TfServingApi:
             )
         if instances is _MISSING and inputs is _MISSING:
             raise InvalidArgumentError("Missing 'inputs' or 'instances' key")
+        await self._plane.loaded(request.model_spec(), deadline=request.deadline)
         pinned, signatures = self._plane.signatures(request.model_spec())
         if signature_name == EXPLAIN_SIGNATURE and EXPLAIN_SIGNATURE not in signatures:
             raise UnimplementedError(

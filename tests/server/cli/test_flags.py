@@ -10,7 +10,7 @@ import pytest
 
 from servinglib.server.cli import FlagError, ServerFlags, parse_flags
 from servinglib.server.cli.flags import make_parser
-from servinglib.server.cli.model_server import stream_limits
+from servinglib.server.cli.model_server import core_options, stream_limits
 from servinglib.server.plane.stream_limits import StreamLimits
 from servinglib.sources.remote_mirror import default_cache_dir
 
@@ -336,3 +336,48 @@ def test_repository_flags_that_cannot_be_served_are_one_line(argv: list[str], wo
     """Each combination Triton refuses or we cannot serve fails naming the flag."""
     with pytest.raises(FlagError, match=re.escape(words)):
         parse_flags(argv, environ={})
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1000000", 1_000_000),
+        ("512MiB", 512 << 20),
+        ("2GB", 2_000_000_000),
+        ("1.5g", 1_500_000_000),
+        ("64 kib", 64 << 10),
+        ("0", None),
+    ],
+)
+def test_the_model_memory_budget_takes_units_and_reaches_the_core(
+    text: str, expected: int | None
+) -> None:
+    """--model_memory_budget reads decimal and binary units; 0 is no budget."""
+    flags = parse_flags(["--demo", f"--model_memory_budget={text}"], environ={})
+    assert core_options(flags).total_model_memory_limit_bytes == expected
+
+
+@pytest.mark.parametrize("text", ["lots", "5XB", "-1GB", "1e9", "9" * 100])
+def test_a_model_memory_budget_that_is_no_size_is_refused_naming_the_flag(text: str) -> None:
+    """A budget without a number, or with an unknown unit, fails naming the flag."""
+    with pytest.raises(FlagError, match="model_memory_budget"):
+        parse_flags(["--demo", f"--model_memory_budget={text}"], environ={})
+
+
+def test_load_model_pins_models_of_a_server_loading_on_demand() -> None:
+    """--load_models_on_demand with --load_model (no repository needed) pins those models."""
+    flags = parse_flags(
+        ["--demo", "--load_models_on_demand", "--load_model=a", "--load_model=b"], environ={}
+    )
+    options = core_options(flags)
+    assert options.load_models_on_demand
+    assert options.pinned_models == {"a", "b"}
+
+
+def test_the_two_spellings_of_the_budget_must_agree() -> None:
+    """--model_memory_budget and --total_model_memory_limit_bytes are one budget."""
+    with pytest.raises(FlagError, match="one budget"):
+        parse_flags(
+            ["--demo", "--model_memory_budget=1GB", "--total_model_memory_limit_bytes=5"],
+            environ={},
+        )
