@@ -9,7 +9,7 @@ import bisect
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, final
 
 from servinglib._install import install_hint
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from servinglib.core.on_demand_loads import OnDemandEvent, OnDemandLoads
     from servinglib.core.servable_state_monitor import ServableStateMonitor
     from servinglib.server.observe.worker_metrics import WorkerMetrics
-    from servinglib.server.plane.response_cache import CacheUsage
     from servinglib.server.server_core import ServerCore
     from servinglib.sources.remote_mirror import StoreEvent
 
@@ -54,7 +53,25 @@ class PlaneGauges(Protocol):
 
     def requests_in_flight(self) -> dict[str, int]: ...
 
-    def response_cache_usage(self) -> CacheUsage | None: ...
+    def response_cache_usage(self) -> _CacheUsage | None: ...
+
+
+class _CacheUsage(Protocol):
+    """What the metrics read of the response cache's usage (plane.response_cache.CacheUsage:
+    observers do not import the plane)."""
+
+    @property
+    def size_bytes(self) -> int: ...
+    @property
+    def used_bytes(self) -> int: ...
+    @property
+    def entries(self) -> int: ...
+    @property
+    def evictions(self) -> int: ...
+    @property
+    def hits(self) -> Mapping[str, int]: ...
+    @property
+    def misses(self) -> Mapping[str, int]: ...
 
 
 def _prometheus() -> Any:  # noqa: ANN401 - the module, imported lazily
@@ -402,7 +419,7 @@ class _StateCollector:
         yield depth
 
 
-def _cache_families(usage: CacheUsage) -> Iterator[Any]:
+def _cache_families(usage: _CacheUsage) -> Iterator[Any]:
     """The response cache's series: hits and misses by model, its bytes and evictions."""
     for series, counts in (("cache_hits", usage.hits), ("cache_misses", usage.misses)):
         family = SCRAPED[series].family()
