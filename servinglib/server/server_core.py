@@ -301,7 +301,8 @@ class ServerCore:
 
         Not ready: a configured model still loading, one whose every version
         failed (:meth:`failed_models`), one whose directory holds no version yet,
-        a core with no model configured, and a core drained or closed.  Models
+        a core with no model configured (unless ``ready_without_models``), and a core
+        drained or closed.  Models
         swapping versions stay ready under the availability-preserving policy.
         A model loaded on demand is ready once its versions are found:
         registered, it loads when a request names it.
@@ -310,7 +311,7 @@ class ServerCore:
             return False
         names = self._config.names
         if not names:
-            return False
+            return self._options.ready_without_models
         available = {
             servable_id.name for servable_id in self._manager.list_available_servable_ids()
         }

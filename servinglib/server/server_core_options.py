@@ -156,6 +156,10 @@ class ServerCoreOptions(metaclass=_TakesFlatKeywords):
     """Configured models are registered, not loaded, until a request names them (a model's own
     ``ModelConfig.load_on_demand`` overrides it); the others are pinned."""
 
+    ready_without_models: bool = False
+    """A core with no model configured is ready (Triton's explicit model control: a server that
+    loads models when asked is ready before it has any); False: not ready, as TF Serving."""
+
     pinned_models: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
     """Models loaded at start and never unloaded to make room, whatever else says they load on
     demand (``--load_model=NAME``)."""

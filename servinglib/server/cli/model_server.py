@@ -157,6 +157,7 @@ def core_options(flags: ServerFlags) -> ServerCoreOptions:
             else flags.total_model_memory_limit_bytes
         ),
         load_models_on_demand=flags.load_models_on_demand,
+        ready_without_models=flags.model_control_mode == "explicit",
         pinned_models=flags.load_model if flags.load_models_on_demand else (),
         allow_version_labels_for_unavailable_models=flags.allow_version_labels_for_unavailable_models,
         platform_configs=platform_configs(flags, warmup),

@@ -197,6 +197,15 @@ def test_explicit_mode_loads_unloads_and_reloads_over_both_protocols(
         assert _status(caught.value) in {code, "404"}
 
 
+def test_explicit_mode_with_no_model_loaded_is_ready_and_loads_when_asked(serve: Serve) -> None:
+    """Explicit mode without --load_model is ready at once, as Triton is, and loads on request."""
+    _, clients = serve("--model_control_mode=explicit")
+    assert clients.http.is_server_ready()
+    assert clients.grpc.is_server_ready()
+    clients.grpc.load_model("add_sub")
+    assert clients.http.is_model_ready("add_sub")
+
+
 def test_poll_mode_follows_the_repository(serve: Serve, repository: Path) -> None:
     """A model directory added is loaded, one removed unloaded; load calls are refused."""
     _, clients = serve("--model_control_mode=poll", "--repository_poll_secs=0.2")
