@@ -86,10 +86,12 @@ class SequenceExecutor(Protocol):
 @final
 @attrs.frozen
 class SequenceStatistics:
-    """A sequence model's sequences now: holding a slot or waiting for one.  Immutable."""
+    """A sequence model's sequences now: ``active`` (holding a slot or waiting for one), those
+    of them in the ``backlog`` (waiting), and its ``slots`` (all instances').  Immutable."""
 
     active: int
     backlog: int
+    slots: int = 0
 
 
 @final
@@ -145,7 +147,8 @@ class SequenceBatcher(Placement):
     def statistics(self) -> SequenceStatistics:
         """How many sequences are active and how many of them wait for a slot."""
         with self._changed:
-            return SequenceStatistics(self._slots.active, self._slots.backlog)
+            slots = self._slots
+            return SequenceStatistics(slots.active, slots.backlog, slots.slots)
 
     def close(self) -> None:
         """Stops the instances' threads once the requests queued in slots have run.

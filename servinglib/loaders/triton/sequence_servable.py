@@ -76,6 +76,12 @@ class TritonSequenceServable(Servable):
         """The placement of the model's calls."""
         return self._batcher
 
+    def sequence_gauge(self) -> tuple[int, int, int]:
+        """(sequences holding a slot, sequences waiting for one, slots): what the metrics
+        show (``servinglib.server.plane.sequence_gauges``)."""
+        statistics = self._batcher.statistics()
+        return statistics.active - statistics.backlog, statistics.backlog, statistics.slots
+
     @property
     def signatures(self) -> Mapping[str, SignatureSpec]:
         return self._instances[0].signatures

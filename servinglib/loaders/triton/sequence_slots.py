@@ -88,6 +88,11 @@ class SequenceSlots:
         """Sequences waiting for a slot."""
         return len(self._backlog)
 
+    @property
+    def slots(self) -> int:
+        """The slots of all instances."""
+        return sum(len(slots) for slots in self._slots)
+
     def enqueue(self, correlation_id: int | str, request: SequenceRequest) -> Sequence:
         """Queues ``request`` behind the earlier ones of its sequence; its sequence.
 

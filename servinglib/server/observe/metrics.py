@@ -55,6 +55,19 @@ class PlaneGauges(Protocol):
 
     def response_cache_usage(self) -> _CacheUsage | None: ...
 
+    def sequence_gauges(self) -> Mapping[str, _SequenceGauge]: ...
+
+
+class _SequenceGauge(Protocol):
+    """A sequence model's gauge (plane.sequence_gauges.SequenceGauge)."""
+
+    @property
+    def active(self) -> int: ...
+    @property
+    def backlog(self) -> int: ...
+    @property
+    def slots(self) -> int: ...
+
 
 class _CacheUsage(Protocol):
     """What the metrics read of the response cache's usage (plane.response_cache.CacheUsage:
@@ -365,6 +378,7 @@ class _StateCollector:
             usage = plane.response_cache_usage()
             if usage is not None:
                 yield from _cache_families(usage)
+            yield from _sequence_families(plane.sequence_gauges())
         yield from self._load_gauges()
         yield from self._residency_gauges()
 
@@ -417,6 +431,19 @@ class _StateCollector:
         for name, stats in sorted(queues.items()):
             depth.add_metric([name], stats.queued_tasks)
         yield depth
+
+
+def _sequence_families(gauges: Mapping[str, _SequenceGauge]) -> Iterator[Any]:
+    """The sequence models' series (no samples without a sequence model)."""
+    for series, field in (
+        ("sequences_active", "active"),
+        ("sequence_backlog", "backlog"),
+        ("sequence_slots", "slots"),
+    ):
+        family = SCRAPED[series].family()
+        for name, gauge in sorted(gauges.items()):
+            family.add_metric([name], getattr(gauge, field))
+        yield family
 
 
 def _cache_families(usage: _CacheUsage) -> Iterator[Any]:

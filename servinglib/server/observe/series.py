@@ -120,6 +120,14 @@ SCRAPED: Final[Mapping[str, Series]] = {
         "Bytes the response cache's entries hold (at most its size).", ()),
     "cache_evictions": Series("servinglib_response_cache_evictions", "counter",
         "Entries the response cache dropped to make room (least recently used first).", ()),
+    "sequences_active": Series("servinglib_sequences_active", "gauge",
+        "Sequences of a sequence model holding a batch slot now (Triton's sequence batcher).",
+        _MODEL),
+    "sequence_backlog": Series("servinglib_sequence_backlog", "gauge",
+        "Sequences of a sequence model waiting for a free slot.", _MODEL),
+    "sequence_slots": Series("servinglib_sequence_slots", "gauge",
+        "The batch slots of a sequence model, all its instances' (active / slots: the slot "
+        "utilisation).", _MODEL),
     "resident_models": Series("servinglib_resident_models", "gauge",
         "Models loaded or loading (pinned ones included) against those registered only, by "
         "residency (resident, registered).", ("residency",)),

@@ -65,6 +65,7 @@ from servinglib.server.plane.public_errors import PublicErrors
 from servinglib.server.plane.response_cache import CacheUsage
 from servinglib.server.plane.response_cache_config import ResponseCacheConfig
 from servinglib.server.plane.response_caching import ResponseCaching
+from servinglib.server.plane.sequence_gauges import SequenceGauge, sequence_gauges
 from servinglib.server.plane.signature_cache import SignatureCache
 from servinglib.server.plane.stream_budget import StreamBudget
 from servinglib.server.plane.stream_limits import StreamLimits
@@ -223,6 +224,10 @@ class DataPlane:
     def response_cache_usage(self) -> CacheUsage | None:
         """What the response cache holds and has counted; None without one."""
         return self._caching.usage()
+
+    def sequence_gauges(self) -> Mapping[str, SequenceGauge]:
+        """Each sequence model's active sequences, backlog and slots (others left out)."""
+        return sequence_gauges(self._core)
 
     def requests_in_flight(self) -> dict[str, int]:
         """Inference requests running now (:meth:`infer`), by model; models with none left out."""

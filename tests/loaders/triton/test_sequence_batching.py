@@ -256,6 +256,48 @@ def test_sequences_beyond_the_backlog_bound_are_unavailable(serving: Serving) ->
     assert "MAX_SEQUENCE_BACKLOG" in third["message"]
 
 
+def test_metrics_show_active_sequences_backlog_and_slots(serving: Serving) -> None:
+    """With the one slot held and a second sequence waiting, the scrape says 1 active, 1 in
+    the backlog, 1 slot; once both ended, 0 and 0."""
+    from servinglib.server.observe.metrics import ServerMetrics
+    from servinglib.server.plane.data_plane import DataPlane
+
+    metrics = ServerMetrics()
+    plane = DataPlane(serving.core)
+    metrics.attach_plane(plane)
+
+    def series(name: str) -> str:
+        text = metrics.render().decode()
+        return next(
+            line for line in text.splitlines() if line.startswith(name + '{model_name="bounded"}')
+        )
+
+    try:
+        with Clients(serving.http_url, serving.grpc_url) as clients:
+            clients.infer("grpc", "bounded", step_input(1, 1), sequence_id=71, **_START)
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                second = pool.submit(
+                    Clients(serving.http_url, serving.grpc_url).infer,
+                    "grpc",
+                    "bounded",
+                    step_input(2, 1),
+                    sequence_id=72,
+                    sequence_start=True,
+                    sequence_end=True,
+                )
+                wait_until(lambda: series("servinglib_sequence_backlog").endswith(" 1.0"))
+                assert series("servinglib_sequences_active").endswith(" 1.0")
+                assert series("servinglib_sequence_slots").endswith(" 1.0")
+                clients.infer(
+                    "grpc", "bounded", step_input(3, 1), sequence_id=71, sequence_end=True
+                )
+                second.result(timeout=30)
+        wait_until(lambda: series("servinglib_sequences_active").endswith(" 0.0"))
+        assert series("servinglib_sequence_backlog").endswith(" 0.0")
+    finally:
+        plane.close()
+
+
 def test_sequences_stick_to_their_instance(serving: Serving) -> None:
     """Two sequences on a model of two one-slot instances run on different instances, each
     on the same one throughout, named as Triton names them."""
