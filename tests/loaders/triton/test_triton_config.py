@@ -289,7 +289,8 @@ def test_sequence_batching_parses_and_is_named() -> None:
 
 
 def test_every_unimplemented_field_is_named_once_by_its_path() -> None:
-    """Set fields servinglib does not act on are listed as dotted paths, repeated ones once."""
+    """Set fields servinglib does not act on are listed as dotted paths, repeated ones once;
+    those it applies (response_cache, parameters) are not."""
     text = (
         'input [ { name: "a" data_type: TYPE_FP32 dims: [ 1 ] reshape { shape: [ ] } },'
         ' { name: "b" data_type: TYPE_FP32 dims: [ 1 ] optional: true reshape { } } ]\n'
@@ -309,8 +310,7 @@ def test_every_unimplemented_field_is_named_once_by_its_path() -> None:
         "instance_group.host_policy",
         "model_warmup",
         "model_transaction_policy",
-        "response_cache",
-    )
+    )  # response_cache is applied (the plane's response caching): not named
 
 
 @pytest.mark.parametrize(
