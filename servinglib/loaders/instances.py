@@ -232,7 +232,8 @@ class _FreeInstances:
 @final
 class InstancesLoader(ModelLoader):
     """Loads ``count`` instances of a version with ``start(path, index)`` and serves them as
-    one :class:`InstancesServable` (``batching``: its batching placement, see there).
+    one :class:`InstancesServable` (``batching``: its batching placement, see there), or as
+    ``serve(instances)`` makes them one servable (a sequence batcher in front of them).
 
     The instances load at once, each on a thread of its own; if one fails, those loaded are
     closed and the load fails with the error of the first that failed (by index).
@@ -246,11 +247,14 @@ class InstancesLoader(ModelLoader):
         start: Callable[[str, int], Servable],
         warmup: WarmupOptions | None = None,
         batching: Callable[[InstancesServable], Placement | None] | None = None,
+        *,
+        serve: Callable[[Sequence[Servable]], Servable] | None = None,
     ) -> None:
         super().__init__(path, warmup)
         self._count = count
         self._start = start
         self._batching = batching
+        self._serve = serve
 
     def _load_servable(self) -> Servable:
         with concurrent.futures.ThreadPoolExecutor(
@@ -264,7 +268,15 @@ class InstancesLoader(ModelLoader):
                 if start.exception() is None:
                     start.result().close()
             failed[0].result()  # raises its error
-        return InstancesServable([start.result() for start in starts], self._batching)
+        instances = [start.result() for start in starts]
+        if self._serve is not None:
+            try:
+                return self._serve(instances)
+            except BaseException:
+                for instance in instances:
+                    instance.close()
+                raise
+        return InstancesServable(instances, self._batching)
 
     def _unload_servable(self, servable: Servable) -> None:
         servable.close()  # (a wrapper served in its place may not have closed it)

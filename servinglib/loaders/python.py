@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar, final
+from typing import Any, TypeVar, cast, final
 
 import attrs
 import numpy as np
@@ -181,11 +181,13 @@ def make_adapter(config: PythonPlatformConfig | None) -> SourceAdapter[StoragePa
 
     def loader(path: str) -> Loader:
         count = _instance_count(path, config)
+        if _sequence_batching(path):
+            if count > 1 or config.model_process:
+                return sequence_instances_loader(path, count, config)
+            return in_process(path)
         if count > 1:
             return instances_loader(path, count, config)
-        if config.model_process and not _sequence_batching(path):
-            return processes(path)
-        return in_process(path)
+        return processes(path) if config.model_process else in_process(path)
 
     return FunctionSourceAdapter(loader)
 
@@ -204,8 +206,6 @@ def _instance_count(path: str, config: PythonPlatformConfig) -> int:
     except ServingError:
         return config.instance_count or 1  # the load reads the config again, failing with why
     message = config_pbtxt.message
-    if message.HasField("sequence_batching"):
-        return 1  # its instances are its sequence batcher's, in the server's process
     if count > 1 and message.model_transaction_policy.decoupled:
         _log.warning(
             "Model %s: a decoupled model streams its answers, which a model process cannot: "
@@ -218,18 +218,41 @@ def _instance_count(path: str, config: PythonPlatformConfig) -> int:
 
 
 def _sequence_batching(path: str) -> bool:
-    """Whether the model's ``config.pbtxt`` sets ``sequence_batching``: its sequence batcher
-    and instances live in the server's process (a request's sequence id does not travel to
-    a model process)."""
+    """Whether the model's ``config.pbtxt`` sets ``sequence_batching`` (and is not decoupled):
+    its sequence batcher lives in the server's process, in front of its instances."""
     model_dir = os.path.dirname(os.path.abspath(path))
     if not os.path.isfile(os.path.join(model_dir, "config.pbtxt")):
         return False
     from servinglib.loaders.triton.config import read_model_config  # only Triton models
 
     try:
-        return read_model_config(model_dir).message.HasField("sequence_batching")
+        message = read_model_config(model_dir).message
     except ServingError:
         return False  # the load reads the config again and fails with what is wrong
+    return message.HasField("sequence_batching") and not message.model_transaction_policy.decoupled
+
+
+def sequence_instances_loader(path: str, count: int, config: PythonPlatformConfig) -> Loader:
+    """``count`` instances of a sequence model's version in ``path``, each in a model process
+    of its own (each ``initialize`` s one instance), behind one sequence batcher in the
+    server's process (:class:`~servinglib.loaders.triton.sequence_servable.TritonSequenceServable`):
+    a sequence sticks to the instance of its slot, its controls and state travel with each
+    request."""
+    from servinglib.loaders.triton.config import read_model_config  # only Triton models
+    from servinglib.loaders.triton.sequence_servable import TritonSequenceServable
+
+    inner = attrs.evolve(config, model_process=False, instance_count=1)
+    model_dir = os.path.dirname(os.path.abspath(path))
+
+    def start(version_path: str, index: int) -> Servable:
+        return ProcessServable.start(_INSTANCE_FACTORY, version_path, (inner, index))
+
+    def serve(instances: Sequence[Servable]) -> Servable:
+        version = int(os.path.basename(os.path.normpath(path)))
+        processes = cast("list[ProcessServable]", list(instances))
+        return TritonSequenceServable(processes, read_model_config(model_dir), model_dir, version)
+
+    return InstancesLoader(path, max(1, count), start, WarmupOptions(enabled=False), serve=serve)
 
 
 def instances_loader(path: str, count: int, config: PythonPlatformConfig) -> Loader:
@@ -292,12 +315,14 @@ class PythonLoader(ModelLoader):
     """
 
     def __init__(
-        self, path: str, config: PythonPlatformConfig | None = None, *, instance: int = 0
+        self, path: str, config: PythonPlatformConfig | None = None, *, instance: int | None = None
     ) -> None:
         config = config if config is not None else PythonPlatformConfig(allow_code_execution=True)
         super().__init__(path, config.warmup)
         self._config = config
-        self._instance = instance  # which of the model's instances (a Triton model's name)
+        # Which of the model's instances this process loads (a Triton model's name); None: the
+        # whole model (a sequence model's instances all here, behind its sequence batcher).
+        self._instance = instance
         digest = hashlib.sha1(os.path.abspath(path).encode(), usedforsecurity=False).hexdigest()
         # Unique per loader: two servables may load the same directory.
         self._module_name = f"servinglib_python_model_{digest[:12]}_{next(_loader_numbers)}"
@@ -347,7 +372,7 @@ class PythonLoader(ModelLoader):
             sys.modules.pop(self._module_name, None)
 
 
-def _load_triton_python_model(model_class: type[Any], path: str, instance: int) -> Servable:
+def _load_triton_python_model(model_class: type[Any], path: str, instance: int | None) -> Servable:
     # Imported here: only Triton Python models need the config reader and its protos.
     from servinglib.loaders.triton.python_model import load_triton_python_model
 

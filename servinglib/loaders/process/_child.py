@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
@@ -162,7 +163,7 @@ def _call(
 
 
 def _execute(
-    servable: Servable, requests: list[tuple[Tensors, frozenset[str] | None, Any]]
+    servable: Servable, requests: list[tuple[Tensors, frozenset[str] | None, Any, frozenset[str]]]
 ) -> list[Any]:
     """A REQUESTS message's answers: the servable's ``execute_requests`` of them all (a
     :class:`~servinglib.loaders.triton.request_batching.RequestExecutor`), each request's
@@ -173,7 +174,15 @@ def _execute(
             f"{type(servable).__name__} cannot run several requests in one call"
         )
     pending = []
-    for inputs, output_filter, request in requests:
+    for inputs, output_filter, request, also_wanted in requests:
+        if also_wanted:  # (a sequence step: its state's outputs too)
+            deadline = None if request.timeout_s is None else time.monotonic() + request.timeout_s
+            pending.append(
+                executor.pending_request(
+                    inputs, output_filter, request.extras, deadline, also_wanted=also_wanted
+                )
+            )
+            continue
         with request.scope():  # each request's record holds its own extras and deadline
             pending.append(executor.pending(inputs, output_filter))
     outcomes = executor.execute_requests(pending)

@@ -18,7 +18,8 @@ from servinglib.servable import deadline_scope, request_deadline
 PREPARE = "prepare"  # (PREPARE, factory, sys_path)
 LOAD = "load"  # (LOAD, path, config)
 CALL = "call"  # (CALL, call_id, signature_name, inputs, output_filter, request)
-# (REQUESTS, call_id, [(inputs, output_filter, request), ...]): one execute() of them all,
+# (REQUESTS, call_id, [(inputs, output_filter, request, also_wanted), ...]): one execute() of
+# them all (also_wanted: outputs the servable takes beside those asked for),
 # answered by a RESULT whose outputs are a list: each request's outputs or (code, message).
 REQUESTS = "requests"
 LOADED = "loaded"  # (LOADED, {name: SignatureSpec})

@@ -21,6 +21,7 @@ from servinglib.errors import (
 )
 from servinglib.loaders.process import _wire
 from servinglib.loaders.process._spawn import Started, spares
+from servinglib.request_extras import RequestExtras, request_extras
 from servinglib.servable import (
     ExecutionMode,
     Servable,
@@ -56,7 +57,8 @@ class Request:
     inputs: dict[str, npt.NDArray[Any]]
     output_filter: frozenset[str] | None
     context: _wire.RequestContext
-    deadline: float | None = attrs.field(factory=request_deadline)
+    deadline: float | None
+    also_wanted: frozenset[str] = frozenset()
 
 
 @final
@@ -93,6 +95,7 @@ class ProcessServable(Servable):
         self._gone: ServingError | None = None  # why calls fail now; guarded by: _lock
         self._closing = threading.Event()  # set under _lock by close(); ends a restart's wait
         self._send_lock = threading.Lock()
+        self._exit_callbacks: list[Callable[[ServingError], None]] = []  # guarded by: _lock
         name = f"servinglib-process-{started.process.pid}"
         self._reader = threading.Thread(target=self._serve_replies, name=name, daemon=True)
         self._reader.start()
@@ -113,6 +116,13 @@ class ProcessServable(Servable):
         """The id of the process serving (a restart changes it)."""
         with self._lock:
             return self._link.process.pid
+
+    def on_exit(self, callback: Callable[[ServingError], None]) -> None:
+        """Calls ``callback(error)`` whenever the process dies (``error`` says which and how),
+        before a new one loads the version: what the process held is gone (a model's state,
+        a sequence's).  Called on the process's reader thread; not when it is closed."""
+        with self._lock:
+            self._exit_callbacks.append(callback)
 
     @property
     def serving(self) -> bool:
@@ -144,7 +154,24 @@ class ProcessServable(Servable):
     def pending(self, inputs: Tensors, output_filter: frozenset[str] | None = None) -> Request:
         """One request for :meth:`execute_requests`, made on its caller's thread (its extras
         and deadline)."""
-        return Request(dict(inputs), output_filter, _wire.RequestContext.current())
+        return self.pending_request(inputs, output_filter, request_extras(), request_deadline())
+
+    def pending_request(
+        self,
+        inputs: Tensors,
+        output_filter: frozenset[str] | None,
+        extras: RequestExtras,
+        deadline: float | None,
+        *,
+        also_wanted: frozenset[str] = frozenset(),
+    ) -> Request:
+        """One request for :meth:`execute_requests` of the request ``extras`` describes, due
+        by ``deadline`` (``time.monotonic()``; None: none); ``also_wanted``: outputs the
+        process's servable takes from its response beside those asked for (a sequence's
+        state)."""
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        context = _wire.RequestContext(extras, timeout)
+        return Request(dict(inputs), output_filter, context, deadline, also_wanted)
 
     def execute_requests(
         self, requests: Sequence[Request]
@@ -155,7 +182,7 @@ class ProcessServable(Servable):
         Waits until the latest of their deadlines (DEADLINE_EXCEEDED past it, for them all).
         Raises FAILED_PRECONDITION when the servable runs one request at a time.
         """
-        items = [(r.inputs, r.output_filter, r.context) for r in requests]
+        items = [(r.inputs, r.output_filter, r.context, r.also_wanted) for r in requests]
         deadlines = [r.deadline for r in requests]
         deadline = None if None in deadlines else max(d for d in deadlines if d is not None)
         answers: list[Any] = self._round_trip(
@@ -228,10 +255,16 @@ class ProcessServable(Servable):
                 )
                 self._gone, pending_calls = gone, list(self._pending.values())
                 self._pending.clear()
+                callbacks = list(self._exit_callbacks)
             _log.error("%s", gone.message)
             for pending in pending_calls:
                 pending.error = gone
                 pending.done.set()
+            for callback in callbacks:
+                try:
+                    callback(gone)
+                except Exception:  # noqa: BLE001 - a callback failing must not stop the restart
+                    _log.exception("An exit callback of model process %d failed", link.process.pid)
             link.close()
             if not self._restart():
                 return

@@ -38,6 +38,7 @@ from typing import Any, TypeAlias, final
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 from google.protobuf.message import Message
 
 from servinglib.batching.options import BatchingParameters
@@ -274,3 +275,16 @@ def warn_unimplemented(model_name: str, source: str, fields: Iterable[str]) -> N
             ", ".join(new),
             extra={"model": model_name},
         )
+
+
+def check_batch_size(message: pb.ModelConfig, inputs: Mapping[str, npt.NDArray[Any]]) -> None:
+    """Raises InvalidArgumentError, as Triton, for a batch larger than the model's
+    ``max_batch_size`` (0: not batched, nothing to check)."""
+    limit = message.max_batch_size
+    if not limit:
+        return
+    for value in inputs.values():
+        if value.ndim and value.shape[0] > limit:
+            raise InvalidArgumentError(
+                f"inference request batch-size must be <= {limit} for '{message.name}'"
+            )

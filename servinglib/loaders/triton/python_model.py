@@ -27,6 +27,7 @@ import numpy.typing as npt
 from servinglib.errors import InternalError, InvalidArgumentError, ServingError
 from servinglib.loaders.triton.config import (
     TritonModelConfig,
+    check_batch_size,
     instance_count,
     tensor_specs,
     warn_unimplemented,
@@ -57,15 +58,17 @@ _log = logging.getLogger(__name__)
 
 
 def load_triton_python_model(
-    model_class: type[Any], version_path: str, instance: int = 0
+    model_class: type[Any], version_path: str, instance: int | None = None
 ) -> Servable:
     """Completes the config of the model in ``version_path``'s parent, makes the model and
-    initializes it as its instance ``instance`` (of its ``instance_group`` s).
+    initializes it as its instance ``instance`` (of its ``instance_group`` s); None: the
+    whole model, as instance 0.
 
-    A model whose config sets ``sequence_batching`` (and is not decoupled) is made and
-    initialized as each of its instances here, in this process, and served as one
+    The whole of a model whose config sets ``sequence_batching`` (and is not decoupled) is
+    made and initialized as each of its instances here, in this process, and served as one
     :class:`~servinglib.loaders.triton.sequence_servable.TritonSequenceServable`: its
-    sequences stick to an instance.
+    sequences stick to an instance.  (With model processes, each process loads one instance,
+    ``instance``, and the server's process serves them so.)
 
     Raises InvalidArgumentError for a config that does not parse or that the model's
     ``auto_complete_config`` rejects, and the error of a failing ``initialize`` (a
@@ -78,8 +81,11 @@ def load_triton_python_model(
     config = completed_config(model_class, model_dir)
     warn_unimplemented(config.message.name, config.source, not_implemented(config))
     message = config.message
-    if not message.HasField("sequence_batching") or message.model_transaction_policy.decoupled:
-        return _instance(model_class, config, model_dir, version_name, instance)
+    sequences = (
+        message.HasField("sequence_batching") and not message.model_transaction_policy.decoupled
+    )
+    if instance is not None or not sequences:
+        return _instance(model_class, config, model_dir, version_name, instance or 0)
     instances: list[TritonPythonServable] = []
     try:
         for index in range(instance_count(config)):
@@ -130,7 +136,7 @@ class TritonPythonServable(Servable):
         self._spec = SignatureSpec(inputs, outputs, streaming=self._decoupled)
         self._signatures = {DEFAULT_SIGNATURE: self._spec}
         self._output_names = [tensor.name for tensor in message.output]
-        self._max_batch_size = message.max_batch_size
+        self._message = message
         self._instance_name = instance_name(message, instance)
         self._execute_lock = threading.Lock()  # one instance: one execute() at a time
         self._batching = None if self._decoupled else request_batching(self, config, version)
@@ -263,14 +269,7 @@ class TritonPythonServable(Servable):
 
     def check_batch_size(self, inputs: Tensors) -> None:
         """Raises InvalidArgumentError, as Triton, for a batch larger than ``max_batch_size``."""
-        if not self._max_batch_size:
-            return
-        for value in inputs.values():
-            if value.ndim and value.shape[0] > self._max_batch_size:
-                raise InvalidArgumentError(
-                    f"inference request batch-size must be <= {self._max_batch_size} for "
-                    f"'{self._name}'"
-                )
+        check_batch_size(self._message, inputs)
 
     def _request(
         self,

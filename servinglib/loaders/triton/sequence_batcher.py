@@ -150,6 +150,36 @@ class SequenceBatcher(Placement):
             slots = self._slots
             return SequenceStatistics(slots.active, slots.backlog, slots.slots)
 
+    def end_instance(self, instance: int, error: ServingError) -> None:
+        """Ends every sequence holding a slot of ``instance``, whose process died with
+        ``error``: their queued requests fail with UNAVAILABLE naming them, their state (in
+        the dead process too) is gone, and their slots go to the backlog; a request of one
+        of them without START is then refused as for any sequence that is not active.  The
+        other instances' sequences go on.  Thread-safe.
+        """
+        failed: list[QueuedCall] = []
+        ended: list[int | str] = []
+        with self._changed:
+            for sequence in list(self._slots.in_slots(instance)):
+                ended.append(sequence.correlation_id)
+                failed.extend(request.call for request in sequence.requests)
+                sequence.requests.clear()
+                if sequence.running:
+                    sequence.lost = True  # its batch fails with the process; then it ends
+                else:
+                    self._slots.end(sequence)
+            self._changed.notify_all()
+        if not ended:
+            return
+        names = ", ".join(str(correlation_id) for correlation_id in ended)
+        lost = UnavailableError(
+            f"Model '{self._model}': {error.message}; its sequences {names} on that instance "
+            "ended with it: start them again"
+        )
+        _log.error("%s", lost.message)
+        for queued in failed:
+            queued.fail(lost)
+
     def close(self) -> None:
         """Stops the instances' threads once the requests queued in slots have run.
 
@@ -261,7 +291,11 @@ class SequenceBatcher(Placement):
             sequence.restart = sequence.restart or taken.start
         elif isinstance(outcome, StepResult):
             sequence.state = outcome.state
-        if taken.request.end and not sequence.requests:
+        if sequence.lost:  # its instance died: what it kept is gone
+            sequence.lost, sequence.state = False, None
+            if not sequence.requests:  # (a START queued since starts it again)
+                self._slots.end(sequence)
+        elif taken.request.end and not sequence.requests:
             self._slots.end(sequence)
 
 

@@ -10,18 +10,20 @@ implicit state (:mod:`~servinglib.loaders.triton.sequence_state`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from collections.abc import Sequence as Seq
-from typing import TYPE_CHECKING, Any, final
+from typing import Any, Protocol, final, runtime_checkable
 
 import numpy.typing as npt
 
 from servinglib.errors import InvalidArgumentError, ServingError
-from servinglib.loaders.triton.config import TritonModelConfig
+from servinglib.loaders.triton.config import TritonModelConfig, check_batch_size
 from servinglib.loaders.triton.sequence_batcher import SequenceBatcher, SequenceStep, StepResult
 from servinglib.loaders.triton.sequence_controls import SequenceControls
 from servinglib.loaders.triton.sequence_options import sequence_options
 from servinglib.loaders.triton.sequence_state import SequenceStates
+from servinglib.request_extras import RequestExtras
 from servinglib.servable import (
     CallSite,
     CallStages,
@@ -33,8 +35,36 @@ from servinglib.servable import (
     request_deadline,
 )
 
-if TYPE_CHECKING:  # python_model makes this servable: imported for its types only
-    from servinglib.loaders.triton.python_model import TritonPythonServable
+
+@runtime_checkable
+class _Mortal(Protocol):
+    """An instance that may die alone (a model process), saying so."""
+
+    def on_exit(self, callback: Callable[[ServingError], None]) -> None: ...
+
+
+class SequenceInstance(Protocol):
+    """One instance of a sequence model: a TritonPythonServable in this process, or a
+    ProcessServable whose process serves one."""
+
+    @property
+    def signatures(self) -> Mapping[str, SignatureSpec]: ...
+
+    def pending_request(
+        self,
+        inputs: Tensors,
+        output_filter: frozenset[str] | None,
+        extras: RequestExtras,
+        deadline: float | None,
+        *,
+        also_wanted: frozenset[str] = frozenset(),
+    ) -> Any: ...  # noqa: ANN401 - the instance's own request record
+
+    def execute_requests(
+        self, requests: Seq[Any]
+    ) -> list[dict[str, npt.NDArray[Any]] | ServingError]: ...
+
+    def close(self) -> None: ...
 
 
 @final
@@ -46,7 +76,7 @@ class TritonSequenceServable(Servable):
 
     def __init__(
         self,
-        instances: Seq[TritonPythonServable],
+        instances: Seq[SequenceInstance],
         config: TritonModelConfig,
         model_dir: str,
         version: int,
@@ -63,11 +93,14 @@ class TritonSequenceServable(Servable):
         self._version = version
         self._name = config.message.name
         states = SequenceStates(config, model_dir)
-        self._executor = _Executor(self._instances, SequenceControls(config), states)
+        self._executor = _Executor(self._instances, config, SequenceControls(config), states)
         self._batcher = SequenceBatcher(self._executor, options, model_name=self._name)
+        for index, instance in enumerate(self._instances):
+            if isinstance(instance, _Mortal):  # a model process: its sequences die with it
+                instance.on_exit(functools.partial(self._batcher.end_instance, index))
 
     @property
-    def instances(self) -> Seq[TritonPythonServable]:
+    def instances(self) -> Seq[SequenceInstance]:
         """The model's instances, in order."""
         return self._instances
 
@@ -120,16 +153,18 @@ class _Executor:
 
     def __init__(
         self,
-        instances: Seq[TritonPythonServable],
+        instances: Seq[SequenceInstance],
+        config: TritonModelConfig,
         controls: SequenceControls,
         states: SequenceStates,
     ) -> None:
         self._instances = instances
+        self._message = config.message
         self._controls = controls
         self._states = states
 
     def check(self, inputs: Tensors, correlation_id: int | str) -> None:
-        self._instances[0].check_batch_size(inputs)
+        check_batch_size(self._message, inputs)
         self._controls.tensors(correlation_id, start=False, end=False)
 
     def execute_steps(

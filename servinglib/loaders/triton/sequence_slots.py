@@ -45,6 +45,7 @@ class Sequence:
         "expects_start",
         "idle_since",
         "instance",
+        "lost",
         "requests",
         "restart",
         "running",
@@ -62,6 +63,7 @@ class Sequence:
         self.expects_start = False  # its last queued request ends it
         self.restart = False  # a skipped START: the next request it runs starts it
         self.idle_since = now
+        self.lost = False  # its instance died while it ran: it ends when that batch returns
 
 
 @final

@@ -5,7 +5,9 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import logging
+import os
 import queue
+import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 import tritonclient.grpc
 
+from servinglib.loaders.process import ProcessServable
 from servinglib.loaders.triton.sequence_servable import TritonSequenceServable
 from servinglib.server import ModelSpec
 from servinglib.server.triton_repository import TritonRepository
@@ -63,6 +66,7 @@ def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serving]:
         model_extra="instance_group [ { count: 2 kind: KIND_CPU } ]",
     )
     write_accumulator(repository, "named", corrid_type="TYPE_STRING")
+    write_accumulator(repository, "gauged", max_batch_size=1)
     write_accumulator(
         repository,
         "oldest",
@@ -269,17 +273,17 @@ def test_metrics_show_active_sequences_backlog_and_slots(serving: Serving) -> No
     def series(name: str) -> str:
         text = metrics.render().decode()
         return next(
-            line for line in text.splitlines() if line.startswith(name + '{model_name="bounded"}')
+            line for line in text.splitlines() if line.startswith(name + '{model_name="gauged"}')
         )
 
     try:
         with Clients(serving.http_url, serving.grpc_url) as clients:
-            clients.infer("grpc", "bounded", step_input(1, 1), sequence_id=71, **_START)
+            clients.infer("grpc", "gauged", step_input(1, 1), sequence_id=71, **_START)
             with concurrent.futures.ThreadPoolExecutor(1) as pool:
                 second = pool.submit(
                     Clients(serving.http_url, serving.grpc_url).infer,
                     "grpc",
-                    "bounded",
+                    "gauged",
                     step_input(2, 1),
                     sequence_id=72,
                     sequence_start=True,
@@ -288,9 +292,7 @@ def test_metrics_show_active_sequences_backlog_and_slots(serving: Serving) -> No
                 wait_until(lambda: series("servinglib_sequence_backlog").endswith(" 1.0"))
                 assert series("servinglib_sequences_active").endswith(" 1.0")
                 assert series("servinglib_sequence_slots").endswith(" 1.0")
-                clients.infer(
-                    "grpc", "bounded", step_input(3, 1), sequence_id=71, sequence_end=True
-                )
+                clients.infer("grpc", "gauged", step_input(3, 1), sequence_id=71, sequence_end=True)
                 second.result(timeout=30)
         wait_until(lambda: series("servinglib_sequences_active").endswith(" 0.0"))
         assert series("servinglib_sequence_backlog").endswith(" 0.0")
@@ -315,6 +317,45 @@ def test_sequences_stick_to_their_instance(serving: Serving) -> None:
     assert all(len(names) == 1 for names in instances)
     assert instances[0] | instances[1] == {"two_instances_0_0", "two_instances_0_1"}
     assert all([total(a) for a in answers] == [1, 3, 6, 10] for answers in results)
+
+
+def test_a_dead_instance_ends_its_sequences_and_the_other_goes_on(
+    serving: Serving, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each instance of two_instances is a model process; killing the one holding sequence 81
+    ends 81 (logged by name; its next step without START is refused) while 82, on the other
+    instance, keeps its running sum."""
+    with serving.core.servable_handle(ModelSpec.latest("two_instances")) as handle:
+        servable = handle.servable
+    assert isinstance(servable, TritonSequenceServable)
+    processes = list(servable.instances)
+    assert all(isinstance(p, ProcessServable) for p in processes)
+    with Clients(serving.http_url, serving.grpc_url) as clients:
+        first = {
+            sequence: clients.infer(
+                "grpc", "two_instances", step_input(1, 1), sequence_id=sequence, **_START
+            )
+            for sequence in (81, 82)
+        }
+        names = {sequence: seen(answer)["instance"] for sequence, answer in first.items()}
+        assert names[81] != names[82]
+        dying = processes[int(names[81].rsplit("_", 1)[1])]
+        pid = dying.pid
+        with caplog.at_level(logging.ERROR):
+            os.kill(pid, signal.SIGKILL)
+            wait_until(lambda: dying.serving and dying.pid != pid)
+        assert any("sequences 81 on that instance ended" in r.getMessage() for r in caplog.records)
+
+        lost = clients.infer("grpc", "two_instances", step_input(2, 1), sequence_id=81)
+        assert lost["error"] == "StatusCode.INVALID_ARGUMENT"
+        assert "81" in lost["message"]
+        kept = clients.infer("grpc", "two_instances", step_input(2, 1), sequence_id=82)
+        assert total(kept) == 3
+        again = clients.infer(
+            "grpc", "two_instances", step_input(5, 1), sequence_id=81, **_START, sequence_end=True
+        )
+        assert total(again) == 5
+        clients.infer("grpc", "two_instances", step_input(0, 1), sequence_id=82, sequence_end=True)
 
 
 def test_a_client_sequence_id_of_any_size_or_text_costs_no_slot(serving: Serving) -> None:
