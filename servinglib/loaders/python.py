@@ -33,16 +33,21 @@ from servinglib.errors import (
 from servinglib.loaders.instances import InstancesLoader, InstancesServable
 from servinglib.loaders.model_loader import ModelLoader
 from servinglib.loaders.process import ProcessServable, process_loaders
+from servinglib.loaders.python_sequences import Sequences, stateful_signatures
 from servinglib.loaders.triton.backend_utils_import import backend_utils_importable
 from servinglib.loaders.warmup import WarmupOptions
 from servinglib.servable import (
     PREDICT_METHOD,
+    CallSite,
+    CallStages,
     ExecutionMode,
+    ModelCall,
     Placement,
     Servable,
     SignatureSpec,
     Tensors,
     TensorSpec,
+    request_deadline,
 )
 from servinglib.sources.source import StoragePath
 from servinglib.sources.source_adapter import (
@@ -59,6 +64,7 @@ _log = logging.getLogger(__name__)
 _loader_numbers = itertools.count()
 
 _SPEC_ATTRIBUTE = "__servinglib_signature__"
+_SEQUENCES_ATTRIBUTE = "__servinglib_sequences__"
 _TRITON_CLASS_NAME = "TritonPythonModel"
 
 
@@ -122,6 +128,7 @@ def signature(
     method_name: str = PREDICT_METHOD,
     execution_mode: ExecutionMode = ExecutionMode.THREAD,
     response_cache: bool = False,
+    sequences: Sequences | None = None,
 ) -> Callable[[F], F]:
     """Declares a PythonModel method as a signature (named after the method unless ``name``).
 
@@ -136,6 +143,9 @@ def signature(
     on its inputs (and request parameters) alone, so a server started with a
     response cache (``--cache_config``) may answer a repeated request from it
     without calling the method (a streaming signature is never cached).
+    ``sequences``: the signature is stateful, served as sequences of requests
+    (:mod:`servinglib.loaders.python_sequences`): the method also gets ``state``,
+    ``start`` and ``end`` keywords and returns ``(outputs, next state)``.
     """
     spec = SignatureSpec(
         inputs, outputs, method_name, execution_mode, response_cache=response_cache
@@ -144,7 +154,14 @@ def signature(
     def mark(method: F) -> F:
         streaming = inspect.isgeneratorfunction(method) or inspect.isasyncgenfunction(method)
         marked = attrs.evolve(spec, streaming=True) if streaming else spec
+        if sequences is not None and (streaming or execution_mode is not ExecutionMode.THREAD):
+            raise InvalidArgumentError(
+                f"Signature '{name or method.__name__}': a stateful signature (sequences) is a "
+                "plain method in thread mode, not a stream nor async"
+            )
         setattr(method, _SPEC_ATTRIBUTE, (name or method.__name__, marked))
+        if sequences is not None:
+            setattr(method, _SEQUENCES_ATTRIBUTE, sequences)
         return method
 
     return mark
@@ -359,7 +376,8 @@ class PythonLoader(ModelLoader):
                 )
             model = model_class()
             model.load(self.path)
-            return PythonServable(model)
+            model_name = os.path.basename(os.path.dirname(os.path.abspath(self.path)))
+            return PythonServable(model, model_name)
         except BaseException:
             sys.modules.pop(self._module_name, None)
             raise
@@ -383,10 +401,12 @@ def _load_triton_python_model(model_class: type[Any], path: str, instance: int |
 class PythonServable(Servable):
     """A PythonModel's signature methods as a Servable.  Thread-safe if the model is."""
 
-    def __init__(self, model: PythonModel) -> None:
+    def __init__(self, model: PythonModel, name: str = "") -> None:
+        """``name``: the model's, for the errors of its stateful signatures."""
         self.model = model
         methods: dict[str, Callable[..., Any]] = {}
         specs: dict[str, SignatureSpec] = {}
+        sequences: dict[str, Sequences] = {}
         for _, member in inspect.getmembers(model, callable):
             marked = getattr(member, _SPEC_ATTRIBUTE, None)
             if marked is None:
@@ -401,12 +421,34 @@ class PythonServable(Servable):
                     "needs an async method"
                 )
             methods[name], specs[name] = member, spec
+            stateful = getattr(member, _SEQUENCES_ATTRIBUTE, None)
+            if stateful is not None:
+                sequences[name] = stateful
         if not specs:
             raise InvalidArgumentError(
                 f"{type(model).__name__} declares no signatures (decorate methods with @signature)"
             )
         self._methods = methods
         self._signatures = specs
+        self._name = name or type(model).__name__
+        self._stateful = stateful_signatures(methods, sequences, self._outputs, self._name)
+
+    def placement(self, signature_name: str) -> Placement | None:
+        stateful = self._stateful.get(signature_name)
+        return stateful.batcher if stateful is not None else None
+
+    def batches_itself(self, signature_name: str) -> bool:
+        return signature_name in self._stateful
+
+    def sequence_gauge(self) -> tuple[int, int, int]:
+        """(sequences holding a slot, waiting for one, slots) of its stateful signatures."""
+        gauges = [s.batcher.statistics() for s in self._stateful.values()]
+        active = sum(g.active - g.backlog for g in gauges)
+        return active, sum(g.backlog for g in gauges), sum(g.slots for g in gauges)
+
+    def close(self) -> None:
+        for stateful in self._stateful.values():
+            stateful.close()
 
     @property
     def signatures(self) -> Mapping[str, SignatureSpec]:
@@ -417,6 +459,14 @@ class PythonServable(Servable):
     ) -> dict[str, npt.NDArray[Any]]:
         if self._signatures[signature_name].execution_mode is ExecutionMode.ASYNC:
             raise FailedPreconditionError(f"Signature '{signature_name}' is async: use call_async")
+        stateful = self._stateful.get(signature_name)
+        if stateful is not None:  # (embedding code: through its sequence batcher)
+            spec = self._signatures[signature_name]
+            site = CallSite(self._name, 0, signature_name)
+            call = ModelCall(
+                site, self, spec, inputs, output_filter, request_deadline(), CallStages(), _nothing
+            )
+            return stateful.batcher.run_blocking(call)
         try:
             outputs = self._methods[signature_name](**inputs)
         except Exception as exc:
@@ -490,6 +540,10 @@ class PythonServable(Servable):
             missing = sorted(set(wanted) - outputs.keys())
             raise InternalError(f"Signature '{name}' did not return output '{missing[0]}'")
         return {key: _array(name, outputs[key], specs[key]) for key in wanted}
+
+
+def _nothing() -> None:
+    """A stateful call made by :meth:`PythonServable.call` holds its version already."""
 
 
 def _array(signature_name: str, value: object, spec: TensorSpec) -> npt.NDArray[Any]:

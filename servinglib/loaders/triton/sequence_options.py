@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from typing import final
+from typing import TYPE_CHECKING, final
 
 import attrs
 
 from servinglib.errors import InvalidArgumentError
-from servinglib.loaders.triton.config import TritonModelConfig
+
+if TYPE_CHECKING:  # only read: the config reader (and its protos) load with Triton models
+    from servinglib.loaders.triton.config import TritonModelConfig
 
 DEFAULT_MAX_SEQUENCE_IDLE_US = 1_000_000
 """Triton's ``max_sequence_idle_microseconds`` when it is not set (or 0)."""
