@@ -33,7 +33,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from _common import INDENT, print_environment, print_target
@@ -41,6 +40,7 @@ from _common import INDENT, print_environment, print_target
 # bench/triton.py: the servers, the cells; importing it drops this directory from sys.path
 # (bench/grpc.py would shadow grpcio) and puts the checkout's root there (for tests.triton).
 from triton import (
+    SERVINGLIB_FLAGS,
     Cell,
     Workload,
     best,
@@ -163,6 +163,8 @@ def report(cells: list[Cell], in_process: dict[str, float]) -> None:
             )
         errors = sum(cell.errors for cell in cells)
         print_target(errors == 0, f"errors: {errors} (0)")
+    if not in_process:
+        return
     print("\n2. In process, DataPlane.infer (median µs per call):")
     for name, us in in_process.items():
         print(f"{INDENT}{name:<10} {us:8.1f}")
@@ -180,8 +182,15 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5, help="in-process rounds (cell 2)")
     parser.add_argument("--calls", type=int, default=1000, help="calls per model per round")
+    parser.add_argument(
+        "--servinglib-flag",
+        action="append",
+        default=[],
+        help="one more flag for python -m servinglib (repeatable), e.g. --grpc_server=aio",
+    )
     parser.add_argument("--only", choices=("servers", "in-process"), help="one cell")
     args = parser.parse_args()
+    SERVINGLIB_FLAGS.extend(args.servinglib_flag)
     if args.only != "in-process":
         for tool in ("wrk", "h2load"):
             if shutil.which(tool) is None:
@@ -195,7 +204,7 @@ def main() -> None:
     client_cpus = os.environ.get("SERVINGLIB_BENCH_CLIENT_CPUS", "any")
     print(f"{INDENT}cell 1: servers on CPU {server_cpus}, load on CPU {client_cpus}")
     cells: list[Cell] = []
-    in_process: dict[str, Any] = {}
+    in_process: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         repository = write_repository(tmp / "models")
