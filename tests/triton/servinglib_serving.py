@@ -1,7 +1,8 @@
 """servinglib serving a Triton repository of Python models on 127.0.0.1, over REST and gRPC.
 
 The counterpart of :func:`tests.triton.oracle.running_triton`: the same repository, the same
-kind of addresses (``host:port``, as tritonclient wants them).
+kind of addresses (``host:port``, as tritonclient wants them).  REST and gRPC share one
+DataPlane, as in the ``servinglib`` server: its statistics count the calls of both.
 """
 
 from __future__ import annotations
@@ -13,14 +14,17 @@ from pathlib import Path
 
 from servinglib.loaders import PythonPlatformConfig
 from servinglib.server import ModelConfig, ModelServerConfig, ServerCore, ServerCoreOptions
+from servinglib.server.plane.data_plane import DataPlane
 from servinglib.testing._servers import LocalGrpcServer, LocalRestServer
 
 
 @dataclass(frozen=True)
 class Serving:
-    """A started servinglib: its core and its HTTP and gRPC addresses (``host:port``)."""
+    """A started servinglib: its core, the DataPlane both front ends share, and their HTTP
+    and gRPC addresses (``host:port``)."""
 
     core: ServerCore
+    plane: DataPlane
     http_url: str
     grpc_url: str
 
@@ -48,12 +52,16 @@ def serving_repository(
     )
     models = config if config is not None else python_models_config(repository)
     with ServerCore(models, options) as core:
-        rest = LocalRestServer(core)
+        plane = DataPlane(core)
         try:
-            grpc = LocalGrpcServer(core, server=grpc_server)
+            rest = LocalRestServer(plane)  # type: ignore[arg-type]  # create_app takes a plane
             try:
-                yield Serving(core, rest.url.removeprefix("http://"), grpc.target)
+                grpc = LocalGrpcServer(plane, server=grpc_server)  # type: ignore[arg-type]
+                try:
+                    yield Serving(core, plane, rest.url.removeprefix("http://"), grpc.target)
+                finally:
+                    grpc.close()
             finally:
-                grpc.close()
+                rest.close()
         finally:
-            rest.close()
+            plane.close()

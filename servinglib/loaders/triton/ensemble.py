@@ -125,8 +125,14 @@ class EnsembleServable(Servable):
         running: dict[asyncio.Task[_Outputs], Step] = {}
         try:
             while True:
-                for step in [s for s in waiting if all(t in tensors for t in s.reads.values())]:
+                ready = [s for s in waiting if all(t in tensors for t in s.reads.values())]
+                for step in ready:
                     waiting.remove(step)
+                if len(ready) == 1 and not running:
+                    # A step alone (each of a chain's) is awaited here: no task, no wait.
+                    tensors.update(await self._run_alone(caller, ready[0], tensors))
+                    continue
+                for step in ready:
                     running[asyncio.ensure_future(_run_step(caller, step, tensors))] = step
                 if not running:
                     break
@@ -144,6 +150,15 @@ class EnsembleServable(Servable):
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
         return _answer(self._graph, tensors, output_filter)
+
+    async def _run_alone(
+        self, caller: ModelCaller, step: Step, tensors: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        try:
+            outputs = await _run_step(caller, step, tensors)
+        except Exception as error:
+            raise self._step_failed(step, error) from error
+        return _written(step, outputs)
 
     def _step_failed(self, step: Step, error: Exception) -> ServingError:
         code = error.code if isinstance(error, ServingError) else InternalError.code

@@ -1,0 +1,219 @@
+"""Benchmark: a Triton ensemble served by servinglib and by Triton, and what one step costs.
+
+The repository holds three trivial Python-backend steps, ``pre`` (x + 1), ``double`` (x * 2)
+and ``post`` (x - 3), written as Triton's documentation writes them, the 3-step ensemble
+``pipeline`` chaining them, and ``single``, an ensemble of ``pre`` alone.  The same directory is
+served by the ``tritonserver`` of the ``nvidia-pytriton`` wheel (Triton 2.51, see
+tests/triton/oracle.py) and by ``python -m servinglib --model_repository``, started as
+bench/triton.py starts them.
+
+1. ``pipeline`` at concurrency 8 over HTTP (wrk, V2 JSON) and gRPC (h2load, V2 ``ModelInfer``),
+   each server pinned to the server CPU and the load generator to the other, the servers
+   alternating pass by pass (the best pass counts): req/s and p50 per request (target:
+   servinglib >= 2x Triton's req/s on both; Triton hands each step's tensors to a stub process
+   and back, servinglib's steps run in its process and hand the arrays over as they are).
+2. In process (one ServerCore and DataPlane over the same repository, this process's CPU):
+   ``DataPlane.infer`` of ``single`` against ``infer`` of ``pre`` directly, and of
+   ``pipeline`` against the sum of its three models; the difference is what an ensemble
+   step costs over calling its model (target: <= 30 µs per step).  Medians of single calls,
+   interleaved rounds.
+
+The cache hit's figures are bench/response_cache.py's.  Run with ``./dev bench pipelines``;
+needs ``wrk``, ``h2load`` and the Triton that ``./dev setup`` installs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import INDENT, print_environment, print_target
+
+# bench/triton.py: the servers, the cells; importing it drops this directory from sys.path
+# (bench/grpc.py would shadow grpcio) and puts the checkout's root there (for tests.triton).
+from triton import (
+    SERVINGLIB_FLAGS,
+    Cell,
+    Workload,
+    best,
+    check_answers,
+    run_cell,
+    servinglib,
+    triton,
+)
+
+from tests.triton.oracle import TritonUnavailableError, find_triton
+from tests.triton.pipeline_models import PIPELINE_CONFIG, unary, write
+
+THROUGHPUT_TARGET = 2.0
+STEP_TARGET_US = 30.0
+X = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+PIPELINE = Workload("pipeline", {"INPUT": X}, {"OUTPUT": (X + 1) * 2 - 3})
+
+SINGLE_CONFIG = """
+platform: "ensemble"
+max_batch_size: 0
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
+ensemble_scheduling {
+  step [
+    {
+      model_name: "pre"
+      model_version: -1
+      input_map { key: "IN" value: "INPUT" }
+      output_map { key: "OUT" value: "OUTPUT" }
+    }
+  ]
+}
+"""
+
+
+def write_repository(root: Path) -> Path:
+    """The three steps and the two ensembles, in Triton's layout; returns the repository."""
+    unary(root, "pre", "x + 1")
+    unary(root, "double", "x * 2")
+    unary(root, "post", "x - 3")
+    write(root, "pipeline", PIPELINE_CONFIG)
+    write(root, "single", SINGLE_CONFIG)
+    return root
+
+
+def measure_servers(args: argparse.Namespace, repository: Path, tmp: Path) -> list[Cell]:
+    """Cell 1 on both servers, pinned to the server CPU, alternating pass by pass."""
+    cpus = os.environ.get("SERVINGLIB_BENCH_SERVER_CPUS")
+    runs: dict[tuple[str, str], list[Cell]] = {}
+    for _ in range(args.passes):
+        for start in (triton, servinglib):
+            with start(repository, tmp, cpus) as server:
+                check_answers(server, PIPELINE)
+                for protocol in ("http", "grpc"):
+                    cell = run_cell(server, PIPELINE, protocol, 8, args=args, tmp=tmp)
+                    runs.setdefault((server.name, cell.label), []).append(cell)
+    return [best(cells) for cells in runs.values()]
+
+
+def measure_in_process(args: argparse.Namespace, repository: Path) -> dict[str, float]:
+    """Cell 2: the median µs of one ``DataPlane.infer`` of each model, interleaved rounds."""
+    from servinglib.loaders import PythonPlatformConfig
+    from servinglib.server import ModelServerConfig, ServerCore, ServerCoreOptions
+    from servinglib.server.model_spec import ModelSpec
+    from servinglib.server.plane.data_plane import DataPlane
+    from servinglib.server.triton_repository import TritonRepository
+
+    options = ServerCoreOptions(
+        platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)}
+    )
+    config = ModelServerConfig(TritonRepository(repository).scan().models)
+    inputs = {
+        "pre": {"IN": X},
+        "double": {"IN": X},
+        "post": {"IN": X},
+        "single": {"INPUT": X},
+        "pipeline": {"INPUT": X},
+    }
+
+    async def calls(plane: DataPlane) -> dict[str, list[float]]:
+        times: dict[str, list[float]] = {name: [] for name in inputs}
+        for _ in range(args.rounds):
+            for name, tensors in inputs.items():
+                spec = ModelSpec.latest(name)
+                for _ in range(args.calls):
+                    started = time.perf_counter()
+                    await plane.infer(spec, None, tensors)
+                    times[name].append(time.perf_counter() - started)
+        return times
+
+    with ServerCore(config, options) as core:
+        plane = DataPlane(core)
+        try:
+            times = asyncio.run(calls(plane))
+        finally:
+            plane.close()
+    return {name: statistics.median(values) * 1e6 for name, values in times.items()}
+
+
+def report(cells: list[Cell], in_process: dict[str, float]) -> None:
+    by = {(cell.server, cell.label): cell for cell in cells}
+    if cells:
+        print("\n1. The 3-step ensemble at c=8 (best of the passes):")
+        print(
+            f"{INDENT}{'server':<11} {'cell':<20} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
+            f"{'CPU µs':>7} {'errors':>6}"
+        )
+        for cell in cells:
+            print(
+                f"{INDENT}{cell.server:<11} {cell.label:<20} {cell.rps:>8.0f} "
+                f"{cell.p50_ms:>7.2f} {cell.p99_ms:>7.2f} {cell.cpu_us:>7.0f} {cell.errors:>6}"
+            )
+        for protocol in ("http", "grpc"):
+            label = f"pipeline {protocol} c8"
+            ratio = by["servinglib", label].rps / by["Triton", label].rps
+            p50 = by["Triton", label].p50_ms / by["servinglib", label].p50_ms
+            print_target(
+                ratio >= THROUGHPUT_TARGET,
+                f"{label}: {ratio:.2f}x Triton's req/s (>= 2x); p50 {p50:.2f}x lower",
+            )
+        errors = sum(cell.errors for cell in cells)
+        print_target(errors == 0, f"errors: {errors} (0)")
+    if not in_process:
+        return
+    print("\n2. In process, DataPlane.infer (median µs per call):")
+    for name, us in in_process.items():
+        print(f"{INDENT}{name:<10} {us:8.1f}")
+    one_step = in_process["single"] - in_process["pre"]
+    models = in_process["pre"] + in_process["double"] + in_process["post"]
+    three_steps = (in_process["pipeline"] - models) / 3
+    print_target(one_step <= STEP_TARGET_US, f"one step over its model: {one_step:.1f} µs (<= 30)")
+    print(f"{INDENT}per step of the 3-step ensemble over its models: {three_steps:.1f} µs")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--warmup-seconds", type=float, default=2.0)
+    parser.add_argument("--passes", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5, help="in-process rounds (cell 2)")
+    parser.add_argument("--calls", type=int, default=1000, help="calls per model per round")
+    parser.add_argument(
+        "--servinglib-flag",
+        action="append",
+        default=[],
+        help="one more flag for python -m servinglib (repeatable), e.g. --grpc_server=aio",
+    )
+    parser.add_argument("--only", choices=("servers", "in-process"), help="one cell")
+    args = parser.parse_args()
+    SERVINGLIB_FLAGS.extend(args.servinglib_flag)
+    if args.only != "in-process":
+        for tool in ("wrk", "h2load"):
+            if shutil.which(tool) is None:
+                sys.exit(f"bench/pipelines.py needs {tool}: apt-get install wrk nghttp2-client")
+        try:
+            find_triton()
+        except TritonUnavailableError as reason:
+            sys.exit(f"bench/pipelines.py needs Triton: {reason}")
+    print_environment("bench/pipelines.py: a 3-step ensemble, servinglib against Triton 2.51")
+    server_cpus = os.environ.get("SERVINGLIB_BENCH_SERVER_CPUS", "any")
+    client_cpus = os.environ.get("SERVINGLIB_BENCH_CLIENT_CPUS", "any")
+    print(f"{INDENT}cell 1: servers on CPU {server_cpus}, load on CPU {client_cpus}")
+    cells: list[Cell] = []
+    in_process: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        repository = write_repository(tmp / "models")
+        if args.only != "in-process":
+            cells = measure_servers(args, repository, tmp)
+        if args.only != "servers":
+            in_process = measure_in_process(args, repository)
+    report(cells, in_process)
+
+
+if __name__ == "__main__":
+    main()
