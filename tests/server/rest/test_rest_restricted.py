@@ -255,6 +255,7 @@ def test_every_route_has_a_group() -> None:
         *(path for requests in REQUESTS.values() for _method, path, _body in requests),
         "/v1/models/m:classify",
         "/v1/models/m:regress",
+        "/v1/models/m:explain",
         "/v1/models/m/versions/1:predict",
         "/v2/models/m/versions/1/infer",
         "/v2/models/m/generate",
