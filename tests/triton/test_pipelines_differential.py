@@ -153,11 +153,6 @@ def test_statistics_count_each_ensemble_and_step_model_as_triton(
     assert mine["join"]["execution_count"] == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="servinglib's statistics count no stream (observe/statistics.py), so a decoupled "
-    "model called with exec(decoupled=True) is not counted; Triton counts each request once",
-)
 def test_a_decoupled_callee_is_counted(exchanges: tuple[Exchange, Exchange]) -> None:
     """repeat, called by bls_decoupled once per protocol, counts two requests on both."""
     theirs, ours = exchanges

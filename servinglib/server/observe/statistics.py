@@ -171,9 +171,8 @@ class InferenceStatistics:
             counters.last_end_ns = ended_ns
 
     def call_finished(self, record: CallRecord) -> None:
-        """Counts a finished call (a :class:`CallObserver`); streams are not counted."""
-        if record.stream is not None:
-            return
+        """Counts a finished call (a :class:`CallObserver`): a stream (a decoupled model's
+        request) as one request, as Triton counts it, from its start to its last part."""
         if record.error is None:
             self.record_success(
                 record.model_name, record.version, record.started_ns, record.ended_ns, record.stages
