@@ -55,6 +55,18 @@ class PlaneGauges(Protocol):
 
     def response_cache_usage(self) -> _CacheUsage | None: ...
 
+    def shadow_usage(self) -> _ShadowUsage: ...
+
+
+class _ShadowUsage(Protocol):
+    """What the metrics read of the copies to shadow versions (plane.shadowing.ShadowUsage)."""
+
+    @property
+    def outcomes(self) -> Mapping[tuple[str, str], int]: ...
+
+    @property
+    def latency(self) -> Mapping[str, tuple[tuple[int, ...], float]]: ...
+
 
 class _CacheUsage(Protocol):
     """What the metrics read of the response cache's usage (plane.response_cache.CacheUsage:
@@ -365,6 +377,7 @@ class _StateCollector:
             usage = plane.response_cache_usage()
             if usage is not None:
                 yield from _cache_families(usage)
+            yield from _shadow_families(plane.shadow_usage())
         yield from self._load_gauges()
         yield from self._residency_gauges()
 
@@ -417,6 +430,21 @@ class _StateCollector:
         for name, stats in sorted(queues.items()):
             depth.add_metric([name], stats.queued_tasks)
         yield depth
+
+
+def _shadow_families(usage: _ShadowUsage) -> Iterator[Any]:
+    """The copies to shadow versions: by model and outcome, and the shadow calls' latency."""
+    calls = SCRAPED["shadow_calls"].family()
+    for (name, outcome), count in sorted(usage.outcomes.items()):
+        calls.add_metric([name, outcome], count)
+    yield calls
+    latency = SCRAPED["shadow_latency"].family()
+    bounds = [*(str(b) for b in SCRAPED["shadow_latency"].buckets), "+Inf"]
+    for name, (counts, total_s) in sorted(usage.latency.items()):
+        latency.add_metric(
+            [name], list(zip(bounds, itertools.accumulate(counts), strict=True)), total_s
+        )
+    yield latency
 
 
 def _cache_families(usage: _CacheUsage) -> Iterator[Any]:

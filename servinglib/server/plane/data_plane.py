@@ -65,6 +65,7 @@ from servinglib.server.plane.public_errors import PublicErrors
 from servinglib.server.plane.response_cache import CacheUsage
 from servinglib.server.plane.response_cache_config import ResponseCacheConfig
 from servinglib.server.plane.response_caching import ResponseCaching
+from servinglib.server.plane.shadowing import Outputs, Shadowing, ShadowUsage
 from servinglib.server.plane.signature_cache import SignatureCache
 from servinglib.server.plane.stream_budget import StreamBudget
 from servinglib.server.plane.stream_limits import StreamLimits
@@ -75,6 +76,7 @@ from servinglib.server.plane.streaming import (
     OpenStreams,
     Part,
 )
+from servinglib.server.plane.version_choice import VersionChoice
 from servinglib.server.server_core import ServerCore
 
 if TYPE_CHECKING:
@@ -133,6 +135,11 @@ class DataPlane:
     ``response_cache``: the server's response cache, in front of the placement
     of the calls of models that ask for it
     (:class:`~servinglib.server.plane.response_caching.ResponseCaching`).
+    A request naming no version goes where its model's traffic rule sends
+    it (:class:`~servinglib.server.plane.version_choice.VersionChoice`, a
+    lookup before placement); answered calls are copied to the rule's
+    shadow version off the request path
+    (:class:`~servinglib.server.plane.shadowing.Shadowing`, an observer).
     Thread-safe; :meth:`infer` runs on any event loop.
     """
 
@@ -167,6 +174,8 @@ class DataPlane:
         self._caller = PlaneCaller(self, self._coroutines.helper_loop)
         self._signatures = SignatureCache(core)
         self._caching = ResponseCaching(core, response_cache)
+        self._choice = VersionChoice(core)
+        self._shadowing = Shadowing(core, self._run_shadow)
         self._stream_limits = streams or StreamLimits()
         self._streams = OpenStreams(self._stream_limits.max_streams_per_model)
         self._stream_budget = StreamBudget(self._stream_limits.max_buffered_bytes)
@@ -179,6 +188,7 @@ class DataPlane:
             statistics,
             *(() if tracing is None else (tracing,)),
             self._request_logger,
+            self._shadowing,
             *(() if on_stream is None else (StreamObserverAdapter(on_stream),)),
             *observers,
         )
@@ -223,6 +233,10 @@ class DataPlane:
     def response_cache_usage(self) -> CacheUsage | None:
         """What the response cache holds and has counted; None without one."""
         return self._caching.usage()
+
+    def shadow_usage(self) -> ShadowUsage:
+        """What the copies of calls to shadow versions counted: outcomes and latency, by model."""
+        return self._shadowing.usage()
 
     def requests_in_flight(self) -> dict[str, int]:
         """Inference requests running now (:meth:`infer`), by model; models with none left out."""
@@ -279,7 +293,7 @@ class DataPlane:
         """
         if (loading := self._core.on_demand.demand(model_spec.name)) is not None:
             _not_loaded_yet(loading, model_spec.name)
-        return self._signatures.lookup(model_spec)
+        return self._signatures.lookup(self._choice.choose(model_spec))
 
     async def infer(
         self,
@@ -388,6 +402,7 @@ class DataPlane:
         name = model_spec.name
         in_flight = self._in_flight
         try:
+            model_spec = self._choice.choose(model_spec)
             handle = self._core.servable_handle(model_spec)
         except BaseException:
             in_flight.leave(name)
@@ -440,6 +455,19 @@ class DataPlane:
             log_model_failure(error, site.model_name, site.version, site.signature_name)
         record = _record(site, call.stages, error, call.inputs, call.output_filter, started_ns)
         self._emit(record)
+
+    def _run_shadow(
+        self,
+        model_spec: ModelSpec,
+        signature_name: str,
+        inputs: Tensors,
+        output_filter: Iterable[str] | None,
+    ) -> Outputs:
+        """One copy of a call to its shadow version, on the shadowing thread, not logged."""
+        result = self.infer_blocking(
+            model_spec, signature_name or None, inputs, output_filter, log_request=False
+        )
+        return result.outputs
 
     def _emit(self, record: CallRecord) -> None:
         for observer in self._observers:
@@ -507,6 +535,7 @@ class DataPlane:
         deadline: float | None,
         buffer_parts: int,
     ) -> InferenceStream:
+        model_spec = self._choice.choose(model_spec)
         handle = self._core.servable_handle(model_spec)
         try:
             servable = _servable_of(handle, model_spec)
@@ -592,6 +621,7 @@ class DataPlane:
 
     def close(self) -> None:
         """Stops the worker pool (after its running calls), the core's events, the request log."""
+        self._shadowing.close()
         self._signatures.close()
         self._caching.close()
         self._pool.close()
