@@ -388,9 +388,16 @@ class DataPlane:
         inputs: Tensors,
         output_filter: Iterable[str] | None,
         deadline: float | None,
+        *,
+        background: bool = False,
     ) -> tuple[ModelCall, Placement]:
         """The admitted call of the version ``model_spec`` picks, and where it runs: the
         servable's placement for its signature, or the plane's for its execution mode.
+
+        ``background``: a call of the server's own (a shadow copy), run by the
+        calling thread: not counted in flight, and a ``thread`` call runs on
+        that thread without a place in its model's share of the pool, so no
+        client's call waits for it.
 
         Requires: the request entered in flight (a model loaded on demand is
         waited for after that, so it is not unloaded under the request).
@@ -400,12 +407,13 @@ class DataPlane:
         (recorded as the version's failed call).
         """
         name = model_spec.name
-        in_flight = self._in_flight
+        in_flight = None if background else self._in_flight
         try:
             model_spec = self._choice.choose(model_spec)
             handle = self._core.servable_handle(model_spec)
         except BaseException:
-            in_flight.leave(name)
+            if in_flight is not None:
+                in_flight.leave(name)
             raise
         release = _Release(handle, in_flight, name)
         try:
@@ -420,7 +428,10 @@ class DataPlane:
         site = CallSite(name, handle.id.version, signature)
         stages = CallStages()
         call = ModelCall(site, servable, spec, inputs, output_filter, deadline, stages, release)
-        placement = servable.placement(signature) or self._by_mode[spec.execution_mode]
+        mode = spec.execution_mode
+        if background and mode is ExecutionMode.THREAD:
+            mode = ExecutionMode.INLINE
+        placement = servable.placement(signature) or self._by_mode[mode]
         return call, self._caching.around(call, placement)
 
     def _answered(
@@ -463,11 +474,20 @@ class DataPlane:
         inputs: Tensors,
         output_filter: Iterable[str] | None,
     ) -> Outputs:
-        """One copy of a call to its shadow version, on the shadowing thread, not logged."""
-        result = self.infer_blocking(
-            model_spec, signature_name or None, inputs, output_filter, log_request=False
+        """One copy of a call to its shadow version, run by the shadowing thread itself as a
+        background call (see :meth:`_place`); recorded as a call of its version, not logged."""
+        started_ns = time.perf_counter_ns()
+        call, placement = self._place(
+            model_spec, signature_name or None, inputs, output_filter, None, background=True
         )
-        return result.outputs
+        try:
+            with caller_scope(self._caller):
+                outputs = placement.run_blocking(call)
+        except BaseException as error:
+            self._failed(call, error, started_ns)
+            raise
+        self._answered(call, outputs, started_ns, log_request=False)
+        return outputs
 
     def _emit(self, record: CallRecord) -> None:
         for observer in self._observers:

@@ -106,6 +106,7 @@ class Shadowing:
             return
         if record.version == rule.version or random.random() >= rule.fraction:
             return
+        extras = request_extras()
         copy = _Copy(
             ModelSpec(record.model_name, rule.version, signature_name=record.signature_name),
             rule,
@@ -113,8 +114,8 @@ class Shadowing:
             record.inputs,
             record.outputs,
             record.output_filter,
-            request_id() or "",
-            request_extras(),
+            request_id() or extras.request_id,
+            extras,
         )
         try:
             self._queue.put_nowait(copy)
