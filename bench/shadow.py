@@ -37,7 +37,7 @@ MODEL_PY = textwrap.dedent(
     from servinglib.servable import TensorSpec
 
     class Model(PythonModel):
-        @signature(inputs=[TensorSpec("x", "float32", [64, 64])],
+        @signature(name="serving_default", inputs=[TensorSpec("x", "float32", [64, 64])],
                    outputs=[TensorSpec("y", "float32", [64, 64])])
         def predict(self, x):
             y = x
@@ -73,7 +73,7 @@ def p99(latencies: list[float]) -> float:
 
 
 def main() -> None:
-    print_environment()
+    print_environment("shadow: a 100 % shadow of an identical version against the primary's p99")
     with tempfile.TemporaryDirectory() as tmp:
         for version in (1, 2):
             write_python_model(tmp, "m", MODEL_PY, version=version)
