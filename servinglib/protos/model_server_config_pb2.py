@@ -27,7 +27,7 @@ from servinglib.protos import file_system_storage_path_source_pb2 as servinglib_
 from servinglib.protos import logging_config_pb2 as servinglib_dot_protos_dot_logging__config__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+servinglib/protos/model_server_config.proto\x12\x0eservinglib.tfs\x1a\x19google/protobuf/any.proto\x1a\x37servinglib/protos/file_system_storage_path_source.proto\x1a&servinglib/protos/logging_config.proto\"\xa1\x03\n\x0bModelConfig\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tbase_path\x18\x02 \x01(\t\x12\x31\n\nmodel_type\x18\x03 \x01(\x0e\x32\x19.servinglib.tfs.ModelTypeB\x02\x18\x01\x12\x16\n\x0emodel_platform\x18\x04 \x01(\t\x12\x65\n\x14model_version_policy\x18\x07 \x01(\x0b\x32G.servinglib.tfs.FileSystemStoragePathSourceConfig.ServableVersionPolicy\x12\x46\n\x0eversion_labels\x18\x08 \x03(\x0b\x32..servinglib.tfs.ModelConfig.VersionLabelsEntry\x12\x35\n\x0elogging_config\x18\x06 \x01(\x0b\x32\x1d.servinglib.tfs.LoggingConfig\x1a\x34\n\x12VersionLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01J\x04\x08\x05\x10\x06J\x04\x08\t\x10\n\">\n\x0fModelConfigList\x12+\n\x06\x63onfig\x18\x01 \x03(\x0b\x32\x1b.servinglib.tfs.ModelConfig\"\x90\x01\n\x11ModelServerConfig\x12<\n\x11model_config_list\x18\x01 \x01(\x0b\x32\x1f.servinglib.tfs.ModelConfigListH\x00\x12\x33\n\x13\x63ustom_model_config\x18\x02 \x01(\x0b\x32\x14.google.protobuf.AnyH\x00\x42\x08\n\x06\x63onfig*N\n\tModelType\x12\x1e\n\x16MODEL_TYPE_UNSPECIFIED\x10\x00\x1a\x02\x08\x01\x12\x12\n\nTENSORFLOW\x10\x01\x1a\x02\x08\x01\x12\r\n\x05OTHER\x10\x02\x1a\x02\x08\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+servinglib/protos/model_server_config.proto\x12\x0eservinglib.tfs\x1a\x19google/protobuf/any.proto\x1a\x37servinglib/protos/file_system_storage_path_source.proto\x1a&servinglib/protos/logging_config.proto\"\xd0\x03\n\x0bModelConfig\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tbase_path\x18\x02 \x01(\t\x12\x31\n\nmodel_type\x18\x03 \x01(\x0e\x32\x19.servinglib.tfs.ModelTypeB\x02\x18\x01\x12\x16\n\x0emodel_platform\x18\x04 \x01(\t\x12\x65\n\x14model_version_policy\x18\x07 \x01(\x0b\x32G.servinglib.tfs.FileSystemStoragePathSourceConfig.ServableVersionPolicy\x12\x46\n\x0eversion_labels\x18\x08 \x03(\x0b\x32..servinglib.tfs.ModelConfig.VersionLabelsEntry\x12\x35\n\x0elogging_config\x18\x06 \x01(\x0b\x32\x1d.servinglib.tfs.LoggingConfig\x12-\n\x07traffic\x18\xe8\x07 \x01(\x0b\x32\x1b.servinglib.tfs.TrafficRule\x1a\x34\n\x12VersionLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01J\x04\x08\x05\x10\x06J\x04\x08\t\x10\n\"\xb4\x01\n\x0bTrafficRule\x12\x39\n\x07weights\x18\x01 \x03(\x0b\x32(.servinglib.tfs.TrafficRule.WeightsEntry\x12\x0e\n\x06sticky\x18\x02 \x01(\x08\x12*\n\x06shadow\x18\x03 \x01(\x0b\x32\x1a.servinglib.tfs.ShadowRule\x1a.\n\x0cWeightsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\r\n\x05value\x18\x02 \x01(\r:\x02\x38\x01\"]\n\nShadowRule\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x10\n\x08\x66raction\x18\x02 \x01(\x01\x12\x11\n\ttolerance\x18\x03 \x01(\x01\x12\x19\n\x11log_disagreements\x18\x04 \x01(\x08\">\n\x0fModelConfigList\x12+\n\x06\x63onfig\x18\x01 \x03(\x0b\x32\x1b.servinglib.tfs.ModelConfig\"\x90\x01\n\x11ModelServerConfig\x12<\n\x11model_config_list\x18\x01 \x01(\x0b\x32\x1f.servinglib.tfs.ModelConfigListH\x00\x12\x33\n\x13\x63ustom_model_config\x18\x02 \x01(\x0b\x32\x14.google.protobuf.AnyH\x00\x42\x08\n\x06\x63onfig*N\n\tModelType\x12\x1e\n\x16MODEL_TYPE_UNSPECIFIED\x10\x00\x1a\x02\x08\x01\x12\x12\n\nTENSORFLOW\x10\x01\x1a\x02\x08\x01\x12\r\n\x05OTHER\x10\x02\x1a\x02\x08\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,14 +44,22 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MODELCONFIG_VERSIONLABELSENTRY']._serialized_options = b'8\001'
   _globals['_MODELCONFIG'].fields_by_name['model_type']._loaded_options = None
   _globals['_MODELCONFIG'].fields_by_name['model_type']._serialized_options = b'\030\001'
-  _globals['_MODELTYPE']._serialized_start=818
-  _globals['_MODELTYPE']._serialized_end=896
+  _globals['_TRAFFICRULE_WEIGHTSENTRY']._loaded_options = None
+  _globals['_TRAFFICRULE_WEIGHTSENTRY']._serialized_options = b'8\001'
+  _globals['_MODELTYPE']._serialized_start=1143
+  _globals['_MODELTYPE']._serialized_end=1221
   _globals['_MODELCONFIG']._serialized_start=188
-  _globals['_MODELCONFIG']._serialized_end=605
-  _globals['_MODELCONFIG_VERSIONLABELSENTRY']._serialized_start=541
-  _globals['_MODELCONFIG_VERSIONLABELSENTRY']._serialized_end=593
-  _globals['_MODELCONFIGLIST']._serialized_start=607
-  _globals['_MODELCONFIGLIST']._serialized_end=669
-  _globals['_MODELSERVERCONFIG']._serialized_start=672
-  _globals['_MODELSERVERCONFIG']._serialized_end=816
+  _globals['_MODELCONFIG']._serialized_end=652
+  _globals['_MODELCONFIG_VERSIONLABELSENTRY']._serialized_start=588
+  _globals['_MODELCONFIG_VERSIONLABELSENTRY']._serialized_end=640
+  _globals['_TRAFFICRULE']._serialized_start=655
+  _globals['_TRAFFICRULE']._serialized_end=835
+  _globals['_TRAFFICRULE_WEIGHTSENTRY']._serialized_start=789
+  _globals['_TRAFFICRULE_WEIGHTSENTRY']._serialized_end=835
+  _globals['_SHADOWRULE']._serialized_start=837
+  _globals['_SHADOWRULE']._serialized_end=930
+  _globals['_MODELCONFIGLIST']._serialized_start=932
+  _globals['_MODELCONFIGLIST']._serialized_end=994
+  _globals['_MODELSERVERCONFIG']._serialized_start=997
+  _globals['_MODELSERVERCONFIG']._serialized_end=1141
 # @@protoc_insertion_point(module_scope)

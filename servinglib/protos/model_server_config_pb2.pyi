@@ -20,7 +20,7 @@ TENSORFLOW: ModelType
 OTHER: ModelType
 
 class ModelConfig(_message.Message):
-    __slots__ = ("name", "base_path", "model_type", "model_platform", "model_version_policy", "version_labels", "logging_config")
+    __slots__ = ("name", "base_path", "model_type", "model_platform", "model_version_policy", "version_labels", "logging_config", "traffic")
     class VersionLabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,7 @@ class ModelConfig(_message.Message):
     MODEL_VERSION_POLICY_FIELD_NUMBER: _ClassVar[int]
     VERSION_LABELS_FIELD_NUMBER: _ClassVar[int]
     LOGGING_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    TRAFFIC_FIELD_NUMBER: _ClassVar[int]
     name: str
     base_path: str
     model_type: ModelType
@@ -42,7 +43,37 @@ class ModelConfig(_message.Message):
     model_version_policy: _file_system_storage_path_source_pb2.FileSystemStoragePathSourceConfig.ServableVersionPolicy
     version_labels: _containers.ScalarMap[str, int]
     logging_config: _logging_config_pb2.LoggingConfig
-    def __init__(self, name: _Optional[str] = ..., base_path: _Optional[str] = ..., model_type: _Optional[_Union[ModelType, str]] = ..., model_platform: _Optional[str] = ..., model_version_policy: _Optional[_Union[_file_system_storage_path_source_pb2.FileSystemStoragePathSourceConfig.ServableVersionPolicy, _Mapping]] = ..., version_labels: _Optional[_Mapping[str, int]] = ..., logging_config: _Optional[_Union[_logging_config_pb2.LoggingConfig, _Mapping]] = ...) -> None: ...
+    traffic: TrafficRule
+    def __init__(self, name: _Optional[str] = ..., base_path: _Optional[str] = ..., model_type: _Optional[_Union[ModelType, str]] = ..., model_platform: _Optional[str] = ..., model_version_policy: _Optional[_Union[_file_system_storage_path_source_pb2.FileSystemStoragePathSourceConfig.ServableVersionPolicy, _Mapping]] = ..., version_labels: _Optional[_Mapping[str, int]] = ..., logging_config: _Optional[_Union[_logging_config_pb2.LoggingConfig, _Mapping]] = ..., traffic: _Optional[_Union[TrafficRule, _Mapping]] = ...) -> None: ...
+
+class TrafficRule(_message.Message):
+    __slots__ = ("weights", "sticky", "shadow")
+    class WeightsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    STICKY_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_FIELD_NUMBER: _ClassVar[int]
+    weights: _containers.ScalarMap[int, int]
+    sticky: bool
+    shadow: ShadowRule
+    def __init__(self, weights: _Optional[_Mapping[int, int]] = ..., sticky: _Optional[bool] = ..., shadow: _Optional[_Union[ShadowRule, _Mapping]] = ...) -> None: ...
+
+class ShadowRule(_message.Message):
+    __slots__ = ("version", "fraction", "tolerance", "log_disagreements")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    FRACTION_FIELD_NUMBER: _ClassVar[int]
+    TOLERANCE_FIELD_NUMBER: _ClassVar[int]
+    LOG_DISAGREEMENTS_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    fraction: float
+    tolerance: float
+    log_disagreements: bool
+    def __init__(self, version: _Optional[int] = ..., fraction: _Optional[float] = ..., tolerance: _Optional[float] = ..., log_disagreements: _Optional[bool] = ...) -> None: ...
 
 class ModelConfigList(_message.Message):
     __slots__ = ("config",)

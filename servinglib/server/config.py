@@ -25,6 +25,7 @@ from servinglib.server._config_support import (
     policy_to_proto,
 )
 from servinglib.server.logging_config import LoggingConfig
+from servinglib.server.traffic_rule import TrafficRule
 from servinglib.sources.version_policy import ServableVersionPolicy, VersionPolicyKind
 
 if TYPE_CHECKING:
@@ -82,7 +83,9 @@ class ModelConfig:
     ``config.pbtxt`` the model was configured from, which the config
     questions answer with.  ``load_on_demand``: registered, loaded on its
     first request and unloaded to make room (True), or pinned: loaded at
-    once and kept (False); None: the server's default.
+    once and kept (False); None: the server's default.  ``traffic``: which
+    version answers requests that name none, and a shadow version
+    (:class:`~servinglib.server.traffic_rule.TrafficRule`; None: the policy's).
     Immutable, so thread-safe.
     """
 
@@ -98,6 +101,7 @@ class ModelConfig:
         default=None, kw_only=True, hash=False, repr=False
     )
     load_on_demand: bool | None = attrs.field(default=None, kw_only=True)
+    traffic: TrafficRule | None = attrs.field(default=None, kw_only=True)
 
     def loads_on_demand(self, server_default: bool) -> bool:
         """Whether this model is registered and loaded on its first request (``load_on_demand``;
@@ -153,6 +157,8 @@ class ModelConfig:
         message.version_labels.update(self.version_labels)
         if self.logging_config is not None:
             self.logging_config.fill_proto(message.logging_config)
+        if self.traffic is not None:
+            self.traffic.fill_proto(message.traffic)
         return message
 
     @classmethod
@@ -176,6 +182,7 @@ class ModelConfig:
                 if ours.HasField("logging_config")
                 else None
             )
+            traffic = TrafficRule.from_proto(ours.traffic) if ours.HasField("traffic") else None
         except InvalidArgumentError as error:
             raise InvalidArgumentError(f"Model {name}: {error.message}") from None
         return cls(
@@ -185,6 +192,7 @@ class ModelConfig:
             policy,
             dict(ours.version_labels),
             logging_config=logging_config,
+            traffic=traffic,
         )
 
 
@@ -207,6 +215,8 @@ def _check_model(model: ModelConfig) -> None:
         raise InvalidArgumentError(f"Model {name} has an empty model_platform")
     _check_policy(name, model.version_policy)
     _check_model_filename(model)
+    if model.traffic is not None and not isinstance(model.traffic, TrafficRule):
+        raise TypeError(f"Model {name}: traffic must be a TrafficRule, got {model.traffic!r}")
     for label, version in model.version_labels.items():
         _check_label(name, label, version)
 

@@ -57,6 +57,8 @@ class PlaneGauges(Protocol):
 
     def sequence_gauges(self) -> Mapping[str, _SequenceGauge]: ...
 
+    def shadow_usage(self) -> _ShadowUsage: ...
+
 
 class _SequenceGauge(Protocol):
     """A sequence model's gauge (plane.sequence_gauges.SequenceGauge)."""
@@ -67,6 +69,16 @@ class _SequenceGauge(Protocol):
     def backlog(self) -> int: ...
     @property
     def slots(self) -> int: ...
+
+
+class _ShadowUsage(Protocol):
+    """What the metrics read of the copies to shadow versions (plane.shadowing.ShadowUsage)."""
+
+    @property
+    def outcomes(self) -> Mapping[tuple[str, str], int]: ...
+
+    @property
+    def latency(self) -> Mapping[str, tuple[tuple[int, ...], float]]: ...
 
 
 class _CacheUsage(Protocol):
@@ -379,6 +391,7 @@ class _StateCollector:
             if usage is not None:
                 yield from _cache_families(usage)
             yield from _sequence_families(plane.sequence_gauges())
+            yield from _shadow_families(plane.shadow_usage())
         yield from self._load_gauges()
         yield from self._residency_gauges()
 
@@ -444,6 +457,21 @@ def _sequence_families(gauges: Mapping[str, _SequenceGauge]) -> Iterator[Any]:
         for name, gauge in sorted(gauges.items()):
             family.add_metric([name], getattr(gauge, field))
         yield family
+
+
+def _shadow_families(usage: _ShadowUsage) -> Iterator[Any]:
+    """The copies to shadow versions: by model and outcome, and the shadow calls' latency."""
+    calls = SCRAPED["shadow_calls"].family()
+    for (name, outcome), count in sorted(usage.outcomes.items()):
+        calls.add_metric([name, outcome], count)
+    yield calls
+    latency = SCRAPED["shadow_latency"].family()
+    bounds = [*(str(b) for b in SCRAPED["shadow_latency"].buckets), "+Inf"]
+    for name, (counts, total_s) in sorted(usage.latency.items()):
+        latency.add_metric(
+            [name], list(zip(bounds, itertools.accumulate(counts), strict=True)), total_s
+        )
+    yield latency
 
 
 def _cache_families(usage: _CacheUsage) -> Iterator[Any]:

@@ -50,6 +50,7 @@ _PARTS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000)
 _FIRST_PART_S = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 )  # fmt: skip
+_SHADOW_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
 _POOL = ("thread_pool_name",)
 _MODEL = ("model_name",)
 
@@ -128,6 +129,12 @@ SCRAPED: Final[Mapping[str, Series]] = {
     "sequence_slots": Series("servinglib_sequence_slots", "gauge",
         "The batch slots of a sequence model, all its instances' (active / slots: the slot "
         "utilisation).", _MODEL),
+    "shadow_calls": Series("servinglib_shadow_calls", "counter",
+        "Copies of answered calls sent to a model's shadow version (its traffic rule), by model "
+        "and outcome: agreed, disagreed (outputs compared with the primary's), failed (the shadow "
+        "call raised), dropped (the shadow queue was full).", ("model_name", "outcome")),
+    "shadow_latency": Series("servinglib_shadow_latency_seconds", "histogram",
+        "Time of each shadow call, off the request path, in seconds.", _MODEL, _SHADOW_S),
     "resident_models": Series("servinglib_resident_models", "gauge",
         "Models loaded or loading (pinned ones included) against those registered only, by "
         "residency (resident, registered).", ("residency",)),

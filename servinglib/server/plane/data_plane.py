@@ -66,6 +66,7 @@ from servinglib.server.plane.response_cache import CacheUsage
 from servinglib.server.plane.response_cache_config import ResponseCacheConfig
 from servinglib.server.plane.response_caching import ResponseCaching
 from servinglib.server.plane.sequence_gauges import SequenceGauge, sequence_gauges
+from servinglib.server.plane.shadowing import Outputs, Shadowing, ShadowUsage
 from servinglib.server.plane.signature_cache import SignatureCache
 from servinglib.server.plane.stream_budget import StreamBudget
 from servinglib.server.plane.stream_limits import StreamLimits
@@ -76,6 +77,7 @@ from servinglib.server.plane.streaming import (
     OpenStreams,
     Part,
 )
+from servinglib.server.plane.version_choice import VersionChoice
 from servinglib.server.server_core import ServerCore
 
 if TYPE_CHECKING:
@@ -134,6 +136,11 @@ class DataPlane:
     ``response_cache``: the server's response cache, in front of the placement
     of the calls of models that ask for it
     (:class:`~servinglib.server.plane.response_caching.ResponseCaching`).
+    A request naming no version goes where its model's traffic rule sends
+    it (:class:`~servinglib.server.plane.version_choice.VersionChoice`, a
+    lookup before placement); answered calls are copied to the rule's
+    shadow version off the request path
+    (:class:`~servinglib.server.plane.shadowing.Shadowing`, an observer).
     Thread-safe; :meth:`infer` runs on any event loop.
     """
 
@@ -168,6 +175,8 @@ class DataPlane:
         self._caller = PlaneCaller(self, self._coroutines.helper_loop)
         self._signatures = SignatureCache(core)
         self._caching = ResponseCaching(core, response_cache)
+        self._choice = VersionChoice(core)
+        self._shadowing = Shadowing(core, self._run_shadow)
         self._stream_limits = streams or StreamLimits()
         self._streams = OpenStreams(self._stream_limits.max_streams_per_model)
         self._stream_budget = StreamBudget(self._stream_limits.max_buffered_bytes)
@@ -180,6 +189,7 @@ class DataPlane:
             statistics,
             *(() if tracing is None else (tracing,)),
             self._request_logger,
+            self._shadowing,
             *(() if on_stream is None else (StreamObserverAdapter(on_stream),)),
             *observers,
         )
@@ -228,6 +238,10 @@ class DataPlane:
     def sequence_gauges(self) -> Mapping[str, SequenceGauge]:
         """Each sequence model's active sequences, backlog and slots (others left out)."""
         return sequence_gauges(self._core)
+
+    def shadow_usage(self) -> ShadowUsage:
+        """What the copies of calls to shadow versions counted: outcomes and latency, by model."""
+        return self._shadowing.usage()
 
     def requests_in_flight(self) -> dict[str, int]:
         """Inference requests running now (:meth:`infer`), by model; models with none left out."""
@@ -284,7 +298,7 @@ class DataPlane:
         """
         if (loading := self._core.on_demand.demand(model_spec.name)) is not None:
             _not_loaded_yet(loading, model_spec.name)
-        return self._signatures.lookup(model_spec)
+        return self._signatures.lookup(self._choice.choose(model_spec))
 
     async def infer(
         self,
@@ -379,9 +393,16 @@ class DataPlane:
         inputs: Tensors,
         output_filter: Iterable[str] | None,
         deadline: float | None,
+        *,
+        background: bool = False,
     ) -> tuple[ModelCall, Placement]:
         """The admitted call of the version ``model_spec`` picks, and where it runs: the
         servable's placement for its signature, or the plane's for its execution mode.
+
+        ``background``: a call of the server's own (a shadow copy), run by the
+        calling thread: not counted in flight, and a ``thread`` call runs on
+        that thread without a place in its model's share of the pool, so no
+        client's call waits for it.
 
         Requires: the request entered in flight (a model loaded on demand is
         waited for after that, so it is not unloaded under the request).
@@ -391,11 +412,13 @@ class DataPlane:
         (recorded as the version's failed call).
         """
         name = model_spec.name
-        in_flight = self._in_flight
+        in_flight = None if background else self._in_flight
         try:
+            model_spec = self._choice.choose(model_spec)
             handle = self._core.servable_handle(model_spec)
         except BaseException:
-            in_flight.leave(name)
+            if in_flight is not None:
+                in_flight.leave(name)
             raise
         release = _Release(handle, in_flight, name)
         try:
@@ -410,7 +433,10 @@ class DataPlane:
         site = CallSite(name, handle.id.version, signature)
         stages = CallStages()
         call = ModelCall(site, servable, spec, inputs, output_filter, deadline, stages, release)
-        placement = servable.placement(signature) or self._by_mode[spec.execution_mode]
+        mode = spec.execution_mode
+        if background and mode is ExecutionMode.THREAD:
+            mode = ExecutionMode.INLINE
+        placement = servable.placement(signature) or self._by_mode[mode]
         return call, self._caching.around(call, placement)
 
     def _answered(
@@ -445,6 +471,28 @@ class DataPlane:
             log_model_failure(error, site.model_name, site.version, site.signature_name)
         record = _record(site, call.stages, error, call.inputs, call.output_filter, started_ns)
         self._emit(record)
+
+    def _run_shadow(
+        self,
+        model_spec: ModelSpec,
+        signature_name: str,
+        inputs: Tensors,
+        output_filter: Iterable[str] | None,
+    ) -> Outputs:
+        """One copy of a call to its shadow version, run by the shadowing thread itself as a
+        background call (see :meth:`_place`); recorded as a call of its version, not logged."""
+        started_ns = time.perf_counter_ns()
+        call, placement = self._place(
+            model_spec, signature_name or None, inputs, output_filter, None, background=True
+        )
+        try:
+            with caller_scope(self._caller):
+                outputs = placement.run_blocking(call)
+        except BaseException as error:
+            self._failed(call, error, started_ns)
+            raise
+        self._answered(call, outputs, started_ns, log_request=False)
+        return outputs
 
     def _emit(self, record: CallRecord) -> None:
         for observer in self._observers:
@@ -512,6 +560,7 @@ class DataPlane:
         deadline: float | None,
         buffer_parts: int,
     ) -> InferenceStream:
+        model_spec = self._choice.choose(model_spec)
         handle = self._core.servable_handle(model_spec)
         try:
             servable = _servable_of(handle, model_spec)
@@ -597,6 +646,7 @@ class DataPlane:
 
     def close(self) -> None:
         """Stops the worker pool (after its running calls), the core's events, the request log."""
+        self._shadowing.close()
         self._signatures.close()
         self._caching.close()
         self._pool.close()

@@ -18,6 +18,7 @@ from servinglib.server.plane.metadata import (
 )
 from servinglib.server.plane.public_errors import PublicErrors
 from servinglib.server.plane.repository_index import RepositoryEntry, repository_index
+from servinglib.server.plane.version_choice import with_traffic_status
 from servinglib.server.server_core import ServerCore
 from servinglib.server.status import ModelMetadata, ModelStatus
 
@@ -164,6 +165,8 @@ class ModelQuestions:
         else:
             name = model
         status = self._core.model_status(name, version)
+        if version is None and (config := self._core.config.model(name)) is not None:
+            status = with_traffic_status(status, config.traffic)
         overdue = self._overdue()
         if all(v.error is None for v in status.versions) and not any(
             model == name for model, _ in overdue
