@@ -181,7 +181,9 @@ class OnDemandLoads:
                 return
             if model.residency is not Residency.REGISTERED:  # registered: estimated when demanded
                 model.ram_bytes = _estimate(model.versions)
-                self._forward_locked(name, model)
+                # Deferred: passed on once the withdrawal ended (see demand), not before.
+                if not model.deferred:
+                    self._forward_locked(name, model)
 
     def demand(self, name: str) -> concurrent.futures.Future[None] | None:
         """A request names ``name``: None when it need not wait (loaded, pinned, not kept here,
