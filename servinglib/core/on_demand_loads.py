@@ -117,6 +117,8 @@ class OnDemandLoads:
         self._monotonic = monotonic
         self._lock = threading.Lock()
         self._models: dict[str, _Model] = {}  # guarded by: _lock
+        # The models not registered only: what eviction and statistics look at (not all of them).
+        self._resident: dict[str, _Model] = {}  # guarded by: _lock; in the order they came
         self._counters: tuple[Callable[[str], int], ...] = ()  # replaced whole
         self._ticks = itertools.count(1)
         self.events: EventBus[OnDemandEvent] = EventBus()
@@ -142,6 +144,7 @@ class OnDemandLoads:
         with self._lock:
             for name in self._models.keys() - on_demand.keys():
                 removed = self._models.pop(name)
+                self._resident.pop(name, None)
                 _fail(removed.waiters, NotFoundError(f"Model {name} was removed from the config"))
             for name, wanted in on_demand.items():
                 model = self._models.get(name)
@@ -178,7 +181,9 @@ class OnDemandLoads:
                 return
             if model.residency is not Residency.REGISTERED:  # registered: estimated when demanded
                 model.ram_bytes = _estimate(model.versions)
-                self._forward_locked(name, model)
+                # Deferred: passed on once the withdrawal ended (see demand), not before.
+                if not model.deferred:
+                    self._forward_locked(name, model)
 
     def demand(self, name: str) -> concurrent.futures.Future[None] | None:
         """A request names ``name``: None when it need not wait (loaded, pinned, not kept here,
@@ -237,7 +242,7 @@ class OnDemandLoads:
     def statistics(self) -> OnDemandStatistics:
         """The budget and what is resident now."""
         with self._lock:
-            resident = [m for m in self._models.values() if m.residency is not Residency.REGISTERED]
+            resident = list(self._resident.values())
             return OnDemandStatistics(
                 self._budget,
                 sum(m.ram_bytes for m in resident),
@@ -259,8 +264,7 @@ class OnDemandLoads:
                 m.last_used,
                 m.on_demand and m.residency is Residency.LOADED and not self._busy(other),
             )
-            for other, m in self._models.items()
-            if m.residency is not Residency.REGISTERED
+            for other, m in self._resident.items()
         ]
         victims = choose_evictions(resident, model.ram_bytes, self._budget)
         if victims is None:
@@ -298,6 +302,10 @@ class OnDemandLoads:
         if to not in _TRANSITIONS[model.residency]:
             raise AssertionError(f"Model {name}: {model.residency.value} → {to.value}")
         model.residency = to
+        if to is Residency.REGISTERED:
+            self._resident.pop(name, None)
+        else:
+            self._resident[name] = model
 
     def _on_state(self, state: ServableState) -> None:
         """Completes the waits of a model loading on demand as its versions end their loads."""

@@ -60,6 +60,10 @@ class FileSystemStoragePathSource(BasePathPolling):
         self._settle_timer: tuple[float, Timer] | None = None  # guarded by: _lock
         self._settle_due: dict[str, float] = {}  # guarded by: _lock
         self._events = FsEventTrigger(self._on_fs_event)
+        # Replaced whole (by the watching thread), read without a lock.
+        self._by_base: (
+            tuple[FileSystemStoragePathSourceConfig, Mapping[str, frozenset[str]]] | None
+        ) = None
 
     def poll_once(self) -> None:
         """Polls every servable now and emits each one's aspired versions (not after close)."""
@@ -166,16 +170,27 @@ class FileSystemStoragePathSource(BasePathPolling):
             self._events.watch_changes(add or set(), remove or set(), recursive=True)
 
     def _on_fs_event(self, path: str) -> None:
-        # The base path itself, or anything under it.
-        names = {
-            s.servable_name
-            for s in self._config.servables
-            if path == (base := os.path.abspath(s.base_path)) or path.startswith(_prefix(base))
-        }
+        # The base path itself, or anything under it: its ancestors, looked up (not a scan of
+        # every servable per event).
+        by_base = self._names_by_base()
+        names: set[str] = set()
+        while True:
+            names |= by_base.get(path, frozenset())
+            parent = os.path.dirname(path)
+            if parent == path:
+                break
+            path = parent
         if names:
             self._mark_dirty(names)
 
-
-def _prefix(base: str) -> str:
-    """What every version directory path under ``base`` starts with."""
-    return os.path.join(base, "")
+    def _names_by_base(self) -> Mapping[str, frozenset[str]]:
+        """The servables' names by absolute base path, made once per config."""
+        config = self._config
+        cached = self._by_base
+        if cached is None or cached[0] is not config:
+            by_base: dict[str, set[str]] = {}
+            for s in config.servables:
+                by_base.setdefault(os.path.abspath(s.base_path), set()).add(s.servable_name)
+            cached = (config, {base: frozenset(names) for base, names in by_base.items()})
+            self._by_base = cached
+        return cached[1]

@@ -1,21 +1,26 @@
-"""FsEventTrigger: wakes a poll when something changes on disk (watchdog)."""
+"""FsEventTrigger: wakes a poll when something changes on disk (inotify, else watchdog)."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
 import stat
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, final
-
-if TYPE_CHECKING:
-    from watchdog.events import FileSystemEvent, FileSystemEventHandler
-    from watchdog.observers.api import BaseObserver, ObservedWatch
+from typing import Protocol, final
 
 _log = logging.getLogger(__name__)
+
+
+class _Watches(Protocol):
+    """What watches directories for a trigger (InotifyWatches, WatchdogWatches)."""
+
+    def watch(self, root: str, *, recursive: bool, on_lost: Callable[[], None]) -> None: ...
+
+    def unwatch(self, root: str) -> None: ...
+
+    def close(self) -> None: ...
 
 
 @final
@@ -23,9 +28,11 @@ class FsEventTrigger:
     """Watches directories and calls ``on_change(path)`` for each event under them.
 
     Only a trigger: events may be lost or unsupported (network filesystems),
-    so callers keep polling as the source of truth.  watchdog is imported
-    when the first directory is watched.
-    Thread-safe; ``on_change`` runs on watchdog's thread and must be quick.
+    so callers keep polling as the source of truth.  On Linux every
+    directory is watched on one inotify descriptor read by one thread, however
+    many are watched; elsewhere watchdog (imported when the first directory
+    is watched) runs a thread per watched directory.
+    Thread-safe; ``on_change`` runs on the watching thread and must be quick.
     """
 
     def __init__(
@@ -34,11 +41,9 @@ class FsEventTrigger:
         self._on_change = on_change
         self._include_modifications = include_modifications
         self._lock = threading.Lock()
-        self._observer: BaseObserver | None = None  # guarded by: _lock
-        # (path, recursive) → the watch and the (device, inode) of the directory it watches
-        self._watches: dict[
-            tuple[str, bool], tuple[ObservedWatch, tuple[int, int]]
-        ] = {}  # guarded by: _lock
+        self._watcher: _Watches | None = None  # guarded by: _lock
+        # (path, recursive) → the (device, inode) of the directory watched
+        self._watches: dict[tuple[str, bool], tuple[int, int]] = {}  # guarded by: _lock
         self._lost: set[tuple[str, bool]] = set()  # guarded by: _lock
         self._closed = False  # guarded by: _lock
 
@@ -54,7 +59,7 @@ class FsEventTrigger:
                 return
             stale = [
                 key
-                for key, (_, inode) in self._watches.items()
+                for key, inode in self._watches.items()
                 if wanted.get(key) != inode or key in self._lost
             ]
             for key in stale:
@@ -78,7 +83,7 @@ class FsEventTrigger:
                 key = (path, recursive)
                 inode = _inode(path)
                 current = self._watches.get(key)
-                if current is not None and (current[1] != inode or key in self._lost):
+                if current is not None and (current != inode or key in self._lost):
                     self._unschedule_locked(key)
                     self._lost.discard(key)
                     current = None
@@ -89,24 +94,17 @@ class FsEventTrigger:
         """Stops watching; idempotent."""
         with self._lock:
             self._closed = True
-            observer, self._observer = self._observer, None
+            watcher, self._watcher = self._watcher, None
             self._watches.clear()
-        if observer is not None:
-            observer.stop()
-            observer.join(timeout=5)
+        if watcher is not None:
+            watcher.close()
 
     def _schedule_locked(self, key: tuple[str, bool], inode: tuple[int, int]) -> None:
         path, recursive = key
         try:
-            observer = self._observer_locked()
-            handler = _make_handler(path, self._on_change, lambda: self._mark_lost(key))
-            watch = observer.schedule(
-                handler,
-                path,
-                recursive=recursive,
-                event_filter=_event_filter(self._include_modifications),
-            )
-            self._watches[key] = (watch, inode)
+            watcher = self._watcher_locked()
+            watcher.watch(path, recursive=recursive, on_lost=lambda: self._mark_lost(key))
+            self._watches[key] = inode
         except OSError as exc:  # e.g. out of inotify watches: polling still covers it
             _log.warning("cannot watch %s for changes (polling still picks them up): %s", path, exc)
 
@@ -116,21 +114,28 @@ class FsEventTrigger:
             self._lost.add(key)
 
     def _unschedule_locked(self, key: tuple[str, bool]) -> None:
-        watch, _ = self._watches.pop(key)
-        if self._observer is not None:
-            # KeyError/OSError: the directory went away, and its watch with it.
-            with contextlib.suppress(KeyError, OSError):
-                self._observer.unschedule(watch)
+        del self._watches[key]
+        if self._watcher is not None:
+            self._watcher.unwatch(key[0])
 
-    def _observer_locked(self) -> BaseObserver:
-        if self._observer is None:
-            from watchdog.observers import Observer
+    def _watcher_locked(self) -> _Watches:
+        if self._watcher is None:
+            self._watcher = _watches_class()(
+                self._on_change, include_modifications=self._include_modifications
+            )
+        return self._watcher
 
-            observer = Observer()
-            observer.daemon = True
-            observer.start()
-            self._observer = observer
-        return self._observer
+
+@functools.cache
+def _watches_class() -> Callable[..., _Watches]:
+    """InotifyWatches where inotify is available, else WatchdogWatches."""
+    from servinglib.sources import _inotify_watches
+
+    if _inotify_watches.available():
+        return _inotify_watches.InotifyWatches
+    from servinglib.sources._watchdog_watches import WatchdogWatches
+
+    return WatchdogWatches
 
 
 def _inode(path: str) -> tuple[int, int] | None:
@@ -140,59 +145,3 @@ def _inode(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return (found.st_dev, found.st_ino) if stat.S_ISDIR(found.st_mode) else None
-
-
-def _make_handler(
-    root: str, on_change: Callable[[str], None], on_lost: Callable[[], None]
-) -> FileSystemEventHandler:
-    """A watchdog handler passing each event's paths to ``on_change``.
-
-    A deletion or move of ``root`` itself also calls ``on_lost``: the watch
-    died with the directory (and a new directory may even get its inode).
-    """
-    handler: FileSystemEventHandler = _handler_class()(root, on_change, on_lost)
-    return handler
-
-
-@functools.cache
-def _handler_class() -> Callable[..., FileSystemEventHandler]:
-    """The handler class, made once (watchdog is imported lazily; a class per watch is slow)."""
-    from watchdog.events import FileSystemEventHandler
-
-    class Handler(FileSystemEventHandler):
-        def __init__(
-            self, root: str, on_change: Callable[[str], None], on_lost: Callable[[], None]
-        ) -> None:
-            self._root, self._on_change, self._on_lost = root, on_change, on_lost
-
-        def on_any_event(self, event: FileSystemEvent) -> None:
-            source = os.fsdecode(event.src_path)
-            if source == self._root and event.event_type in ("deleted", "moved"):
-                self._on_lost()
-            for path in (source, os.fsdecode(event.dest_path)):
-                if path:
-                    self._on_change(path)
-
-    return Handler
-
-
-def _event_filter(include_modifications: bool) -> list[type[FileSystemEvent]]:
-    """The events worth a look: entries appearing, disappearing, renamed, or closed after writing.
-
-    Leaving out open/read-only close/modify/attrib events spares watchdog
-    decoding the events each poll's own directory listing causes (~6x the
-    poll's cost), and a copy's every write; ``include_modifications`` adds
-    writes (for a watched file edited in place).
-    """
-    from watchdog import events
-
-    return [
-        events.DirCreatedEvent,
-        events.FileCreatedEvent,
-        events.DirDeletedEvent,
-        events.FileDeletedEvent,
-        events.DirMovedEvent,
-        events.FileMovedEvent,
-        events.FileClosedEvent,
-        *((events.FileModifiedEvent,) if include_modifications else ()),
-    ]

@@ -172,3 +172,24 @@ def test_a_model_withdrawn_and_asked_for_again_loads_once_its_unload_ended() -> 
     assert recorder.calls[-1] == ("a", (1,))
     available(states, "a")
     assert waiting.result(0) is None
+
+
+def test_a_poll_re_sending_a_withdrawn_models_versions_does_not_pass_them_before_its_end() -> None:
+    """The source's periodic re-send of a model waiting for its withdrawal's END is kept, not
+    passed on: passed, it could replace the withdrawal before the manager saw it, and the model
+    would wait for an END that never comes (its requests hung, each until its deadline)."""
+    loads, recorder, states = gate(250, a=True, b=True, c=True)
+    for name in ["a", "b"]:
+        loads.demand(name)
+        available(states, name)
+    loads.demand("c")  # withdraws a
+    available(states, "c")
+    waiting = loads.demand("a")  # a's version is not unloaded yet: its load waits for END
+    assert waiting is not None
+    passed = len(recorder.calls)
+    loads.set_aspired_versions("a", version("a"))  # a full poll emits a's unchanged set
+    assert recorder.calls[passed:] == []
+    states.publish(ServableState(ServableId("a", 1), ManagerState.END))
+    assert recorder.calls[-1] == ("a", (1,))
+    available(states, "a")
+    assert waiting.result(0) is None

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from servinglib.core.aspired_versions_manager import AspiredVersionsManager
 from servinglib.core.availability_preserving_policy import AvailabilityPreservingPolicy
+from servinglib.core.clock import Clock, Timer
 from servinglib.core.event_bus import EventBus
 from servinglib.core.loader import Loader
 from servinglib.core.servable_id import ServableId
@@ -969,6 +970,40 @@ def test_full_poll_happens_each_period_and_not_before(tmp_path: Path, start: Sta
         wait_until(lambda: rig.clock.pending_timers == 1, PICKUP_TIMEOUT_S)  # next one scheduled
     assert [c.version_numbers for c in rig.target.calls("m")] == [(1,), (2,), (3,)]
     assert rig.source.polling
+
+
+class DelayRecordingClock(Clock):
+    """A FakeClock that records the delay of each timer set.  Thread-safe."""
+
+    def __init__(self) -> None:
+        self.fake = FakeClock()
+        self.delays: list[float] = []
+
+    def now(self) -> float:
+        return self.fake.now()
+
+    def call_later(self, delay_s: float, callback: Callable[[], None]) -> Timer:
+        self.delays.append(delay_s)
+        return self.fake.call_later(delay_s, callback)
+
+
+def test_a_full_poll_costly_for_its_period_is_followed_by_a_longer_pause(tmp_path: Path) -> None:
+    """A full poll taking more CPU than a tenth of the period pauses nine times its CPU time, so
+    polling many servables takes at most a tenth of a core."""
+    servables = []
+    for i in range(200):
+        make_version(tmp_path / f"m{i}", 1)
+        servables.append(monitor(f"m{i}", tmp_path / f"m{i}"))
+    clock = DelayRecordingClock()
+    period_s = 0.0001  # a full poll of 200 base paths costs far more than 10 microseconds
+    with FileSystemStoragePathSource(
+        config(*servables, period_s=period_s, watch_filesystem_events=False), clock=clock
+    ) as source:
+        connect(source, RecordingTarget())
+        assert clock.delays == [period_s]  # after the poll at connect (not timed)
+        clock.fake.advance(period_s)
+        wait_until(lambda: len(clock.delays) == 2, PICKUP_TIMEOUT_S)
+        assert clock.delays[1] > 10 * period_s
 
 
 def test_zero_poll_period_polls_once_at_connect_without_a_thread(
