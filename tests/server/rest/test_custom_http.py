@@ -82,6 +82,21 @@ MODEL = textwrap.dedent(
 )
 
 
+PROCESS_MODEL = textwrap.dedent(
+    """
+    from servinglib.http_handlers import HttpResponse
+    from servinglib.loaders import PythonModel, http_handler
+
+
+    class Model(PythonModel):
+        @http_handler(path="/thumbnail")
+        def thumbnail(self, request):
+            png = b"\\x89PNG\\r\\n\\x1a\\n" + request.body[::-1]
+            return HttpResponse(200, {"content-type": "image/png"}, png)
+    """
+)
+
+
 @pytest.fixture(scope="module")
 def core(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerCore]:
     """``pics``, versions 1 and 2 (labels stable → 1, canary → 2), each declaring handlers."""
@@ -289,3 +304,36 @@ def test_the_inference_group_locks_custom_endpoints(core: ServerCore) -> None:
         assert allowed.status_code == 201
         assert allowed.json()["authorization"] is None
         assert json.dumps(allowed.json()).find("custom-secret") == -1
+
+
+def test_hostile_paths_reach_the_handler_as_text_or_find_none(client: httpx.Client) -> None:
+    """``..``, NUL and CR/LF in the path are only text to the handler; 10,000 distinct paths
+    are answered alike (the router's cache of paths stays bounded)."""
+    seen = client.get("/v1/models/pics/custom/echo/..%2F..%2Fetc%00%0d%0aX-Evil:%201").json()
+    assert seen["path"] == "/echo/../../etc\x00\r\nX-Evil: 1"
+    assert client.get("/v1/models/pics/custom/..%2Fecho").status_code == 404
+    for i in range(10_000):
+        assert client.get(f"/v1/models/pics/custom/echo/{i}").status_code == 201
+
+
+def test_a_handler_runs_in_a_model_process(tmp_path: Path) -> None:
+    """With ``model_process`` the handler's request and response cross to its process whole
+    (a streaming handler cannot run there, as no streaming signature can)."""
+    base = tmp_path / "pics"
+    (base / "1").mkdir(parents=True)
+    (base / "1" / "model.py").write_text(PROCESS_MODEL)
+    python = attrs.evolve(CORE_OPTIONS.platform_configs["python"], model_process=True)
+    options = attrs.evolve(CORE_OPTIONS, platform_configs={"python": python})
+    config = ModelServerConfig([ModelConfig("pics", base, "python")])
+    with (
+        ServerCore(config, options) as core,
+        serving(core, RestOptions(), []) as url,
+        httpx.Client(base_url=url) as client,
+    ):
+        answer = client.post(
+            "/v1/models/pics/custom/thumbnail",
+            content=b"\x00\xffjpeg",
+            headers={"content-type": "image/jpeg"},
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.content == PNG_SIGNATURE + b"gepj\xff\x00"
