@@ -10,6 +10,7 @@ from servinglib.loaders.python import PythonModel as PythonModel
 from servinglib.loaders.python import PythonPlatformConfig as PythonPlatformConfig
 from servinglib.loaders.python import PythonServable as PythonServable
 from servinglib.loaders.python import signature as signature
+from servinglib.loaders.python_http import http_handler as http_handler
 from servinglib.loaders.python_sequences import Sequences as Sequences
 from servinglib.loaders.registry import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
 from servinglib.loaders.registry import Platform as Platform
@@ -31,6 +32,7 @@ __all__ = [
     "Sequences",
     "WarmupOptions",
     "default_registry",
+    "http_handler",
     "register_platform",
     "run_warmup",
     "signature",

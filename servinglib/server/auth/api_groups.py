@@ -55,7 +55,7 @@ REST_API_GROUPS: Final[Mapping[str, ApiGroup]] = MappingProxyType(
         "metadata": _M,
         "list_models": _M,
         # Model calls: TF Serving's verbs, KServe V1's explain, V2 infer, generate and
-        # generate_stream.
+        # generate_stream, and a model's custom HTTP endpoints.
         "predict": _I,
         "explain": _I,
         "classify": _I,
@@ -63,6 +63,7 @@ REST_API_GROUPS: Final[Mapping[str, ApiGroup]] = MappingProxyType(
         "infer": _I,
         "generate": _I,
         "generate_stream": _I,
+        "custom": _I,
         "model_config": _CONFIG,
         "repository_index": _REPOSITORY,
         "repository_load": _REPOSITORY,

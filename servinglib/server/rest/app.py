@@ -32,6 +32,7 @@ from servinglib.server.rest.content_encoding import (
     UnsupportedEncodingError,
     decode_body,
 )
+from servinglib.server.rest.custom_http import CustomHttpApi
 from servinglib.server.rest.exchange import BodyStream, RestRequest, RestResponse
 from servinglib.server.rest.generate import GenerateApi
 from servinglib.server.rest.kserve_v2 import KServeV2Api
@@ -92,6 +93,7 @@ class RestApp:
             self._tfs,
             KServeV2Api(self._plane, self._options, management),
             GenerateApi(self._plane),
+            CustomHttpApi(self._plane, _credential_headers(self._options)),
         )
         self._on_request = on_request
         self._timeout_s = self._options.request_timeout_s
@@ -162,6 +164,7 @@ class RestApp:
                         tuple(scope["headers"]),
                         deadline,
                         route.model_spec,
+                        scope.get("query_string", b""),
                     )
                 )
         except (_BodyTooLarge, DecodedTooLargeError) as error:
@@ -351,6 +354,11 @@ def _cors_headers(options: RestOptions) -> tuple[tuple[bytes, bytes], ...]:
         return _CORS_HEADERS
     allowed = ", ".join(["Content-Type", *keys]).encode("latin-1")
     return (*_CORS_HEADERS[:2], (b"access-control-allow-headers", allowed))
+
+
+def _credential_headers(options: RestOptions) -> frozenset[bytes]:
+    """The headers carrying the restricted groups' credentials (kept from custom handlers)."""
+    return frozenset(r.key.encode("latin-1") for r in options.restricted_apis.restrictions)
 
 
 def _error_body(message: str) -> bytes:

@@ -24,7 +24,8 @@ class RestRequest:
     the path names neither.  ``headers`` are the ASGI headers (lower-case
     names).  ``deadline`` is in ``time.monotonic()`` seconds (None: none).
     ``spec``, when given, is the ModelSpec of those selectors made ahead
-    (the router keeps one per route).  Immutable, so thread-safe.
+    (the router keeps one per route).  ``query``: the raw query string
+    (custom HTTP endpoints pass it on).  Immutable, so thread-safe.
     """
 
     model_name: str
@@ -34,6 +35,7 @@ class RestRequest:
     headers: tuple[tuple[bytes, bytes], ...]
     deadline: float | None
     spec: ModelSpec | None = None
+    query: bytes = b""
 
     def model_spec(self) -> ModelSpec:
         """The ModelSpec the path selects: a version, a label, or the latest."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import final
 from urllib.parse import unquote_to_bytes
@@ -10,6 +11,7 @@ import attrs
 
 from servinglib.errors import InvalidArgumentError, NotFoundError
 from servinglib.server.model_spec import ModelSpec
+from servinglib.server.rest.custom_http import CustomHttpApi
 from servinglib.server.rest.exchange import Handler
 from servinglib.server.rest.generate import GenerateApi
 from servinglib.server.rest.kserve_v2 import KServeV2Api
@@ -21,6 +23,10 @@ _TFS_POST = re.compile(
 )
 _TFS_GET = re.compile(
     r"/v1/models/([^/:]+)(?:/versions/([0-9]+)|/labels/([^/:]+))?(/metadata)?", re.IGNORECASE
+)
+_CUSTOM = re.compile(
+    r"/v1/models/([^/:]+)(?:/versions/([0-9]+)|/labels/([^/:]+))?/custom(/.*)?",
+    re.IGNORECASE | re.DOTALL,
 )
 _V2_MODEL = re.compile(
     r"/v2/models/([^/]+)(?:/versions/([^/]+))?"
@@ -64,8 +70,15 @@ class Router:
     same whichever thread matched it first.
     """
 
-    def __init__(self, tfs: TfServingApi, v2: KServeV2Api, generate: GenerateApi) -> None:
+    def __init__(
+        self,
+        tfs: TfServingApi,
+        v2: KServeV2Api,
+        generate: GenerateApi,
+        custom: CustomHttpApi | None = None,
+    ) -> None:
         self._tfs = tfs
+        self._custom = custom
         self._v2 = v2
         self._v2_post = {
             "infer": v2.infer,
@@ -123,6 +136,12 @@ class Router:
         raise NotFoundError(f"Not found: {method} {_shown(path)}")
 
     def _match_tfs(self, method: str, path: str) -> Route:
+        custom = _CUSTOM.fullmatch(path) if self._custom is not None else None
+        if custom is not None:
+            assert self._custom is not None
+            name, version, label, below = custom.groups()
+            handler = functools.partial(self._custom.handle, method, _decoded(below or "/"))
+            return Route("custom", handler, *_selectors(name, version, label))
         if method == "POST":
             found = _TFS_POST.fullmatch(path)
             if found is not None:
