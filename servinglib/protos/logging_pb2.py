@@ -25,13 +25,19 @@ _sym_db = _symbol_database.Default()
 from servinglib.protos import model_pb2 as servinglib_dot_protos_dot_model__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fservinglib/protos/logging.proto\x12\x0eservinglib.tfs\x1a\x1dservinglib/protos/model.proto\"\xbc\x01\n\x0bLogMetadata\x12-\n\nmodel_spec\x18\x01 \x01(\x0b\x32\x19.servinglib.tfs.ModelSpecJ\x04\x08\x02\x10\tR\x0fsampling_configR\x10saved_model_tagsR\x0etimestamp_secsR\x02\x64\x63R\x0erequest_originR\x13request_criticalityR\x1csafe_aggregation_privacy_keyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fservinglib/protos/logging.proto\x12\x0eservinglib.tfs\x1a\x1dservinglib/protos/model.proto\"\xfd\x02\n\x0bLogMetadata\x12-\n\nmodel_spec\x18\x01 \x01(\x0b\x32\x19.servinglib.tfs.ModelSpec\x12\x13\n\nrequest_id\x18\xe8\x07 \x01(\t\x12O\n\x12request_parameters\x18\xe9\x07 \x03(\x0b\x32\x32.servinglib.tfs.LogMetadata.RequestParametersEntry\x1aY\n\x16RequestParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12.\n\x05value\x18\x02 \x01(\x0b\x32\x1f.servinglib.tfs.LoggedParameter:\x02\x38\x01J\x04\x08\x02\x10\tR\x0fsampling_configR\x10saved_model_tagsR\x0etimestamp_secsR\x02\x64\x63R\x0erequest_originR\x13request_criticalityR\x1csafe_aggregation_privacy_key\"w\n\x0fLoggedParameter\x12\x14\n\nbool_value\x18\x01 \x01(\x08H\x00\x12\x15\n\x0bint64_value\x18\x02 \x01(\x03H\x00\x12\x16\n\x0c\x64ouble_value\x18\x03 \x01(\x01H\x00\x12\x16\n\x0cstring_value\x18\x04 \x01(\tH\x00\x42\x07\n\x05valueb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'servinglib.protos.logging_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_LOGMETADATA_REQUESTPARAMETERSENTRY']._loaded_options = None
+  _globals['_LOGMETADATA_REQUESTPARAMETERSENTRY']._serialized_options = b'8\001'
   _globals['_LOGMETADATA']._serialized_start=83
-  _globals['_LOGMETADATA']._serialized_end=271
+  _globals['_LOGMETADATA']._serialized_end=464
+  _globals['_LOGMETADATA_REQUESTPARAMETERSENTRY']._serialized_start=247
+  _globals['_LOGMETADATA_REQUESTPARAMETERSENTRY']._serialized_end=336
+  _globals['_LOGGEDPARAMETER']._serialized_start=466
+  _globals['_LOGGEDPARAMETER']._serialized_end=585
 # @@protoc_insertion_point(module_scope)

@@ -73,8 +73,21 @@ OUR_PACKAGE = "servinglib.tfs"
 
 # servinglib's own extensions of TF Serving's messages: fields numbered 1000 and up (far from
 # TF Serving's), and the messages only they use. TF Serving's files and messages still parse.
-EXTENSION_FIELDS = frozenset({("servinglib.tfs.ModelConfig", 1000)})
-EXTENSION_MESSAGES = frozenset({"servinglib.tfs.TrafficRule", "servinglib.tfs.ShadowRule"})
+EXTENSION_FIELDS = frozenset(
+    {
+        ("servinglib.tfs.ModelConfig", 1000),
+        ("servinglib.tfs.LogMetadata", 1000),
+        ("servinglib.tfs.LogMetadata", 1001),
+    }
+)
+EXTENSION_MESSAGES = frozenset(
+    {
+        "servinglib.tfs.TrafficRule",
+        "servinglib.tfs.ShadowRule",
+        "servinglib.tfs.LoggedParameter",
+        "servinglib.tfs.LogMetadata.RequestParametersEntry",
+    }
+)
 SIGNATURE_DEF_MAP_URL = "type.googleapis.com/tensorflow.serving.SignatureDefMap"
 
 # -- richly populated official messages --------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, ClassVar, final
 
 import numpy as np
@@ -165,8 +166,8 @@ class Tensor:
 class InferenceResponse:
     """One response: its output tensors, or an error (``error=TritonError(...)``).
 
-    ``parameters`` (str → bool, int or str) are kept and read back as JSON by
-    :meth:`parameters`; servinglib's front ends do not send them.
+    ``parameters`` (str → bool, int or str) are read back as JSON by :meth:`parameters`;
+    the V2 front ends send them as the response's ``parameters``.
     Immutable once made, so thread-safe.
     """
 
@@ -205,3 +206,8 @@ class InferenceResponse:
     def parameters(self) -> str:
         """The response's parameters as a JSON object."""
         return json.dumps(self._parameters)
+
+
+def response_parameters(response: InferenceResponse) -> Mapping[str, bool | int | str]:
+    """The parameters ``response`` was made with (servinglib's, not Triton's API)."""
+    return MappingProxyType(response._parameters)  # noqa: SLF001 - this module's own class

@@ -33,7 +33,7 @@ from servinglib.loaders.triton.config import (
     warn_unimplemented,
 )
 from servinglib.loaders.triton.pb_request import InferenceRequest, InferenceResponseSender
-from servinglib.loaders.triton.pb_types import InferenceResponse, Tensor
+from servinglib.loaders.triton.pb_types import InferenceResponse, Tensor, response_parameters
 from servinglib.loaders.triton.python_config import (
     CLASS_NAME,
     completed_config,
@@ -44,6 +44,7 @@ from servinglib.loaders.triton.python_config import (
 from servinglib.loaders.triton.request_batching import request_batching
 from servinglib.loaders.triton.sequence_servable import TritonSequenceServable
 from servinglib.request_extras import RequestExtras, request_extras
+from servinglib.response_extras import ResponseExtras, current_response_extras
 from servinglib.servable import (
     DEFAULT_SIGNATURE,
     Placement,
@@ -173,7 +174,8 @@ class TritonPythonServable(Servable):
     ) -> PendingRequest:
         """One request for :meth:`execute_requests` of the request ``extras`` describes, which
         is cancelled once ``deadline`` (``time.monotonic()``; None: none) passes;
-        ``also_wanted``: outputs to take from its response besides those it asks for.
+        ``also_wanted``: outputs to take from its response besides those it asks for.  The
+        response's parameters go to the calling request's response extras (none: dropped).
 
         Requires: ``inputs`` and ``output_filter`` were checked against the signature.
         """
@@ -182,7 +184,7 @@ class TritonPythonServable(Servable):
         sender = InferenceResponseSender(reply.take, _past(deadline))
         wanted = (output_filter or frozenset(self._spec.outputs)) | also_wanted
         request = self._request(inputs, output_filter, sender, extras)
-        return PendingRequest(request, reply, wanted)
+        return PendingRequest(request, reply, wanted, current_response_extras())
 
     def execute_requests(
         self, requests: Sequence[PendingRequest]
@@ -211,7 +213,7 @@ class TritonPythonServable(Servable):
             )
             return [error for _ in requests]
         return [
-            _outputs_or_error(response, pending.wanted)
+            _outputs_or_error(response, pending.wanted, pending.response_extras)
             for response, pending in zip(responses, requests, strict=True)
         ]
 
@@ -294,11 +296,13 @@ class TritonPythonServable(Servable):
 @attrs.frozen
 class PendingRequest:
     """A request on its way to ``execute``: the model's InferenceRequest, what takes the
-    response its sender sends, and the outputs to answer.  Immutable, so thread-safe."""
+    response its sender sends, the outputs to answer, and where its response parameters go
+    (None: nowhere).  Immutable, so thread-safe."""
 
     request: InferenceRequest
     reply: _Reply
     wanted: frozenset[str]
+    response_extras: ResponseExtras | None = None
 
 
 @final
@@ -371,12 +375,23 @@ def _response_or_error(response: object) -> InferenceResponse | ServingError:
 
 
 def _outputs_or_error(
-    outcome: InferenceResponse | ServingError, wanted: Iterable[str]
+    outcome: InferenceResponse | ServingError,
+    wanted: Iterable[str],
+    response_extras: ResponseExtras | None,
 ) -> dict[str, npt.NDArray[Any]] | ServingError:
+    if isinstance(outcome, ServingError):
+        return outcome
     try:
-        return _outputs(outcome, wanted)
+        outputs = _outputs(outcome, wanted)
     except ServingError as error:
         return error
+    parameters = response_parameters(outcome)
+    if parameters and response_extras is not None:
+        try:
+            response_extras.set_parameters(parameters)
+        except ValueError as error:
+            return InternalError(f"{CLASS_NAME}.execute's response: {error}")
+    return outputs
 
 
 def _outputs(

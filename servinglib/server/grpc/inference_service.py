@@ -13,6 +13,7 @@ from servinglib.codecs.limits import DEFAULT_LIMITS, DecodeLimits
 from servinglib.errors import InvalidArgumentError, UnimplementedError
 from servinglib.protos import grpc_service_pb2 as v2
 from servinglib.request_extras import NO_EXTRAS, RequestExtras, request_extras_scope
+from servinglib.response_extras import response_extras_scope
 from servinglib.server.grpc._convert import cached_spec, deadline_of
 from servinglib.server.grpc._rpc import Context, Rpc
 from servinglib.server.grpc._step import Step, Steps, blocking
@@ -152,12 +153,13 @@ class InferenceServicer:
     def model_infer(
         self, request: v2.ModelInferRequest, context: Context
     ) -> Steps[v2.ModelInferResponse]:
-        """Runs the signature on the inputs; the requested outputs (default: all)."""
+        """Runs the signature on the inputs; the requested outputs (default: all) and the
+        response parameters the model set."""
         call = decode_request(request, self._decode_limits)
         if self._header_forwarding is not None:
             call = forwarded(call, self._header_forwarding, text_metadata(context))
         plane = self._plane
-        with request_extras_scope(call.extras):
+        with request_extras_scope(call.extras), response_extras_scope() as response_extras:
             result = yield from Step(
                 plane.infer,
                 plane.infer_blocking,
@@ -167,7 +169,9 @@ class InferenceServicer:
                 call.requested,
                 deadline=deadline_of(context),
             )
-        return encode_response(request, call, result.model_name, result.version, result.outputs)
+        response = encode_response(request, call, result.model_name, result.version, result.outputs)
+        set_parameters(response, response_extras.parameters())
+        return response
 
     def model_config(
         self, request: v2.ModelConfigRequest, _context: Context
@@ -318,6 +322,22 @@ def encode_response(
     )
     encode_outputs(outputs, response)
     return response
+
+
+def set_parameters(
+    response: v2.ModelInferResponse, parameters: Mapping[str, bool | int | float | str]
+) -> None:
+    """Sets ``parameters`` (a model's response parameters) on ``response``."""
+    for name, value in parameters.items():
+        parameter = response.parameters[name]
+        if isinstance(value, bool):
+            parameter.bool_param = value
+        elif isinstance(value, int):
+            parameter.int64_param = value
+        elif isinstance(value, float):
+            parameter.double_param = value
+        else:
+            parameter.string_param = value
 
 
 def _set_duration(message: v2.StatisticDuration, duration: StatisticDuration) -> None:

@@ -11,6 +11,7 @@ from servinglib.codecs.tensor import from_numpy
 from servinglib.protos import (
     classification_pb2,
     input_pb2,
+    logging_pb2,
     model_pb2,
     prediction_log_pb2,
     regression_pb2,
@@ -24,10 +25,16 @@ def predict_record(  # noqa: PLR0917 - called with the queued arguments, in orde
     inputs: Mapping[str, npt.ArrayLike],
     outputs: Mapping[str, npt.ArrayLike],
     output_filter: Iterable[str] | None,
+    request_id: str = "",
+    parameters: Mapping[str, bool | int | float | str] | None = None,
 ) -> bytes:
-    """A serialized PredictionLog holding a ``predict_log`` (request and response)."""
+    """A serialized PredictionLog holding a ``predict_log`` (request and response), its
+    metadata the request's id and the ``parameters`` its model was given."""
     log = prediction_log_pb2.PredictionLog()
     _fill_spec(log.log_metadata.model_spec, model_name, version, signature_name)
+    log.log_metadata.request_id = request_id
+    for name, value in (parameters or {}).items():
+        _fill_parameter(log.log_metadata.request_parameters[name], value)
     request = log.predict_log.request
     _fill_spec(request.model_spec, model_name, version, signature_name)
     for name, array in inputs.items():
@@ -105,6 +112,17 @@ def _fill_spec(spec: model_pb2.ModelSpec, name: str, version: int, signature_nam
     spec.name = name
     spec.version.value = version
     spec.signature_name = signature_name
+
+
+def _fill_parameter(parameter: logging_pb2.LoggedParameter, value: bool | float | str) -> None:
+    if isinstance(value, bool):
+        parameter.bool_value = value
+    elif isinstance(value, int):
+        parameter.int64_value = value
+    elif isinstance(value, float):
+        parameter.double_value = value
+    else:
+        parameter.string_value = value
 
 
 def _fill_examples(model_input: input_pb2.Input, serialized_examples: Sequence[Any]) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Final, final
 import attrs
 import numpy as np
 
+from servinglib.request_extras import request_extras
 from servinglib.server.logging_config import FILE_COLLECTOR, LoggingConfig
 from servinglib.server.observe.call_record import CallRecord
 from servinglib.server.observe.log_sink import (
@@ -22,6 +23,7 @@ from servinglib.server.observe.log_sink import (
     LogSink,
     LogSinkFactory,
 )
+from servinglib.server.observe.request_context import request_id
 
 _log = logging.getLogger(__name__)
 
@@ -128,11 +130,15 @@ class RequestLogger:
 
     def call_finished(self, record: CallRecord) -> None:
         """Queues a successful call, when sampled, as a predict request (a
-        :class:`CallObserver`); failures, streams and calls whose caller logs them are not."""
+        :class:`CallObserver`) with its request's id and the parameters its model was given
+        (forwarded headers among them, never a credential: see
+        :class:`~servinglib.server.header_forwarding.HeaderForwarding`); failures, streams
+        and calls whose caller logs them are not."""
         if record.error is not None or record.stream is not None or not record.log_request:
             return
         name = record.model_name
         if (config := self.sampled(name)) is not None:
+            extras = request_extras()
             self.log(
                 config,
                 name,
@@ -143,6 +149,8 @@ class RequestLogger:
                 record.inputs,
                 record.outputs,
                 record.output_filter,
+                request_id() or extras.request_id,
+                _loggable(extras.parameters),
             )
 
     def log(self, config: LoggingConfig, model_name: str, kind: str, *args: Any) -> None:  # noqa: ANN401 - the record's parts
@@ -310,6 +318,21 @@ class RequestLogger:
                     sink.close()
                 except Exception:  # noqa: BLE001 - one sink's failure stops no other
                     _log.exception("Request log: a sink failed to close")
+
+
+CREDENTIAL_NAMES: Final = frozenset(
+    {"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"}
+)
+"""Parameter names never logged, whatever their value: the usual credential headers, which a
+forward pattern such as ``.*`` hands the model when no restricted API group withholds them
+(those of restricted groups are never forwarded at all)."""
+
+
+def _loggable(parameters: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``parameters`` without those named as credentials (the same mapping when none is)."""
+    if not any(name.lower() in CREDENTIAL_NAMES for name in parameters):
+        return parameters
+    return {k: v for k, v in parameters.items() if k.lower() not in CREDENTIAL_NAMES}
 
 
 def _estimated_bytes(args: tuple[Any, ...]) -> int:

@@ -12,6 +12,7 @@ from servinglib.codecs import decode_raw, encode_raw, numpy_to_v2_datatype, v2_d
 from servinglib.codecs.limits import DecodeLimits, element_count
 from servinglib.errors import InvalidArgumentError, NotFoundError, ServingError
 from servinglib.request_extras import RequestExtras, request_extras_scope
+from servinglib.response_extras import response_extras_scope
 from servinglib.server.management.model_management import ModelManagement
 from servinglib.server.management.repository import ModelRepository
 from servinglib.server.observe.statistics import StatisticDuration, VersionStatistics
@@ -138,7 +139,8 @@ class KServeV2Api:
         return RestResponse.json({"model_stats": [_statistics_json(s) for s in statistics]})
 
     async def infer(self, request: RestRequest) -> RestResponse:
-        """``POST …/infer``: JSON or binary tensors in, JSON or binary tensors out."""
+        """``POST …/infer``: JSON or binary tensors in, JSON or binary tensors out; the
+        response's ``parameters`` are those the model set (none: no ``parameters``)."""
         header, binary = _split_body(request)
         body = json_codec.loads(header) if header else None
         if not isinstance(body, dict):
@@ -155,7 +157,7 @@ class KServeV2Api:
         )
         if self._header_forwarding is not None:
             extras = self._header_forwarding.extras(extras, _text_headers(request.headers))
-        with request_extras_scope(extras):
+        with request_extras_scope(extras), response_extras_scope() as response_extras:
             result = await self._plane.infer(
                 request.model_spec(), signature_name, tensors, wanted, deadline=request.deadline
             )
@@ -165,6 +167,8 @@ class KServeV2Api:
         }
         if request_id is not None:
             response["id"] = request_id
+        if response_parameters := response_extras.parameters():
+            response["parameters"] = dict(response_parameters)
         names = wanted if wanted is not None else list(result.outputs)
         outputs, parts = _encode_outputs(result.outputs, names, binary_outputs)
         response["outputs"] = outputs

@@ -417,3 +417,55 @@ def test_a_v2_rest_inference_is_logged_as_a_tf_serving_predict_log(
     assert log.WhichOneof("log_type") == "predict_log"
     assert list(log.predict_log.request.inputs["x"].float_val) == [1.0, 2.0]
     assert list(log.predict_log.response.outputs["y"].float_val) == [2.0, 4.0]
+
+
+def test_a_logged_v2_request_records_its_parameters_and_forwarded_headers_not_credentials(
+    tmp_path: Path, prefix: Path
+) -> None:
+    """The record's metadata holds the request's id, its parameters and the forwarded headers;
+    neither a restricted group's credential nor a usual credential header is in its bytes."""
+    import httpx
+
+    from servinglib.protos import prediction_log_pb2 as our_prediction_log_pb2
+    from servinglib.server.auth.restricted_apis import RestrictedApis
+    from servinglib.server.header_forwarding import HeaderForwarding
+    from servinglib.server.rest import RestOptions, create_app
+
+    restricted = RestrictedApis.http(["inference:x-token=group-secret"])
+    forwarding = HeaderForwarding(".*", withheld=[r.key for r in restricted.restrictions])
+    write_model(tmp_path)
+    with ServerCore(logged_config(tmp_path, 1.0, prefix), TEST_SERVER_CORE_OPTIONS) as core:
+        plane = DataPlane(core, max_workers=2)
+        app = create_app(
+            plane, RestOptions(restricted_apis=restricted, header_forwarding=forwarding)
+        )
+
+        async def infer() -> httpx.Response:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://rest") as client:
+                body = {
+                    "id": "req-7",
+                    "parameters": {"p": 3, "flag": True, "sequence_id": 0},
+                    "inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}],
+                }
+                headers = {
+                    "x-token": "group-secret",
+                    "authorization": "Bearer other-secret",
+                    "x-tenant": "gold",
+                    "x-request-id": "rid-1",
+                }
+                return await client.post("/v2/models/m/infer", json=body, headers=headers)
+
+        answer = asyncio.run(infer())
+        assert answer.status_code == 200, answer.text
+        plane.close()
+    (record,) = [r for path in glob.glob(f"{prefix}.*.tfrecord") for r in read_records(path)]
+    metadata = our_prediction_log_pb2.PredictionLog.FromString(record).log_metadata
+    parameters = {
+        name: getattr(value, value.WhichOneof("value"))
+        for name, value in metadata.request_parameters.items()
+    }
+    assert metadata.request_id == "rid-1"
+    assert {"p": 3, "flag": True, "x-tenant": "gold"}.items() <= parameters.items()
+    assert "sequence_id" not in parameters
+    assert b"secret" not in bytes(record)

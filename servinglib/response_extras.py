@@ -1,0 +1,113 @@
+"""What an inference answer carries beside its tensors: the response parameters a model sets.
+
+A KServe V2 front end opens a :func:`response_extras_scope` around the call and sends what the
+model set there as the V2 response's ``parameters``; a model sets them with
+:func:`set_response_parameters` (a Triton Python model gives them to its
+``pb_utils.InferenceResponse``).  The scope's holder travels in a context variable, which is
+copied to the thread that runs the call: the copy refers to the same holder, so what a call
+on a pool thread sets is what the front end reads once the call has returned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Final, final
+
+from servinglib.request_extras import RESERVED_PREFIX, ParameterValue
+
+RESERVED_RESPONSE_PARAMETERS: Final = frozenset({"binary_data_size"})
+"""Response parameter names the protocol gives a meaning (besides every ``triton_`` name, such
+as a stream's ``triton_final_response``): a model cannot set them."""
+
+MAX_RESPONSE_PARAMETERS: Final = 256
+"""How many parameters one response carries at most (a bound on what a model can add)."""
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def is_reserved_response_parameter(name: str) -> bool:
+    """Whether the response parameter ``name`` is the protocol's, never a model's."""
+    return name in RESERVED_RESPONSE_PARAMETERS or name.startswith(RESERVED_PREFIX)
+
+
+@final
+class ResponseExtras:
+    """The parameters a model set for the response to its request (empty: none).
+
+    Thread safety: thread-safe (a call running on a pool thread sets, the front end reads
+    after the call returned).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._parameters: dict[str, ParameterValue] = {}  # guarded by: _lock
+
+    def set_parameters(self, parameters: Mapping[str, ParameterValue]) -> None:
+        """Adds ``parameters`` (replacing those of the same names).
+
+        Raises ValueError, setting none of them, for a name that is not a non-empty string
+        or is reserved (:func:`is_reserved_response_parameter`), a value that is not a bool,
+        int (of 64 bits), float or str, or past :data:`MAX_RESPONSE_PARAMETERS` in all.
+        """
+        checked = dict(parameters)
+        for name, value in checked.items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"A response parameter's name must be a string, not {name!r:.40}")
+            if is_reserved_response_parameter(name):
+                raise ValueError(f"Response parameter '{name:.80}' is reserved by the protocol")
+            if not isinstance(value, bool | int | float | str):
+                raise ValueError(
+                    f"Response parameter '{name:.80}' must be a bool, int, float or str, "
+                    f"not {type(value).__name__}"
+                )
+            if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
+                raise ValueError(f"Response parameter '{name:.80}' is not a 64-bit integer")
+        with self._lock:
+            if len(self._parameters.keys() | checked.keys()) > MAX_RESPONSE_PARAMETERS:
+                raise ValueError(f"A response carries at most {MAX_RESPONSE_PARAMETERS} parameters")
+            self._parameters.update(checked)
+
+    def parameters(self) -> Mapping[str, ParameterValue]:
+        """A snapshot of the parameters set so far."""
+        with self._lock:
+            return MappingProxyType(dict(self._parameters))
+
+
+_holder: contextvars.ContextVar[ResponseExtras | None] = contextvars.ContextVar(
+    "servinglib_response_extras", default=None
+)
+
+
+@contextlib.contextmanager
+def response_extras_scope() -> Iterator[ResponseExtras]:
+    """A new holder of the current request's response extras inside the ``with`` block."""
+    holder = ResponseExtras()
+    token = _holder.set(holder)
+    try:
+        yield holder
+    finally:
+        _holder.reset(token)
+
+
+def current_response_extras() -> ResponseExtras | None:
+    """The current request's holder; None when no front end listens (an embedded call, a
+    shadow copy, a call in a model process)."""
+    return _holder.get()
+
+
+def set_response_parameters(parameters: Mapping[str, ParameterValue]) -> None:
+    """Sets parameters of the current request's V2 response (``parameters`` of its JSON or
+    of its ``ModelInferResponse``), replacing those of the same names; where no front end
+    listens (:func:`current_response_extras` is None) they are dropped.
+
+    Raises ValueError as :meth:`ResponseExtras.set_parameters` does.
+    """
+    holder = _holder.get()
+    if holder is None:
+        ResponseExtras().set_parameters(parameters)  # the same checks, wherever it runs
+        return
+    holder.set_parameters(parameters)
