@@ -27,9 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -43,14 +41,15 @@ from triton import (
     SERVINGLIB_FLAGS,
     Cell,
     Workload,
+    add_servinglib_flag,
     best,
     check_answers,
+    require_triton_and_load_generators,
     run_cell,
     servinglib,
     triton,
 )
 
-from tests.triton.oracle import TritonUnavailableError, find_triton
 from tests.triton.pipeline_models import PIPELINE_CONFIG, unary, write
 
 THROUGHPUT_TARGET = 2.0
@@ -182,23 +181,12 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5, help="in-process rounds (cell 2)")
     parser.add_argument("--calls", type=int, default=1000, help="calls per model per round")
-    parser.add_argument(
-        "--servinglib-flag",
-        action="append",
-        default=[],
-        help="one more flag for python -m servinglib (repeatable), e.g. --grpc_server=aio",
-    )
+    add_servinglib_flag(parser)
     parser.add_argument("--only", choices=("servers", "in-process"), help="one cell")
     args = parser.parse_args()
     SERVINGLIB_FLAGS.extend(args.servinglib_flag)
     if args.only != "in-process":
-        for tool in ("wrk", "h2load"):
-            if shutil.which(tool) is None:
-                sys.exit(f"bench/pipelines.py needs {tool}: apt-get install wrk nghttp2-client")
-        try:
-            find_triton()
-        except TritonUnavailableError as reason:
-            sys.exit(f"bench/pipelines.py needs Triton: {reason}")
+        require_triton_and_load_generators("bench/pipelines.py")
     print_environment("bench/pipelines.py: a 3-step ensemble, servinglib against Triton 2.51")
     server_cpus = os.environ.get("SERVINGLIB_BENCH_SERVER_CPUS", "any")
     client_cpus = os.environ.get("SERVINGLIB_BENCH_CLIENT_CPUS", "any")

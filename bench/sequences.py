@@ -36,10 +36,15 @@ sys.path.insert(0, str(ROOT))
 import grpc  # noqa: E402
 
 sys.path.insert(0, str(_HERE))  # grpcio imported: bench/triton.py's servers are ours to use
-from triton import Server, servinglib, statistics, triton  # noqa: E402
+from triton import (  # noqa: E402
+    Server,
+    require_triton_and_load_generators,
+    servinglib,
+    statistics,
+    triton,
+)
 
 from servinglib.protos import grpc_service_pb2 as v2  # noqa: E402
-from tests.triton.oracle import TritonUnavailableError, find_triton  # noqa: E402
 from tests.triton.sequence_models import write_accumulator  # noqa: E402
 
 MODEL = "accumulator"
@@ -113,10 +118,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--passes", type=int, default=3, help="rounds per server; best kept")
     args = parser.parse_args()
-    try:
-        find_triton()
-    except TritonUnavailableError as reason:
-        sys.exit(f"bench/sequences.py needs Triton: {reason}")
+    require_triton_and_load_generators("bench/sequences.py")
     print_environment("bench/sequences.py: 64 sequences x 20 steps, oldest strategy, gRPC")
     cpus = os.environ.get("SERVINGLIB_BENCH_SERVER_CPUS")
     print(f"{INDENT}servers on CPU {cpus or 'any'}; client on the others")

@@ -53,7 +53,12 @@ from servinglib.protos import grpc_service_pb2
 # directory from sys.path now that the helpers beside it are imported.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
-from tests.triton.oracle import TritonUnavailableError, find_triton, running_triton  # noqa: E402
+from tests.triton.oracle import (  # noqa: E402
+    ADD_SUB_MODEL_PY,
+    TritonUnavailableError,
+    find_triton,
+    running_triton,
+)
 
 V2_INFER = "/inference.GRPCInferenceService/ModelInfer"
 SERVINGLIB_FLAGS: list[str] = []  # --servinglib-flag: more flags for python -m servinglib
@@ -74,20 +79,7 @@ output [
 ]
 instance_group [ { count: 1 kind: KIND_CPU } ]
 """,
-    """
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
-            outputs = [pb_utils.Tensor("OUTPUT0", a + b), pb_utils.Tensor("OUTPUT1", a - b)]
-            responses.append(pb_utils.InferenceResponse(output_tensors=outputs))
-        return responses
-""",
+    ADD_SUB_MODEL_PY,  # Triton's add_sub model.py, as the oracle tests serve it
 )
 
 BATCHED = (
@@ -508,27 +500,37 @@ def report_instances(
         print(f"{INDENT}{name:<18} {rss:7.1f} / {pss:7.1f}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("--seconds", type=float, default=8.0)
-    parser.add_argument("--warmup-seconds", type=float, default=2.0)
-    parser.add_argument("--passes", type=int, default=2)
+def add_servinglib_flag(parser: argparse.ArgumentParser) -> None:
+    """``--servinglib-flag``: more flags for ``python -m servinglib`` (:data:`SERVINGLIB_FLAGS`)."""
     parser.add_argument(
         "--servinglib-flag",
         action="append",
         default=[],
         help="one more flag for python -m servinglib (repeatable), e.g. --grpc_server=aio",
     )
-    parser.add_argument("--only", choices=("pinned", "instances"), help="one group of cells")
-    args = parser.parse_args()
-    SERVINGLIB_FLAGS.extend(args.servinglib_flag)
+
+
+def require_triton_and_load_generators(script: str) -> None:
+    """Exits, naming what is missing, unless wrk, h2load and a Triton that runs are here."""
     for tool in ("wrk", "h2load"):
         if shutil.which(tool) is None:
-            sys.exit(f"bench/triton.py needs {tool}: apt-get install wrk nghttp2-client")
+            sys.exit(f"{script} needs {tool}: apt-get install wrk nghttp2-client")
     try:
         find_triton()
     except TritonUnavailableError as reason:
-        sys.exit(f"bench/triton.py needs Triton: {reason}")
+        sys.exit(f"{script} needs Triton: {reason}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--warmup-seconds", type=float, default=2.0)
+    parser.add_argument("--passes", type=int, default=2)
+    add_servinglib_flag(parser)
+    parser.add_argument("--only", choices=("pinned", "instances"), help="one group of cells")
+    args = parser.parse_args()
+    SERVINGLIB_FLAGS.extend(args.servinglib_flag)
+    require_triton_and_load_generators("bench/triton.py")
     print_environment("bench/triton.py: servinglib against Triton 2.51 on one repository")
     server_cpus = os.environ.get("SERVINGLIB_BENCH_SERVER_CPUS", "any")
     client_cpus = os.environ.get("SERVINGLIB_BENCH_CLIENT_CPUS", "any")
