@@ -74,10 +74,15 @@ def receive_reply(connection: Connection) -> tuple[Any, ...]:
         message = receive(connection)
         if message[0] != LOG:
             return message
-        record = logging.makeLogRecord(message[1])
-        logger = logging.getLogger(record.name)
-        if logger.isEnabledFor(record.levelno):
-            logger.handle(record)
+        log(message)
+
+
+def log(message: tuple[Any, ...]) -> None:
+    """Logs a LOG message here, as the process's logger would have."""
+    record = logging.makeLogRecord(message[1])
+    logger = logging.getLogger(record.name)
+    if logger.isEnabledFor(record.levelno):
+        logger.handle(record)
 
 
 def log_fields(record: logging.LogRecord, pid: int) -> dict[str, Any]:
