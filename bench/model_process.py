@@ -117,13 +117,16 @@ def _pass(tree: str, calls: int, seconds: float) -> dict[str, float]:
 
 
 def _label(tree: str) -> str:
+    """The tree's commit (hash and subject), or its path outside git."""
+    if not (Path(tree) / ".git").exists():
+        return tree
     commit = subprocess.run(
         ["git", "-C", tree, "log", "-1", "--format=%h %s"],
         capture_output=True,
         text=True,
         check=False,
     ).stdout.strip()
-    return commit[:60] or tree
+    return commit or tree
 
 
 def main() -> None:
@@ -145,18 +148,22 @@ def main() -> None:
                 keep = max if name.endswith("calls/s x8") else min
                 best[tree][name] = keep(value, best[tree].get(name, value))
     print(f"CPU affinity {sorted(os.sched_getaffinity(0))}; best of {args.passes} passes")
-    names = list(best[trees[0]])
-    print(f"{'':28}" + "".join(f"{n:>24}" for n in names[3:]))
-    for tree in trees:
-        print(f"{_label(tree)}")
-        row = best[tree]
-        print(f"{'':28}" + "".join(f"{row[n]:>24.0f}" for n in names[3:]))
-    print("in-process: " + ", ".join(f"{n} {best[trees[0]][n]:.0f}" for n in names[:3]))
-    if len(trees) > 1:
-        base = best[trees[0]]
-        for tree in trees[1:]:
-            ratios = ", ".join(f"{n} {best[tree][n] / base[n]:.2f}x" for n in names[3:])
-            print(f"{_label(tree)[:8]} against {_label(trees[0])[:8]}: {ratios}")
+    print(f"   {'checkout':<44} {'wall µs':>8} {'CPU µs':>8} {'calls/s x8':>11}")
+    rows = [("in-process (first checkout)", best[trees[0]], "in-process")]
+    rows += [(_label(tree), best[tree], "model process") for tree in trees]
+    for label, row, where in rows:
+        print(
+            f"   {label[:44]:<44} {row[f'{where} wall µs']:>8.0f} {row[f'{where} CPU µs']:>8.0f} "
+            f"{row[f'{where} calls/s x{THREADS}']:>11.0f}"
+        )
+    base = best[trees[0]]
+    for tree in trees[1:]:
+        ratios = ", ".join(
+            f"{figure} {best[tree][name] / base[name]:.2f}x"
+            for figure in ("wall µs", "CPU µs", f"calls/s x{THREADS}")
+            for name in [f"model process {figure}"]
+        )
+        print(f"   {_label(tree)[:44]} against the first: {ratios}")
 
 
 if __name__ == "__main__":
