@@ -1,7 +1,8 @@
 """Benchmark: what one call to a model process costs, against the same call in-process.
 
-A trivial Python model (``y = x * 2`` on 4 floats) is loaded with ``PythonLoader`` in this
-process and with ``ProcessLoader`` in a model process, and called through ``Servable.call``:
+A trivial Python model (``y = x * 2`` on ``--floats`` float32s, 4 by default) is loaded
+with ``PythonLoader`` in this process and with ``ProcessLoader`` in a model process, and
+called through ``Servable.call``:
 
 1. one call at a time: µs of wall time per call, and µs of CPU per call (this process's and,
    for the model process, its own too, from ``/proc``);
@@ -38,7 +39,7 @@ class Model(PythonModel):
     def predict(self, x):
         return {"y": x * 2}
 """
-X = {"x": np.arange(4, dtype=np.float32)}
+X = {"x": np.arange(4, dtype=np.float32)}  # (--floats sets it)
 THREADS = 8
 
 
@@ -79,8 +80,9 @@ def _concurrent(servable: Any, seconds: float) -> float:  # noqa: ANN401
     return sum(counts) / seconds
 
 
-def measure(calls: int, seconds: float) -> dict[str, float]:
+def measure(calls: int, seconds: float, floats: int) -> dict[str, float]:
     """One pass of this checkout (the one on sys.path): its figures by name."""
+    X["x"] = np.arange(floats, dtype=np.float32)
     from servinglib.loaders.process import ProcessLoader
     from servinglib.loaders.python import PythonLoader, PythonPlatformConfig
     from servinglib.loaders.warmup import WarmupOptions
@@ -106,9 +108,16 @@ def measure(calls: int, seconds: float) -> dict[str, float]:
     return figures
 
 
-def _pass(tree: str, calls: int, seconds: float) -> dict[str, float]:
+def _pass(tree: str, args: argparse.Namespace) -> dict[str, float]:
     environment = {**os.environ, "PYTHONPATH": tree}
-    command = [sys.executable, __file__, "--worker", f"--calls={calls}", f"--seconds={seconds}"]
+    command = [
+        sys.executable,
+        __file__,
+        "--worker",
+        f"--calls={args.calls}",
+        f"--seconds={args.seconds}",
+        f"--floats={args.floats}",
+    ]
     output = subprocess.run(
         command, env=environment, cwd=tree, check=True, capture_output=True, text=True
     ).stdout
@@ -135,19 +144,23 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=3000, help="sequential calls per pass")
     parser.add_argument("--seconds", type=float, default=3.0, help="of 8 threads per pass")
     parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--floats", type=int, default=4, help="float32s in and out per call")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(measure(args.calls, args.seconds)))
+        print(json.dumps(measure(args.calls, args.seconds, args.floats)))
         return
     trees = args.tree or [str(Path(__file__).resolve().parent.parent)]
     best: dict[str, dict[str, float]] = {tree: {} for tree in trees}
     for _ in range(args.passes):
         for tree in trees:
-            for name, value in _pass(tree, args.calls, args.seconds).items():
+            for name, value in _pass(tree, args).items():
                 keep = max if name.endswith("calls/s x8") else min
                 best[tree][name] = keep(value, best[tree].get(name, value))
-    print(f"CPU affinity {sorted(os.sched_getaffinity(0))}; best of {args.passes} passes")
+    print(
+        f"CPU affinity {sorted(os.sched_getaffinity(0))}; {args.floats} float32s in and out; "
+        f"best of {args.passes} passes"
+    )
     print(f"   {'checkout':<44} {'wall µs':>8} {'CPU µs':>8} {'calls/s x8':>11}")
     rows = [("in-process (first checkout)", best[trees[0]], "in-process")]
     rows += [(_label(tree), best[tree], "model process") for tree in trees]
