@@ -64,6 +64,7 @@ OUT_OF_BAND_MIN_BYTES = 64 * 1024
 
 _COUNT = struct.Struct("!I")
 _SIZE = struct.Struct("!Q")
+_NO_BUFFERS = _COUNT.pack(0)
 
 
 def send(connection: Connection, message: tuple[Any, ...]) -> None:
@@ -83,6 +84,9 @@ def send(connection: Connection, message: tuple[Any, ...]) -> None:
         return False
 
     payload = pickle.dumps(message, protocol=_PROTOCOL, buffer_callback=out_of_band)
+    if not buffers:
+        connection.send_bytes(_NO_BUFFERS + payload)
+        return
     head = _COUNT.pack(len(buffers)) + b"".join(_SIZE.pack(b.nbytes) for b in buffers)
     connection.send_bytes(head + payload)
     for buffer in buffers:
@@ -95,13 +99,15 @@ def receive(connection: Connection) -> tuple[Any, ...]:
     Its large buffers are read straight into memory of their own, which the arrays they
     were keep (writable, as an array unpickled in-band is).
     """
-    frame = memoryview(connection.recv_bytes())
-    (count,) = _COUNT.unpack_from(frame)
-    sizes = [_SIZE.unpack_from(frame, _COUNT.size + i * _SIZE.size)[0] for i in range(count)]
+    received = connection.recv_bytes()
+    frame = memoryview(received)[_COUNT.size :]
+    if received.startswith(_NO_BUFFERS):
+        no_buffers: tuple[Any, ...] = pickle.loads(frame)
+        return no_buffers
+    (count,) = _COUNT.unpack_from(received)
+    sizes = [_SIZE.unpack_from(frame, i * _SIZE.size)[0] for i in range(count)]
     buffers = [_read_exactly(connection.fileno(), size) for size in sizes]
-    message: tuple[Any, ...] = pickle.loads(
-        frame[_COUNT.size + count * _SIZE.size :], buffers=buffers
-    )
+    message: tuple[Any, ...] = pickle.loads(frame[count * _SIZE.size :], buffers=buffers)
     return message
 
 
