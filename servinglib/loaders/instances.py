@@ -186,40 +186,45 @@ class _FreeInstances:
     """Which instances are free; waiters served first come, first served.
 
     :meth:`acquire` prefers an instance that serves (a model process being restarted does
-    not) over one that does not.  Thread-safe.
+    not) over one that does not.  :meth:`release` hands the instance to the first waiter
+    directly, waking that one thread only.  Thread-safe.
     """
 
     def __init__(self, instances: Sequence[Servable]) -> None:
         self.instances = tuple(instances)
         self.count = len(self.instances)
-        self._changed = threading.Condition()
-        self._free = collections.deque(range(self.count))  # guarded by: _changed
-        self._waiting: collections.deque[object] = collections.deque()  # guarded by: _changed
+        self._lock = threading.Lock()
+        self._free = collections.deque(range(self.count))  # guarded by: _lock
+        self._waiting: collections.deque[_Waiter] = collections.deque()  # guarded by: _lock
 
     def acquire(self, deadline: float | None) -> int:
         """A free instance's index, once one is free and no earlier caller waits for one.
 
         Raises DeadlineExceededError when ``deadline`` (``time.monotonic()``) passes first.
         """
-        ticket = object()
-        with self._changed:
-            self._waiting.append(ticket)
-            try:
-                while not (self._free and self._waiting[0] is ticket):
-                    timeout = None if deadline is None else deadline - time.monotonic()
-                    if timeout is not None and timeout <= 0:
-                        raise deadline_exceeded()
-                    self._changed.wait(timeout)
+        with self._lock:
+            if self._free and not self._waiting:
                 return self._take_locked()
-            finally:
-                self._waiting.remove(ticket)
-                self._changed.notify_all()
+            waiter = _Waiter()
+            self._waiting.append(waiter)
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not waiter.given.wait(timeout):
+            with self._lock:
+                if waiter.index is None:
+                    self._waiting.remove(waiter)
+                    raise deadline_exceeded()
+        assert waiter.index is not None  # (given just as the deadline passed)
+        return waiter.index
 
     def release(self, index: int) -> None:
-        """Frees the instance ``acquire`` returned."""
-        with self._changed:
+        """Frees the instance ``acquire`` returned (to the first waiter, if one waits)."""
+        with self._lock:
             self._free.append(index)
-            self._changed.notify_all()
+            if not self._waiting:
+                return
+            waiter = self._waiting.popleft()
+            waiter.index = self._take_locked()
+        waiter.given.set()
 
     def _take_locked(self) -> int:
         for index in self._free:
@@ -227,6 +232,17 @@ class _FreeInstances:
                 self._free.remove(index)
                 return index
         return self._free.popleft()  # none serves: its call fails at once, saying why
+
+
+@final
+class _Waiter:
+    """A caller of :meth:`_FreeInstances.acquire` waiting for an instance."""
+
+    __slots__ = ("given", "index")
+
+    def __init__(self) -> None:
+        self.given = threading.Event()
+        self.index: int | None = None  # set, under the instances' lock, before given
 
 
 @final

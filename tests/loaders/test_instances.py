@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import threading
@@ -20,7 +21,7 @@ from servinglib.errors import DeadlineExceededError, ServingError, UnavailableEr
 from servinglib.loaders.instances import InstancesServable
 from servinglib.loaders.process import ProcessServable
 from servinglib.loaders.python import PythonPlatformConfig
-from servinglib.servable import Servable, SignatureSpec, Tensors, TensorSpec
+from servinglib.servable import Servable, SignatureSpec, Tensors, TensorSpec, deadline_scope
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.testing import wait_until, write_python_model
 
@@ -248,6 +249,34 @@ def test_waiting_calls_get_the_free_instance_first_come_first_served() -> None:
     for thread in threads:
         thread.join()
     assert instance.started == ["0.0", "1.0", "2.0", "3.0"]
+    servable.close()
+
+
+def test_a_waiting_call_past_its_deadline_leaves_the_queue_to_the_next() -> None:
+    """A call that gave up waiting is skipped: the freed instance goes to the next waiter."""
+    instance = _Recording()
+    servable = InstancesServable([instance])
+    waiting = servable._free._waiting
+
+    def call(x: float, deadline: float | None = None) -> None:
+        with contextlib.suppress(DeadlineExceededError), deadline_scope(deadline):
+            servable.call("serving_default", {"x": np.array([x], np.float32)})
+
+    holder = threading.Thread(target=call, args=(0.0,))
+    holder.start()
+    wait_until(lambda: instance.started == ["0.0"])
+    gives_up = threading.Thread(target=call, args=(1.0, time.monotonic() + 0.2))
+    gives_up.start()
+    wait_until(lambda: len(waiting) == 1)
+    later = threading.Thread(target=call, args=(2.0,))
+    later.start()
+    wait_until(lambda: len(waiting) == 2)
+    gives_up.join(30)  # its deadline passed while the instance was busy
+    assert len(waiting) == 1
+    instance.go.set()
+    holder.join(30)
+    later.join(30)
+    assert instance.started == ["0.0", "2.0"]
     servable.close()
 
 

@@ -86,6 +86,25 @@ class Model(PythonModel):
         n = request_extras().parameters.get("n", -1)
         return {"left_ms": np.array([left]), "n": np.array([n])}
 
+    @signature(name="reader", inputs=X, outputs=[TensorSpec("main", "int64", [1])])
+    def reader(self, x):
+        logging.getLogger("test.model").warning("reading")
+        return {"main": np.array([threading.current_thread() is threading.main_thread()])}
+
+    @signature(name="inplace", inputs=X, outputs=[TensorSpec("y", "float32", [-1])])
+    def inplace(self, x):
+        x += 1  # the input the process received is writable
+        return {"y": x}
+
+    @signature(name="log_later", inputs=X, outputs=[TensorSpec("y", "float32", [-1])])
+    def log_later(self, x):
+        def log_once_told():
+            while not os.path.exists(os.path.join(self.calls, "log-now")):
+                time.sleep(0.01)
+            logging.getLogger("test.model").warning("idle")
+        threading.Thread(target=log_once_told, daemon=True).start()
+        return {"y": x}
+
     @signature(name="later", inputs=X, outputs=[TensorSpec("y", "float32", [-1])],
                execution_mode=ExecutionMode.ASYNC)
     async def later(self, x):
@@ -197,6 +216,62 @@ def test_calls_run_concurrently_in_the_process(
     for thread in threads:
         thread.join()
     assert pids == [servable.pid] * 4  # all four met in the process: they ran at once
+
+
+def test_a_lone_call_runs_on_the_thread_that_read_it_and_reads_its_own_answer(
+    served: tuple[ProcessLoader, ProcessServable], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The only call in flight runs on the process's reading thread and its caller's thread
+    reads the answer (and the log lines before it): no thread hands either over."""
+    _, servable = served
+    caplog.set_level(logging.INFO)
+    answer = call_signature(servable, "reader", X)
+    assert int(answer["main"][0]) == 1  # the process's main thread read the call and ran it
+    (record,) = [r for r in caplog.records if r.getMessage().endswith(": reading")]
+    assert record.threadName == threading.current_thread().name
+
+
+def test_a_call_made_while_a_lone_call_reads_its_answer_is_answered_at_once(
+    served: tuple[ProcessLoader, ProcessServable], tmp_path: Path
+) -> None:
+    """A second call runs beside a long one whose caller reads, and returns while it runs."""
+    _, servable = served
+    long_call = threading.Thread(
+        target=call_signature, args=(servable, "sleep", {"x": np.array([2.0], np.float32)})
+    )
+    long_call.start()
+    wait_until((tmp_path / "sleeping").exists)  # the long call runs; its caller reads
+    np.testing.assert_array_equal(call_signature(servable, "serving_default", X)["y"], X["x"] * 2)
+    assert long_call.is_alive()  # answered while the long call still ran
+    long_call.join(30)
+
+
+def test_log_lines_of_an_idle_process_are_logged(
+    served: tuple[ProcessLoader, ProcessServable],
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+) -> None:
+    """A log line the process sends with no call in flight is read and logged all the same."""
+    _, servable = served
+    caplog.set_level(logging.INFO)
+    call_signature(servable, "log_later", X)  # a lone call: it read its own answer
+    (tmp_path / "log-now").touch()  # the model's thread logs now, with no call in flight
+    wait_until(lambda: any(r.getMessage().endswith(": idle") for r in caplog.records))
+
+
+@pytest.mark.parametrize("floats", [3, 1 << 20])
+def test_tensors_cross_to_the_process_and_back_intact_and_writable(
+    served: tuple[ProcessLoader, ProcessServable], floats: int
+) -> None:
+    """Small tensors travel in the pickle, large ones (4 MiB) beside it; both arrive whole
+    and writable."""
+    _, servable = served
+    x = np.random.default_rng(0).random(floats, np.float32)
+    sent = x.copy()
+    answer = call_signature(servable, "inplace", {"x": x})
+    np.testing.assert_array_equal(answer["y"], sent + 1)
+    np.testing.assert_array_equal(x, sent)  # the caller's own array is left alone
+    assert answer["y"].flags.writeable
 
 
 def test_a_call_past_its_deadline_gives_up(served: tuple[ProcessLoader, ProcessServable]) -> None:

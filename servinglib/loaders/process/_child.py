@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import functools
 import importlib
@@ -22,13 +21,14 @@ from servinglib.core.loader import Loader
 from servinglib.errors import FailedPreconditionError, ServingError, UnimplementedError
 from servinglib.loaders.model_loader import ModelLoader
 from servinglib.loaders.process import _wire
+from servinglib.loaders.process._call_threads import CallThreads
 from servinglib.loaders.process._priority import lower_this_thread, run_idle
 from servinglib.servable import ExecutionMode, Servable, Tensors
 
 _log = logging.getLogger("servinglib.model_process")
 
 CALL_THREADS = 8
-"""Calls a model process runs at once (its pool); more wait for a thread."""
+"""Calls a model process runs at once; more wait, unread, for a thread."""
 
 
 def main(argv: list[str]) -> int:
@@ -113,7 +113,8 @@ def _load(make: Any, path: str, config: Any) -> Loader:  # noqa: ANN401 - a fact
 
 
 def _serve(connection: Connection, servable: Servable) -> None:
-    """Runs each CALL: ``thread`` and ``inline`` ones on a pool, ``async`` ones on an event loop."""
+    """Runs each CALL: ``thread`` and ``inline`` ones on the thread that read it (see
+    :class:`CallThreads`), ``async`` ones on an event loop."""
     modes = {name: spec.execution_mode for name, spec in servable.signatures.items()}
     loop: asyncio.AbstractEventLoop | None = None
     if ExecutionMode.ASYNC in modes.values():
@@ -128,26 +129,25 @@ def _serve(connection: Connection, servable: Servable) -> None:
         with contextlib.suppress(OSError):  # OSError: the server has gone
             _send(connection, reply)
 
-    with concurrent.futures.ThreadPoolExecutor(CALL_THREADS, "servinglib-call") as pool:
-        while True:
-            try:
-                message = _wire.receive(connection)
-            except (EOFError, OSError):
-                break
-            if message[0] == _wire.REQUESTS:
-                _, call_id, requests = message
-                pool.submit(answer, call_id, functools.partial(_execute, servable, requests))
-                continue
-            kind, call_id, name, inputs, output_filter, request = message
-            assert kind == _wire.CALL, kind
-            if loop is not None and modes.get(name) is ExecutionMode.ASYNC:
-                with request.scope():  # the coroutine's context copies the request's
-                    coroutine = servable.call_async(name, inputs, output_filter)
-                    future = asyncio.run_coroutine_threadsafe(coroutine, loop)
-                future.add_done_callback(functools.partial(_answer_with, answer, call_id))
-            else:
-                call = functools.partial(_call, servable, name, inputs, output_filter, request)
-                pool.submit(answer, call_id, call)
+    def dispatch(message: tuple[Any, ...]) -> Callable[[], None] | None:
+        if message[0] == _wire.REQUESTS:
+            _, call_id, requests = message
+            return functools.partial(
+                answer, call_id, functools.partial(_execute, servable, requests)
+            )
+        kind, call_id, name, inputs, output_filter, request = message
+        assert kind == _wire.CALL, kind
+        if loop is not None and modes.get(name) is ExecutionMode.ASYNC:
+            with request.scope():  # the coroutine's context copies the request's
+                coroutine = servable.call_async(name, inputs, output_filter)
+                future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+            future.add_done_callback(functools.partial(_answer_with, answer, call_id))
+            return None
+        call = functools.partial(_call, servable, name, inputs, output_filter, request)
+        return functools.partial(answer, call_id, call)
+
+    receive = functools.partial(_wire.receive, connection)
+    CallThreads(receive, dispatch, CALL_THREADS, "servinglib-call").serve()
     lower_this_thread()  # the unload and the exit's freeing of memory: at idle priority too
 
 

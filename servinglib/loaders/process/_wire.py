@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import pickle
+import struct
 import time
 from multiprocessing.connection import Connection
 from typing import Any, final
@@ -57,15 +59,73 @@ class RequestContext:
         return stack
 
 
+OUT_OF_BAND_MIN_BYTES = 64 * 1024
+"""A buffer this large or larger (a numpy array's data) is sent beside the pickle, not in it."""
+
+_COUNT = struct.Struct("!I")
+_SIZE = struct.Struct("!Q")
+_NO_BUFFERS = _COUNT.pack(0)
+
+
 def send(connection: Connection, message: tuple[Any, ...]) -> None:
-    """Writes one message.  Requires: no other thread writes to ``connection`` meanwhile."""
-    connection.send_bytes(pickle.dumps(message, protocol=_PROTOCOL))
+    """Writes one message: a frame of its pickle, headed by the sizes of its large buffers,
+    then those buffers' bytes as they are in memory (pickle protocol 5, out of band: no
+    copy of a large array is made to send it).
+
+    Requires: no other thread writes to ``connection`` meanwhile.
+    """
+    buffers: list[memoryview] = []
+
+    def out_of_band(buffer: pickle.PickleBuffer) -> bool:
+        raw = buffer.raw()
+        if raw.nbytes < OUT_OF_BAND_MIN_BYTES:
+            return True  # in the pickle: a write of its own would cost more
+        buffers.append(raw)
+        return False
+
+    payload = pickle.dumps(message, protocol=_PROTOCOL, buffer_callback=out_of_band)
+    if not buffers:
+        connection.send_bytes(_NO_BUFFERS + payload)
+        return
+    head = _COUNT.pack(len(buffers)) + b"".join(_SIZE.pack(b.nbytes) for b in buffers)
+    connection.send_bytes(head + payload)
+    for buffer in buffers:
+        _write_all(connection.fileno(), buffer)
 
 
 def receive(connection: Connection) -> tuple[Any, ...]:
-    """Reads one message; EOFError once the other end has closed its socket."""
-    message: tuple[Any, ...] = pickle.loads(connection.recv_bytes())
+    """Reads one message; EOFError once the other end has closed its socket.
+
+    Its large buffers are read straight into memory of their own, which the arrays they
+    were keep (writable, as an array unpickled in-band is).
+    """
+    received = connection.recv_bytes()
+    frame = memoryview(received)[_COUNT.size :]
+    if received.startswith(_NO_BUFFERS):
+        no_buffers: tuple[Any, ...] = pickle.loads(frame)
+        return no_buffers
+    (count,) = _COUNT.unpack_from(received)
+    sizes = [_SIZE.unpack_from(frame, i * _SIZE.size)[0] for i in range(count)]
+    buffers = [_read_exactly(connection.fileno(), size) for size in sizes]
+    message: tuple[Any, ...] = pickle.loads(frame[count * _SIZE.size :], buffers=buffers)
     return message
+
+
+def _write_all(fd: int, data: memoryview) -> None:
+    data = data.cast("B")
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _read_exactly(fd: int, size: int) -> bytearray:
+    into = bytearray(size)
+    view, done = memoryview(into), 0
+    while done < size:
+        read = os.readv(fd, [view[done:]])
+        if read == 0:
+            raise EOFError
+        done += read
+    return into
 
 
 def receive_reply(connection: Connection) -> tuple[Any, ...]:
@@ -74,10 +134,15 @@ def receive_reply(connection: Connection) -> tuple[Any, ...]:
         message = receive(connection)
         if message[0] != LOG:
             return message
-        record = logging.makeLogRecord(message[1])
-        logger = logging.getLogger(record.name)
-        if logger.isEnabledFor(record.levelno):
-            logger.handle(record)
+        log(message)
+
+
+def log(message: tuple[Any, ...]) -> None:
+    """Logs a LOG message here, as the process's logger would have."""
+    record = logging.makeLogRecord(message[1])
+    logger = logging.getLogger(record.name)
+    if logger.isEnabledFor(record.levelno):
+        logger.handle(record)
 
 
 def log_fields(record: logging.LogRecord, pid: int) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from servinglib.errors import (
     UnavailableError,
 )
 from servinglib.loaders.process import _wire
+from servinglib.loaders.process._readable import Readable
 from servinglib.loaders.process._spawn import Started, spares
 from servinglib.request_extras import RequestExtras, request_extras
 from servinglib.servable import (
@@ -89,7 +90,11 @@ class ProcessServable(Servable):
         )
         self._ids = itertools.count()
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # notified when _reading turns False
         self._link = started  # the process serving; guarded by: _lock
+        # the reader thread's wait on _link (None once it has ended); guarded by: _lock
+        self._readable: Readable | None = Readable(started.connection.fileno())
+        self._reading = False  # a thread reads _link's replies; guarded by: _lock
         self._starting: Started | None = None  # a restart's process; guarded by: _lock
         self._pending: dict[int, _Pending] = {}  # guarded by: _lock
         self._gone: ServingError | None = None  # why calls fail now; guarded by: _lock
@@ -193,19 +198,34 @@ class ProcessServable(Servable):
         ]
 
     def _round_trip(self, message: Callable[[int], tuple[Any, ...]], deadline: float | None) -> Any:  # noqa: ANN401 - the answer's payload
-        """Sends ``message(call_id)`` and waits for its answer until ``deadline``."""
+        """Sends ``message(call_id)`` and waits for its answer until ``deadline``.
+
+        The only call in flight reads its answer itself (no thread hands it over), with the
+        reader thread's wait muted meanwhile; others wait for the thread reading to hand
+        them theirs.
+        """
         pending = _Pending()
         call_id = next(self._ids)
         with self._lock:
             if self._gone is not None:
                 raise self._gone
             self._pending[call_id] = pending
-            link = self._link
+            link, readable = self._link, self._readable
+            reads = (
+                len(self._pending) == 1
+                and not self._reading
+                and readable is not None
+                and readable.mute()
+            )
+            self._reading = self._reading or reads
         try:
             with self._send_lock:
                 _wire.send(link.connection, message(call_id))
         except OSError:
             pass  # the process has gone: the reader fails this call with why
+        if reads:
+            assert readable is not None
+            self._read_own(link, readable, pending, deadline)
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
         if not pending.done.wait(timeout):
             with self._lock:
@@ -241,10 +261,13 @@ class ProcessServable(Servable):
 
     def _serve_replies(self) -> None:
         """The reader thread: answers calls; restarts the process whenever it dies."""
-        while True:
+        with self._lock:
+            link, readable = self._link, self._readable
+        while readable is not None:
+            self._read(link, readable)
             with self._lock:
-                link = self._link
-            self._read(link)
+                self._readable = None  # (callers mute it under the lock only)
+            readable.close()
             status = link.process.wait()
             with self._lock:
                 if self._closing.is_set():
@@ -268,22 +291,60 @@ class ProcessServable(Servable):
             link.close()
             if not self._restart():
                 return
+            with self._lock:
+                link, readable = self._link, self._readable
 
-    def _read(self, link: Started) -> None:
+    def _read_own(
+        self, link: Started, readable: Readable, pending: _Pending, deadline: float | None
+    ) -> None:
+        """Reads replies (and logs) until ``pending``'s has come or ``deadline`` passes, then
+        hands reading back to the reader thread.  Requires: this thread set ``_reading``."""
+        try:
+            while not pending.done.is_set():
+                if deadline is not None and not link.connection.poll(
+                    max(0.0, deadline - time.monotonic())
+                ):
+                    return
+                self._dispatch(_wire.receive(link.connection))
+        except (EOFError, OSError):
+            pass  # the process has gone: the reader thread reads it too and says why
+        finally:
+            with self._lock:
+                self._reading = False
+                readable.unmute()
+                self._changed.notify_all()
+
+    def _read(self, link: Started, readable: Readable) -> None:
+        """The reader thread's reading of ``link`` until it ends (EOF), ``_reading`` left set:
+        whenever it is readable and no caller reads its own answer, what has come."""
         while True:
+            readable.wait()
+            with self._lock:
+                while self._reading:  # a caller reads (the wait returned before it muted it)
+                    self._changed.wait()
+                self._reading = True
             try:
-                reply = _wire.receive_reply(link.connection)
+                while link.connection.poll(0):
+                    self._dispatch(_wire.receive(link.connection))
             except (EOFError, OSError):
                 return
             with self._lock:
-                pending = self._pending.pop(reply[1], None)
-            if pending is None:  # its caller gave up (deadline)
-                continue
-            if reply[0] == _wire.RESULT:
-                pending.outputs = reply[2]
-            else:
-                pending.error = _wire.error_from(reply[2], reply[3])
-            pending.done.set()
+                self._reading = False
+
+    def _dispatch(self, message: tuple[Any, ...]) -> None:
+        """Logs a LOG; hands a reply to its call (unless its caller gave up)."""
+        if message[0] == _wire.LOG:
+            _wire.log(message)
+            return
+        with self._lock:
+            pending = self._pending.pop(message[1], None)
+        if pending is None:  # its caller gave up (deadline)
+            return
+        if message[0] == _wire.RESULT:
+            pending.outputs = message[2]
+        else:
+            pending.error = _wire.error_from(message[2], message[3])
+        pending.done.set()
 
     def _restart(self) -> bool:
         """Loads the version in a new process, retrying with backoff; False once closed."""
@@ -314,6 +375,7 @@ class ProcessServable(Servable):
                     started.close()
                     return False
                 self._link, self._gone = started, None
+                self._readable, self._reading = Readable(started.connection.fileno()), False
             _log.info("Model process %d serves %s again", started.process.pid, path)
             return True
         return False
