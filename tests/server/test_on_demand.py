@@ -333,3 +333,35 @@ def test_a_thousand_registered_models_are_served_within_a_budget_for_twenty(
         assert answers == [1.0 + int(name[1:]) for name in names]
         assert residents.most <= 20
         assert core.on_demand.statistics().registered_models >= 980
+
+
+@pytest.mark.parametrize("grpc_server", ["sync", "aio"])
+def test_a_cold_model_answers_streams_generate_and_its_signatures_after_its_load(
+    tmp_path: Path, grpc_server: str
+) -> None:
+    """ModelStreamInfer, REST generate and the V2 metadata-reading paths wait for a cold
+    model's load as infer does, instead of answering UNAVAILABLE while it loads."""
+    with (
+        hooks() as counted,
+        on_demand_core(write_models(tmp_path, 3), budget_bytes=None) as core,
+        serving(core, grpc_server=grpc_server) as served,
+    ):
+        client = triton.InferenceServerClient(served.grpc_address)
+        answers: list[object] = []
+        client.start_stream(callback=lambda result, error: answers.append(error or result))
+        try:
+            client.async_stream_infer("m1", triton_inputs())
+            wait_until(lambda: answers, timeout_s=WAIT_S)
+        finally:
+            client.stop_stream()
+            client.close()
+        (answer,) = answers
+        assert not isinstance(answer, InferenceServerException), answer
+        generated = httpx.post(
+            f"{served.rest_url}/v2/models/m2/generate",
+            json={"x": [1.0]},
+            timeout=WAIT_S,
+        )
+        assert generated.status_code == 200, generated.text
+        assert generated.json()["y"] == 3.0  # m2 adds 2 (one element: a scalar)
+        assert sorted(counted.loads) == ["m1", "m2"]

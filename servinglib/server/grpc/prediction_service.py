@@ -124,8 +124,10 @@ class PredictionServicer:
         spec = model_spec_of(request.model_spec, request.HasField("model_spec"))
         examples = serialized_examples(request, request.HasField("input"))
         signature = spec.signature_name or None
+        deadline = deadline_of(context)
+        yield from Step(self._plane.loaded, self._plane.loaded_blocking, spec, deadline=deadline)
         call = examples_call(self._plane, CLASSIFY_METHOD, spec, signature, examples)
-        output = yield from self._infer(call, deadline_of(context))
+        output = yield from self._infer(call, deadline)
         result = classified(self._plane, call, output)
         response = classification_pb2.ClassificationResponse()
         fill_model_spec(
@@ -141,8 +143,10 @@ class PredictionServicer:
         spec = model_spec_of(request.model_spec, request.HasField("model_spec"))
         examples = serialized_examples(request, request.HasField("input"))
         signature = spec.signature_name or None
+        deadline = deadline_of(context)
+        yield from Step(self._plane.loaded, self._plane.loaded_blocking, spec, deadline=deadline)
         call = examples_call(self._plane, REGRESS_METHOD, spec, signature, examples)
-        output = yield from self._infer(call, deadline_of(context))
+        output = yield from self._infer(call, deadline)
         result = regressed(self._plane, call, output)
         response = regression_pb2.RegressionResponse()
         fill_model_spec(
@@ -176,8 +180,10 @@ class PredictionServicer:
             if task.method_name not in (CLASSIFY_METHOD, REGRESS_METHOD):
                 raise UnimplementedError(f"Unsupported signature method_name: {task.method_name}")
         examples = serialized_examples(request, request.HasField("input"))
-        version = self._plane.questions.resolve_version(specs[0])
         deadline = deadline_of(context)
+        plane = self._plane
+        yield from Step(plane.loaded, plane.loaded_blocking, specs[0], deadline=deadline)
+        version = self._plane.questions.resolve_version(specs[0])
         response = inference_pb2.MultiInferenceResponse()
         for task, spec, signature in zip(tasks, specs, signatures, strict=True):
             pinned = ModelSpec.specific(spec.name, version)

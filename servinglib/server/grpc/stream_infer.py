@@ -88,6 +88,7 @@ class StreamInferer:
             call = decode_request(request, self._decode_limits)
             if self._header_forwarding is not None:
                 call = forwarded(call, self._header_forwarding, metadata)
+            await self._plane.loaded(call.spec, deadline=deadline)  # (loaded on demand)
             stream = self._plane.open_stream(
                 call.spec, call.signature, call.inputs, call.requested, deadline=deadline
             )

@@ -102,6 +102,7 @@ async def classify(
     ``classify_log`` (``log_request=False``: the caller logs it).
     Thread safety: a coroutine; run it on any event loop, concurrently.
     """
+    await plane.loaded(model_spec, deadline=deadline)  # a model loaded on demand: its load
     call = examples_call(plane, CLASSIFY_METHOD, model_spec, signature_name, serialized_examples)
     result = await plane.infer(
         call.model_spec, call.signature_name, call.inputs, deadline=deadline, log_request=False
@@ -142,6 +143,7 @@ async def regress(
     """Regresses ``serialized_examples`` as :func:`classify` classifies them, with a regress
     signature (its output checked as TF Serving does; logged as a ``regress_log``).
     """
+    await plane.loaded(model_spec, deadline=deadline)  # a model loaded on demand: its load
     call = examples_call(plane, REGRESS_METHOD, model_spec, signature_name, serialized_examples)
     result = await plane.infer(
         call.model_spec, call.signature_name, call.inputs, deadline=deadline, log_request=False

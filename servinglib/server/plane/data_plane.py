@@ -285,6 +285,17 @@ class DataPlane:
         finally:
             self._in_flight.leave(name)
 
+    def loaded_blocking(self, model_spec: ModelSpec, *, deadline: float | None = None) -> None:
+        """:meth:`loaded` for a thread with no event loop (a synchronous server's)."""
+        name = model_spec.name
+        if (loading := self._core.on_demand.demand(name)) is None:
+            return
+        self._in_flight.enter(name)  # not unloaded to make room while it is waited for
+        try:
+            _wait_blocking(loading, name, deadline)
+        finally:
+            self._in_flight.leave(name)
+
     def signatures(self, model_spec: ModelSpec) -> tuple[ModelSpec, Mapping[str, SignatureSpec]]:
         """The specific version ``model_spec`` selects now, and that version's signatures.
 

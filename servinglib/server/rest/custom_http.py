@@ -52,6 +52,7 @@ class CustomHttpApi:
         the handler takes another method; a handler's failure is its error
         (a 500 for its own exception).
         """
+        await self._plane.loaded(request.model_spec(), deadline=request.deadline)
         spec, signatures = self._plane.signatures(request.model_spec())
         found = _handler_of(signatures, path)
         if found is None:

@@ -28,6 +28,7 @@ class GenerateApi:
 
     async def generate(self, request: RestRequest) -> RestResponse:
         """``POST …/generate``: one JSON object (a stream's parts joined)."""
+        await self._plane.loaded(request.model_spec(), deadline=request.deadline)
         stream = self._open(request)
         async with stream:
             parts = [part async for part in stream]
@@ -36,6 +37,7 @@ class GenerateApi:
 
     async def generate_stream(self, request: RestRequest) -> RestResponse:
         """``POST …/generate_stream``: server-sent events, one per part."""
+        await self._plane.loaded(request.model_spec(), deadline=request.deadline)
         return RestResponse(
             200,
             b"",
