@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import os
@@ -19,7 +18,6 @@ from servinglib.errors import (
     CancelledError,
     DeadlineExceededError,
     ServingError,
-    UnavailableError,
     UnimplementedError,
 )
 from servinglib.model_calls import caller_scope
@@ -37,7 +35,6 @@ from servinglib.servable import (
     request_deadline,
     resolve_signature,
     start_stream,
-    within_deadline,
 )
 from servinglib.server.logging_config import LoggingConfig
 from servinglib.server.model_spec import ModelSpec
@@ -53,6 +50,7 @@ from servinglib.server.observe.request_context import log_model_failure, request
 from servinglib.server.observe.request_logger import RequestLogger, RequestLogOptions
 from servinglib.server.observe.statistics import InferenceStatistics
 from servinglib.server.plane.call_pool import CallPool, RunningCall, default_max_calls_per_model
+from servinglib.server.plane.cold_models import ColdModels
 from servinglib.server.plane.in_flight import InFlight
 from servinglib.server.plane.inner_calls import PlaneCaller
 from servinglib.server.plane.model_questions import ModelQuestions
@@ -182,6 +180,7 @@ class DataPlane:
         self._stream_budget = StreamBudget(self._stream_limits.max_buffered_bytes)
         self._in_flight = InFlight(core.options.max_requests_in_flight_per_model)
         core.on_demand.count_requests_with(self._in_flight.count)
+        self._cold = ColdModels(core.on_demand, self._in_flight)
         self._request_logger = RequestLogger(_logging_config_of(core), request_log, sinks=log_sinks)
         self._tracing = tracing
         statistics = InferenceStatistics()
@@ -274,27 +273,12 @@ class DataPlane:
         load (at once for any other model): for a codec that reads the signatures before
         :meth:`infer` (:meth:`signatures`).  Raises the load's error, or
         DeadlineExceededError (the load goes on)."""
-        name = model_spec.name
-        if (loading := self._core.on_demand.demand(name)) is None:
-            return
-        self._in_flight.enter(name)  # not unloaded to make room while it is waited for
-        try:
-            await within_deadline(asyncio.wrap_future(loading), deadline)
-        except DeadlineExceededError:
-            raise _still_loading(name) from None
-        finally:
-            self._in_flight.leave(name)
+        if (waiting := self._cold.waiting(model_spec.name, deadline, counted=False)) is not None:
+            await waiting
 
     def loaded_blocking(self, model_spec: ModelSpec, *, deadline: float | None = None) -> None:
         """:meth:`loaded` for a thread with no event loop (a synchronous server's)."""
-        name = model_spec.name
-        if (loading := self._core.on_demand.demand(name)) is None:
-            return
-        self._in_flight.enter(name)  # not unloaded to make room while it is waited for
-        try:
-            _wait_blocking(loading, name, deadline)
-        finally:
-            self._in_flight.leave(name)
+        self._cold.wait_blocking(model_spec.name, deadline, counted=False)
 
     def signatures(self, model_spec: ModelSpec) -> tuple[ModelSpec, Mapping[str, SignatureSpec]]:
         """The specific version ``model_spec`` selects now, and that version's signatures.
@@ -307,8 +291,7 @@ class DataPlane:
         for a model loaded on demand that is not loaded, starts its load and
         raises UnavailableError (await :meth:`loaded` first to wait for it).
         """
-        if (loading := self._core.on_demand.demand(model_spec.name)) is not None:
-            _not_loaded_yet(loading, model_spec.name)
+        self._cold.refuse_while_loading(model_spec.name)
         return self._signatures.lookup(self._choice.choose(model_spec))
 
     async def infer(
@@ -337,12 +320,9 @@ class DataPlane:
         started_ns = time.perf_counter_ns()
         name = model_spec.name
         self._in_flight.enter(name)
-        if (loading := self._core.on_demand.demand(name)) is not None:
+        if (waiting := self._cold.waiting(name, deadline)) is not None:
             try:
-                await within_deadline(asyncio.wrap_future(loading), deadline)
-            except DeadlineExceededError:
-                self._in_flight.leave(name)
-                raise _still_loading(name) from None
+                await waiting
             except BaseException:
                 self._in_flight.leave(name)
                 raise
@@ -373,12 +353,11 @@ class DataPlane:
         started_ns = time.perf_counter_ns()
         name = model_spec.name
         self._in_flight.enter(name)
-        if (loading := self._core.on_demand.demand(name)) is not None:
-            try:
-                _wait_blocking(loading, name, deadline)
-            except BaseException:
-                self._in_flight.leave(name)
-                raise
+        try:
+            self._cold.wait_blocking(name, deadline)
+        except BaseException:
+            self._in_flight.leave(name)
+            raise
         call, placement = self._place(model_spec, signature_name, inputs, output_filter, deadline)
         pool = self._pool
         try:
@@ -544,8 +523,7 @@ class DataPlane:
             self._streams.leave(name)
             raise
         try:
-            if (loading := self._core.on_demand.demand(name)) is not None:
-                _not_loaded_yet(loading, name)
+            self._cold.refuse_while_loading(name)
             stream = self._open_stream(
                 model_spec,
                 signature_name,
@@ -663,34 +641,6 @@ class DataPlane:
         self._pool.close()
         self._coroutines.close()
         self._request_logger.close()
-
-
-def _still_loading(name: str) -> DeadlineExceededError:
-    return DeadlineExceededError(
-        f"Deadline exceeded while model {name} loads on demand (its load goes on: a later "
-        "request finds it loaded)"
-    )
-
-
-def _wait_blocking(
-    loading: concurrent.futures.Future[None], name: str, deadline: float | None
-) -> None:
-    """Waits for a load on demand until ``deadline``; raises its error, or DEADLINE_EXCEEDED."""
-    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-    try:
-        loading.result(timeout)
-    except concurrent.futures.TimeoutError:
-        loading.cancel()
-        raise _still_loading(name) from None
-
-
-def _not_loaded_yet(loading: concurrent.futures.Future[None], name: str) -> None:
-    """For a caller that cannot wait: the load's error if it failed at once, else
-    UnavailableError (the load goes on)."""
-    if loading.done():
-        loading.result()
-    loading.cancel()
-    raise UnavailableError(f"Model {name} is loading on demand: retry once it is loaded")
 
 
 def _no_release() -> None:
