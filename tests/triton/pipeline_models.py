@@ -204,9 +204,12 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 
-def call(model, x, out="OUT"):
+def call(model, x, out="OUT", **options):
     return pb_utils.InferenceRequest(
-        model_name=model, requested_output_names=[out], inputs=[pb_utils.Tensor("IN", x)]
+        model_name=model,
+        requested_output_names=[out],
+        inputs=[pb_utils.Tensor("IN", x)],
+        **options,
     )
 
 
@@ -263,11 +266,30 @@ BLS_DECOUPLED = """
 """
 
 
+BLS_ASYNC_DECOUPLED = """
+    async def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy().astype(np.int32)
+            total, count = 0, 0
+            for response in await call("repeat", x).async_exec(decoupled=True):
+                if response.has_error():
+                    raise pb_utils.TritonModelException(response.error().message())
+                count += 1
+                out = pb_utils.get_output_tensor_by_name(response, "OUT")
+                if out is not None:
+                    total += int(out.as_numpy().sum())
+            responses.append(answer([total, count]))
+        return responses
+"""
+
+
 def write_bls_models(repository: Path) -> Path:
-    """Three BLS callers of the pipeline's models (``write_pipeline_repository``) and of
+    """Four BLS callers of the pipeline's models (``write_pipeline_repository``) and of
     ``repeat`` (decoupled): ``bls_sync`` (double(pre(x)), pre's error passed on),
     ``bls_async`` (pre(x) + double(x), awaited together), ``bls_decoupled`` (the sum of
-    repeat's responses)."""
+    repeat's responses), ``bls_async_decoupled`` (that sum awaited, and how many responses
+    came, the final empty one counted)."""
     from tests.triton.python_models import write_repeat
 
     write_repeat(repository)
@@ -275,6 +297,46 @@ def write_bls_models(repository: Path) -> Path:
         ("bls_sync", BLS_SYNC),
         ("bls_async", BLS_ASYNC),
         ("bls_decoupled", BLS_DECOUPLED),
+        ("bls_async_decoupled", BLS_ASYNC_DECOUPLED),
     ):
         write(repository, name, UNARY_CONFIG.format(extra=""), BLS_PY.format(body=body.strip()))
+    return repository
+
+
+SLOW_PY = """
+import time
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(1.0)  # 20 times the BLS timeout of bls_timeout's call
+        return [
+            pb_utils.InferenceResponse([pb_utils.get_input_tensor_by_name(request, "IN")])
+            for request in requests
+        ]
+"""
+
+BLS_TIMEOUT = """
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            late = call("slow", x, timeout=50_000).exec()
+            timed_out = late.has_error() and "Deadline exceeded" in late.error().message()
+            doubled = call("double", x).exec()
+            y = pb_utils.get_output_tensor_by_name(doubled, "OUT").as_numpy()
+            responses.append(answer(np.concatenate([[float(timed_out)], y])))
+        return responses
+"""
+
+
+def write_bls_timeout_models(repository: Path) -> Path:
+    """``slow`` (its input back, after a second) and ``bls_timeout``, which calls it with a
+    50 ms BLS timeout, then the pipeline's ``double``: [1 if slow's call failed on its
+    deadline, else 0, *double(x)]."""
+    write(repository, "slow", UNARY_CONFIG.format(extra=""), SLOW_PY)
+    body = BLS_PY.format(body=BLS_TIMEOUT.strip())
+    write(repository, "bls_timeout", UNARY_CONFIG.format(extra=""), body)
     return repository

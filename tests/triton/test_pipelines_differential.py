@@ -38,6 +38,7 @@ MODELS = (
     "bls_sync",
     "bls_async",
     "bls_decoupled",
+    "bls_async_decoupled",
 )
 """Every model of the repository but ``repeat`` (see test_a_decoupled_callee_is_counted)."""
 
@@ -54,6 +55,7 @@ def succeeding(protocol: str) -> dict[str, dict[str, Any]]:
         "bls_sync": {"IN": X},
         "bls_async": {"IN": X},
         "bls_decoupled": {"IN": np.array([3, 4, 5], np.float32)},
+        "bls_async_decoupled": {"IN": np.array([3, 4, 5], np.float32)},
     }
 
 
@@ -132,8 +134,8 @@ def exchanges(tmp_path_factory: pytest.TempPathFactory) -> tuple[Exchange, Excha
 
 
 def test_ensembles_and_bls_answer_as_triton(exchanges: tuple[Exchange, Exchange]) -> None:
-    """The chain, the diamond (its branches met), BLS sync, async and decoupled: the same
-    outputs over REST and gRPC."""
+    """The chain, the diamond (its branches met), BLS sync, async, decoupled and async
+    decoupled: the same outputs over REST and gRPC."""
     theirs, ours = exchanges
     assert ours.answers == theirs.answers
     assert ours.answers["grpc", "diamond"] == {"outputs": {"OUTPUT": [660.0]}}
@@ -154,9 +156,10 @@ def test_statistics_count_each_ensemble_and_step_model_as_triton(
 
 
 def test_a_decoupled_callee_is_counted(exchanges: tuple[Exchange, Exchange]) -> None:
-    """repeat, called by bls_decoupled once per protocol, counts two requests on both."""
+    """repeat, called by bls_decoupled and bls_async_decoupled once per protocol each,
+    counts four requests on both."""
     theirs, ours = exchanges
-    assert theirs.counts["repeat"]["success.count"] == 2
+    assert theirs.counts["repeat"]["success.count"] == 4
     assert ours.counts["repeat"] == theirs.counts["repeat"]
 
 

@@ -2,7 +2,8 @@
 
 The server makes one InferenceRequest per request it hands a model's ``execute``
 (:meth:`InferenceRequest.served`); a model may build one itself for a BLS call of another
-model: ``exec()`` and ``await async_exec()`` (:mod:`~servinglib.loaders.triton.pb_bls`).
+model: ``exec()`` and ``await async_exec()``, each also ``decoupled=True``
+(:mod:`~servinglib.loaders.triton.pb_bls`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import final
 
 from servinglib.errors import UnimplementedError
-from servinglib.loaders.triton.pb_bls import bls_call, bls_call_async, bls_stream
+from servinglib.loaders.triton.pb_bls import (
+    BlsCall,
+    ResponseIterator,
+    bls_call,
+    bls_call_async,
+    bls_stream,
+    bls_stream_async,
+)
 from servinglib.loaders.triton.pb_types import (
     TRITONSERVER_REQUEST_RELEASE_RESCHEDULE,
     TRITONSERVER_RESPONSE_COMPLETE_FINAL,
@@ -188,19 +196,25 @@ class InferenceRequest:
         """Calls the model ``model_name`` (BLS) and returns its response (``decoupled``: an
         iterator of its responses, the last one empty), an error in it if the call failed.
 
-        Blocks the thread; the calling request's deadline bounds the call.  Only inside a
-        request the server runs (not in ``initialize``).
+        Blocks the thread; the call is bounded by the calling request's deadline and this
+        request's ``timeout`` (the earlier).  Only inside a request the server runs (not in
+        ``initialize``).
         """
         call = bls_stream if decoupled else bls_call
-        return call(
-            self._model_name, self._model_version, self._inputs, self._requested_output_names
-        )
+        return call(self._bls_call())
 
-    async def async_exec(self, decoupled: bool = False) -> InferenceResponse:
-        """:meth:`exec` awaited, for ``async def execute`` (``decoupled`` is not implemented:
-        use ``exec(decoupled=True)``)."""
+    async def async_exec(self, decoupled: bool = False) -> InferenceResponse | ResponseIterator:
+        """:meth:`exec` awaited, for ``async def execute``; ``decoupled``: the callee's
+        responses read to the end, then an empty one, iterated with ``for`` or ``async for``."""
         if decoupled:
-            raise UnimplementedError("async_exec(decoupled=True) is not implemented: use exec")
-        return await bls_call_async(
-            self._model_name, self._model_version, self._inputs, self._requested_output_names
+            return await bls_stream_async(self._bls_call())
+        return await bls_call_async(self._bls_call())
+
+    def _bls_call(self) -> BlsCall:
+        return BlsCall(
+            self._model_name,
+            self._model_version,
+            self._inputs,
+            self._requested_output_names,
+            self._timeout,
         )
