@@ -176,11 +176,11 @@ class DataPlane:
         self._signatures = SignatureCache(core)
         self._caching = ResponseCaching(core, response_cache)
         self._choice = VersionChoice(core)
-        self._shadowing = Shadowing(core, self._run_shadow)
+        self._in_flight = InFlight(core.options.max_requests_in_flight_per_model)
+        self._shadowing = Shadowing(core, self._run_shadow, in_flight=self._in_flight.count)
         self._stream_limits = streams or StreamLimits()
         self._streams = OpenStreams(self._stream_limits.max_streams_per_model)
         self._stream_budget = StreamBudget(self._stream_limits.max_buffered_bytes)
-        self._in_flight = InFlight(core.options.max_requests_in_flight_per_model)
         core.on_demand.count_requests_with(self._in_flight.count)
         self._request_logger = RequestLogger(_logging_config_of(core), request_log, sinks=log_sinks)
         self._tracing = tracing
