@@ -35,6 +35,13 @@ RunShadow = Callable[[ModelSpec, str, "Tensors", "Iterable[str] | None"], Output
 DEFAULT_MAX_QUEUED: Final = 64
 """Copies waiting for the shadow thread at most; past it, a copy is dropped (and counted)."""
 
+DEFAULT_MAX_IDLE_WAIT_S: Final = 1.0
+"""How long a copy waits for its model to have no request in flight; past it, dropped."""
+
+_IDLE_POLL_S: Final = 0.005
+"""How often a waiting copy looks again without being woken (a request may leave the
+in-flight count after the observers heard of its call)."""
+
 LATENCY_BUCKETS_S: Final = SCRAPED["shadow_latency"].buckets
 """The upper bounds of the shadow latency histogram's buckets, in seconds."""
 
@@ -77,17 +84,34 @@ class Shadowing:
     ``fraction``.  The copy is queued (at most ``max_queued``: past it,
     dropped and counted) and run by one thread of its own with ``run``, in
     the primary request's id and extras, after the client has its answer:
-    a slow or failing shadow never delays or changes the client's.  Its
+    a slow or failing shadow never delays or changes the client's.  With
+    ``in_flight`` (the model's requests in flight now, the copies not
+    counted), a copy runs only once its model has none: it waits (woken by
+    a call of the model that leaves it idle, looking again every 5 ms) at
+    most ``max_idle_wait_s``, then is dropped and counted, so the shadow
+    takes only time its model leaves idle.  (The
+    thread keeps its normal priority: at ``SCHED_IDLE`` it would be
+    preempted while holding the GIL, stalling every primary.)  Its
     outputs agree when every output the primary returned is there with the
     same shape and every element within the rule's ``tolerance``.
     Thread-safe.
     """
 
     def __init__(
-        self, core: ServerCore, run: RunShadow, *, max_queued: int = DEFAULT_MAX_QUEUED
+        self,
+        core: ServerCore,
+        run: RunShadow,
+        *,
+        max_queued: int = DEFAULT_MAX_QUEUED,
+        in_flight: Callable[[str], int] | None = None,
+        max_idle_wait_s: float = DEFAULT_MAX_IDLE_WAIT_S,
     ) -> None:
         self._core = core
         self._run = run
+        self._in_flight = in_flight
+        self._max_idle_wait_s = max_idle_wait_s
+        self._wake = threading.Event()
+        self._waiting_for: str | None = None  # the model a copy waits for; shadow thread writes
         self._queue: queue.Queue[_Copy | None] = queue.Queue(max_queued)
         self._lock = threading.Lock()
         self._outcomes: dict[tuple[str, str], int] = {}  # guarded by: _lock
@@ -96,7 +120,10 @@ class Shadowing:
         self._closed = False  # guarded by: _lock
 
     def call_finished(self, record: CallRecord) -> None:
-        """Queues a copy of ``record``'s call when its model's rule asks for one."""
+        """Queues a copy of ``record``'s call when its model's rule asks for one; wakes a copy
+        waiting for its model to be idle."""
+        if record.model_name == self._waiting_for and not self._busy(record.model_name):
+            self._wake.set()
         if record.error is not None or record.outputs is None or record.stream is not None:
             return
         if self._closed:
@@ -142,6 +169,7 @@ class Shadowing:
                 return
             self._closed = True
             started = self._thread is not None
+        self._wake.set()
         while True:
             try:
                 self._queue.get_nowait()
@@ -163,12 +191,37 @@ class Shadowing:
     def _serve(self) -> None:
         while (copy := self._queue.get()) is not None:
             try:
-                self._shadow(copy)
+                if self._wait_for_idle(copy.spec.name):
+                    self._shadow(copy)
+                else:
+                    self._count(copy.spec.name, "dropped")
             except Exception:  # noqa: BLE001 - the thread serves every later copy too
                 _log.exception("Shadow call of %s failed unexpectedly", copy.spec)
             finally:
                 self._queue.task_done()
         self._queue.task_done()
+
+    def _busy(self, name: str) -> bool:
+        return self._in_flight is not None and self._in_flight(name) > 0
+
+    def _wait_for_idle(self, name: str) -> bool:
+        """True once model ``name`` has no request in flight; False past the wait or on close."""
+        in_flight = self._in_flight
+        if in_flight is None or not in_flight(name):
+            return True
+        give_up = time.monotonic() + self._max_idle_wait_s
+        self._waiting_for = name
+        try:
+            while True:
+                self._wake.clear()
+                if not in_flight(name):  # looked at after the clear: no wake-up is missed
+                    return True
+                remaining = give_up - time.monotonic()
+                if remaining <= 0 or self._closed:
+                    return False
+                self._wake.wait(min(remaining, _IDLE_POLL_S))
+        finally:
+            self._waiting_for = None
 
     def _shadow(self, copy: _Copy) -> None:
         name = copy.spec.name

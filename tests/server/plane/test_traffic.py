@@ -8,6 +8,7 @@ import asyncio
 import math
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -297,6 +298,30 @@ def test_a_full_shadow_queue_drops_copies_and_counts_them(
     assert outcomes(plane) == {"dropped": 5}
     shadow_gate.RELEASE.set()
     wait_until(lambda: outcomes(plane).get("agreed") == DEFAULT_MAX_QUEUED + 1)
+
+
+def test_a_copy_runs_only_while_its_model_is_idle_and_is_dropped_past_the_wait(
+    core: ServerCore, root: Path
+) -> None:
+    """While a call of the model is in flight (version 4, blocked), the copy of another call
+    waits and is dropped past its wait; the blocked call's own copy runs once the model is idle."""
+    set_rule(core, root, TrafficRule(weights={1: 1}, shadow=ShadowRule(version=2)))
+    plane = DataPlane(core, max_workers=2, max_calls_per_model=2)  # two calls of m at once
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            blocked = pool.submit(plane.infer_blocking, ModelSpec.specific("m", 4), None, X)
+            assert shadow_gate.ENTERED.wait(30)  # version 4's call is in flight until released
+            assert plane.infer_blocking(LATEST, None, X).version == 1
+            wait_until(lambda: outcomes(plane) != {})
+            assert outcomes(plane) == {"dropped": 1}  # never run beside the call in flight
+            shadow_gate.RELEASE.set()
+            assert blocked.result(30).version == 4
+        wait_until(lambda: outcomes(plane) == {"dropped": 1, "agreed": 1})
+    finally:
+        shadow_gate.RELEASE.set()
+        plane.close()
+        shadow_gate.ENTERED.clear()
+        shadow_gate.RELEASE.clear()
 
 
 def test_a_raising_shadow_never_changes_the_answer_and_is_counted_failed(
