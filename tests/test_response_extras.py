@@ -9,6 +9,7 @@ import pytest
 
 from servinglib.response_extras import (
     MAX_RESPONSE_PARAMETERS,
+    ResponseExtras,
     current_response_extras,
     response_extras_scope,
     set_response_parameters,
@@ -62,3 +63,35 @@ def test_a_response_carries_a_bounded_number_of_parameters() -> None:
             set_response_parameters({"one_more": 1})
 
     assert len(holder.parameters()) == MAX_RESPONSE_PARAMETERS
+
+
+@pytest.mark.parametrize(
+    ("headers", "said"),
+    [
+        ({"bad name": "x"}, "token"),
+        ({"x-a": "one\r\ntwo"}, "one line"),
+        ({"content-type": "text/plain"}, "server's"),
+        ({"grpc-status": "0"}, "server's"),
+        ({"trace-bin": "x"}, "server's"),
+        ({"x-big": "v" * 9000}, "8 KiB"),
+    ],
+)
+def test_a_header_a_model_may_not_set_is_refused_naming_why(
+    headers: dict[str, str], said: str
+) -> None:
+    """Names that are not tokens, values with line breaks or too long, the server's own
+    headers: ValueError, nothing set."""
+    holder = ResponseExtras()
+    with pytest.raises(ValueError, match=said):
+        holder.set_headers(headers)
+    assert holder.headers() == {}
+
+
+def test_headers_are_lower_cased_replaced_and_bounded() -> None:
+    """Names are lower-cased; a later value replaces; past 64 headers, refused."""
+    holder = ResponseExtras()
+    holder.set_headers({"X-Trace": "a"})
+    holder.set_headers({"x-trace": "b"})
+    assert holder.headers() == {"x-trace": "b"}
+    with pytest.raises(ValueError, match="at most 64"):
+        holder.set_headers({f"x-{i}": "v" for i in range(64)})

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ import tritonclient.grpc
 import tritonclient.http
 from tritonclient.utils import InferenceServerException
 
+from servinglib.protos import grpc_service_pb2
 from servinglib.testing import write_python_model
 from tests.triton.clients import PROTOCOLS, Clients
 from tests.triton.servinglib_serving import serving_repository
@@ -26,7 +28,7 @@ PYTHON_MODEL = """
 import numpy as np
 from servinglib.loaders import PythonModel, signature
 from servinglib.request_extras import request_extras
-from servinglib.response_extras import set_response_parameters
+from servinglib.response_extras import set_response_headers, set_response_parameters
 from servinglib.servable import TensorSpec
 
 class Model(PythonModel):
@@ -36,6 +38,10 @@ class Model(PythonModel):
         tag = request_extras().parameters.get("tag")
         if tag == "reserved":
             set_response_parameters({"triton_final_response": False})
+        elif tag == "headers":
+            set_response_headers({"X-Model-Trace": "abc-123", "cache-control": "no-store"})
+        elif tag == "server-header":
+            set_response_headers({"content-length": "1"})
         elif tag is not None:
             set_response_parameters({"tag": tag, "rows": int(X.shape[0]), "ok": True})
             set_response_parameters({"score": 0.5})
@@ -183,3 +189,41 @@ def test_rest_json_places_parameters_beside_the_outputs(clients: Clients) -> Non
 
     assert answer["parameters"] == {"tag": "json", "rows": 3, "ok": True, "score": 0.5}
     assert answer["outputs"][0]["data"] == [2, 4, 6]
+
+
+def test_a_models_response_headers_reach_rest_and_grpc_clients(clients: Clients) -> None:
+    """set_response_headers: HTTP headers over REST (names lower-cased), trailing metadata
+    over gRPC ModelInfer."""
+    body = {
+        "parameters": {"tag": "headers"},
+        "inputs": [{"name": "X", "datatype": "INT32", "shape": [3], "data": [1, 2, 3]}],
+    }
+    answer = httpx.post(f"http://{clients.http_url}/v2/models/python_model/infer", json=body)
+    assert answer.status_code == 200
+    assert answer.headers["x-model-trace"] == "abc-123"
+    assert answer.headers["cache-control"] == "no-store"
+
+    request = grpc_service_pb2.ModelInferRequest(model_name="python_model")
+    request.parameters["tag"].string_param = "headers"
+    request.inputs.add(name="X", datatype="INT32", shape=[3])
+    request.raw_input_contents.append(X.tobytes())
+    with grpc.insecure_channel(clients.grpc_url) as channel:
+        call = channel.unary_unary(
+            "/inference.GRPCInferenceService/ModelInfer",
+            request_serializer=grpc_service_pb2.ModelInferRequest.SerializeToString,
+            response_deserializer=grpc_service_pb2.ModelInferResponse.FromString,
+        )
+        _response, rpc = call.with_call(request, timeout=30)
+    trailers = dict(rpc.trailing_metadata() or ())
+    assert trailers["x-model-trace"] == "abc-123"
+
+
+def test_a_header_the_server_writes_cannot_be_set_by_the_model(clients: Clients) -> None:
+    """content-length (the server's) fails the call naming the header; no response carries it."""
+    body = {
+        "parameters": {"tag": "server-header"},
+        "inputs": [{"name": "X", "datatype": "INT32", "shape": [3], "data": [1, 2, 3]}],
+    }
+    answer = httpx.post(f"http://{clients.http_url}/v2/models/python_model/infer", json=body)
+    assert answer.status_code >= 500
+    assert "content-length" in answer.json()["error"]

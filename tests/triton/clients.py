@@ -26,6 +26,7 @@ class Clients:
 
     def __init__(self, http_url: str, grpc_url: str) -> None:
         self.http_url = http_url
+        self.grpc_url = grpc_url
         self.http = tritonclient.http.InferenceServerClient(http_url)
         self.grpc = tritonclient.grpc.InferenceServerClient(grpc_url)
 

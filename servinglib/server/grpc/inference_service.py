@@ -171,6 +171,8 @@ class InferenceServicer:
             )
         response = encode_response(request, call, result.model_name, result.version, result.outputs)
         set_parameters(response, response_extras.parameters())
+        if headers := response_extras.headers():  # (a model's response headers: trailers)
+            context.set_trailing_metadata(tuple(headers.items()))
         return response
 
     def model_config(

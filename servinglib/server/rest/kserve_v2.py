@@ -173,13 +173,17 @@ class KServeV2Api:
         outputs, parts = _encode_outputs(result.outputs, names, binary_outputs)
         response["outputs"] = outputs
         encoded = json_codec.dumps(response)
+        headers = tuple(
+            (name.encode("latin-1"), value.encode("utf-8"))
+            for name, value in response_extras.headers().items()
+        )
         if not parts:
-            return RestResponse(200, encoded)
+            return RestResponse(200, encoded, headers=headers)
         return RestResponse(
             200,
             b"".join([encoded, *parts]),
             _OCTET_STREAM,
-            ((HEADER_LENGTH, str(len(encoded)).encode("ascii")),),
+            ((HEADER_LENGTH, str(len(encoded)).encode("ascii")), *headers),
         )
 
 
