@@ -43,8 +43,8 @@ def bls_call(call: BlsCall) -> InferenceResponse:
     A call with a ``timeout`` is awaited on an event loop of this thread's own: a blocking
     call runs the callee on this thread, where its timeout could not cut it off.
     """
-    caller = model_caller()
     try:
+        caller = model_caller()  # (outside a request: its error is the response's)
         with deadline_scope(_deadline(call)):
             if call.timeout_us > 0:
                 answer = asyncio.run(
@@ -59,8 +59,8 @@ def bls_call(call: BlsCall) -> InferenceResponse:
 
 async def bls_call_async(call: BlsCall) -> InferenceResponse:
     """The callee's response, awaited (``await async_exec()``)."""
-    caller = model_caller()
     try:
+        caller = model_caller()  # (outside a request: its error is the response's)
         with deadline_scope(_deadline(call)):
             answer = await caller.call_async(call.model_name, _arrays(call), **_options(call))
     except ServingError as error:
