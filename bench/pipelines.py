@@ -50,29 +50,14 @@ from triton import (
     triton,
 )
 
-from tests.triton.pipeline_models import PIPELINE_CONFIG, unary, write
+from tests.triton.pipeline_models import PIPELINE_CONFIG, chain_config, unary, write
 
 THROUGHPUT_TARGET = 2.0
 STEP_TARGET_US = 30.0
 X = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
 PIPELINE = Workload("pipeline", {"INPUT": X}, {"OUTPUT": (X + 1) * 2 - 3})
 
-SINGLE_CONFIG = """
-platform: "ensemble"
-max_batch_size: 0
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
-output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
-ensemble_scheduling {
-  step [
-    {
-      model_name: "pre"
-      model_version: -1
-      input_map { key: "IN" value: "INPUT" }
-      output_map { key: "OUT" value: "OUTPUT" }
-    }
-  ]
-}
-"""
+SINGLE_CONFIG = chain_config(("pre", -1, "IN", "OUT"))
 
 
 def write_repository(root: Path) -> Path:

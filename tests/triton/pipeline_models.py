@@ -97,34 +97,40 @@ class TritonPythonModel:
         return responses
 """
 
-PIPELINE_CONFIG = """
+
+def chain_config(*steps: tuple[str, int, str, str]) -> str:
+    """An ensemble's config.pbtxt whose steps run one after another: each step is (model,
+    version, its input, its output); the first reads INPUT, the last makes OUTPUT, each
+    other tensor is named after the step that makes it."""
+    lines = []
+    tensor = "INPUT"
+    for index, (model, version, input_name, output_name) in enumerate(steps):
+        made = "OUTPUT" if index == len(steps) - 1 else f"step{index}"
+        lines.append(
+            f'    {{ model_name: "{model}" model_version: {version} '
+            f'input_map {{ key: "{input_name}" value: "{tensor}" }} '
+            f'output_map {{ key: "{output_name}" value: "{made}" }} }}'
+        )
+        tensor = made
+    steps_text = ",\n".join(lines)
+    return f"""
 platform: "ensemble"
 max_batch_size: 0
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
-output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
-ensemble_scheduling {
+input [ {{ name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] }} ]
+output [ {{ name: "OUTPUT" data_type: TYPE_FP32 dims: [ -1 ] }} ]
+ensemble_scheduling {{
   step [
-    {
-      model_name: "pre"
-      model_version: -1
-      input_map { key: "IN" value: "INPUT" }
-      output_map { key: "OUT" value: "prepared" }
-    },
-    {
-      model_name: "double"
-      model_version: 1
-      input_map { key: "IN" value: "prepared" }
-      output_map { key: "OUT" value: "doubled" }
-    },
-    {
-      model_name: "post"
-      model_version: -1
-      input_map { key: "IN" value: "doubled" }
-      output_map { key: "OUT" value: "OUTPUT" }
-    }
+{steps_text}
   ]
-}
+}}
 """
+
+
+PIPELINE_CONFIG = chain_config(
+    ("pre", -1, "IN", "OUT"), ("double", 1, "IN", "OUT"), ("post", -1, "IN", "OUT")
+)
+"""pre, then version 1 of double, then post."""
+
 
 DIAMOND_CONFIG = """
 platform: "ensemble"

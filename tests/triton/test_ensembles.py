@@ -12,6 +12,7 @@ from servinglib.server import ModelServerConfig
 from servinglib.server.model_spec import ModelSpec
 from servinglib.server.plane.data_plane import DataPlane
 from servinglib.server.triton_repository import TritonRepository
+from servinglib.testing import wait_until
 from tests.triton.clients import PROTOCOLS, Clients
 from tests.triton.pipeline_models import write_pipeline_repository
 from tests.triton.servinglib_serving import Serving, serving_repository
@@ -112,6 +113,8 @@ def test_an_ensemble_is_not_ready_while_a_step_model_is_not(tmp_path: Path) -> N
         core.unload_model("double")
         plane = DataPlane(core)
         try:
+            # (unload_model asks for the unload; the manager applies it on its own thread)
+            wait_until(lambda: not plane.questions.model_ready(ModelSpec.latest("double")).ready)
             readiness = plane.questions.model_ready(ModelSpec.latest("pipeline"))
         finally:
             plane.close()

@@ -17,7 +17,7 @@ from servinglib.server import ModelServerConfig
 from servinglib.server.triton_repository import TritonRepository
 from tests.triton.clients import PROTOCOLS, Clients
 from tests.triton.oracle import skip_without_triton
-from tests.triton.pipeline_models import unary, write
+from tests.triton.pipeline_models import chain_config, unary, write
 from tests.triton.servinglib_serving import serving_repository
 
 pytest.importorskip("tensorflow")
@@ -29,34 +29,9 @@ input [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] } ]
 output [ { name: "y" data_type: TYPE_FP32 dims: [ -1 ] } ]
 """
 
-ENSEMBLE_CONFIG = """
-platform: "ensemble"
-max_batch_size: 0
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
-output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
-ensemble_scheduling {
-  step [
-    {
-      model_name: "pre"
-      model_version: -1
-      input_map { key: "IN" value: "INPUT" }
-      output_map { key: "OUT" value: "prepared" }
-    },
-    {
-      model_name: "half_plus_two"
-      model_version: -1
-      input_map { key: "x" value: "prepared" }
-      output_map { key: "y" value: "predicted" }
-    },
-    {
-      model_name: "post"
-      model_version: -1
-      input_map { key: "IN" value: "predicted" }
-      output_map { key: "OUT" value: "OUTPUT" }
-    }
-  ]
-}
-"""
+ENSEMBLE_CONFIG = chain_config(
+    ("pre", -1, "IN", "OUT"), ("half_plus_two", -1, "x", "y"), ("post", -1, "IN", "OUT")
+)
 
 
 def write_savedmodel_pipeline(repository: Path) -> Path:
