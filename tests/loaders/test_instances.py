@@ -171,7 +171,10 @@ def test_a_killed_instance_is_restarted_while_the_other_answers(
     dead, other = first.pid, second.pid
     os.kill(dead, signal.SIGKILL)
     wait_until(lambda: not first.serving)
-    assert {_pid(data_plane, "pid") for _ in range(5)} == {other}
+    answered = {_pid(data_plane, "pid") for _ in range(5)}
+    # The restarted process may already serve some of these calls; the dead one answers none.
+    assert dead not in answered
+    assert answered <= {other, first.pid}
     wait_until(lambda: first.serving, timeout_s=60)
     assert first.pid != dead
     served = _in_threads(2, lambda: _pid(data_plane, "meet"))
