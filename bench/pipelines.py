@@ -15,8 +15,9 @@ bench/triton.py starts them.
 2. In process (one ServerCore and DataPlane over the same repository, this process's CPU):
    ``DataPlane.infer`` of ``single`` against ``infer`` of ``pre`` directly, and of
    ``pipeline`` against the sum of its three models; the difference is what an ensemble
-   step costs over calling its model (target: <= 30 µs per step).  Medians of single calls,
-   interleaved rounds.
+   step costs over calling its model (target: <= 30 µs per step).  CPU time per call (the
+   process's, every thread's: a step's cost, not the wait for a thread to wake), the median
+   of interleaved rounds of ``--calls`` calls.
 
 The cache hit's figures are bench/response_cache.py's.  Run with ``./dev bench pipelines``;
 needs ``wrk``, ``h2load`` and the Triton that ``./dev setup`` installs.
@@ -85,7 +86,8 @@ def measure_servers(args: argparse.Namespace, repository: Path, tmp: Path) -> li
 
 
 def measure_in_process(args: argparse.Namespace, repository: Path) -> dict[str, float]:
-    """Cell 2: the median µs of one ``DataPlane.infer`` of each model, interleaved rounds."""
+    """Cell 2: the CPU µs of one ``DataPlane.infer`` of each model, the median of
+    interleaved rounds."""
     from servinglib.loaders import PythonPlatformConfig
     from servinglib.server import ModelServerConfig, ServerCore, ServerCoreOptions
     from servinglib.server.model_spec import ModelSpec
@@ -109,10 +111,10 @@ def measure_in_process(args: argparse.Namespace, repository: Path) -> dict[str, 
         for _ in range(args.rounds):
             for name, tensors in inputs.items():
                 spec = ModelSpec.latest(name)
+                started = time.process_time()  # every thread's CPU, not the wake-ups' waits
                 for _ in range(args.calls):
-                    started = time.perf_counter()
                     await plane.infer(spec, None, tensors)
-                    times[name].append(time.perf_counter() - started)
+                times[name].append((time.process_time() - started) / args.calls)
         return times
 
     with ServerCore(config, options) as core:
@@ -149,7 +151,7 @@ def report(cells: list[Cell], in_process: dict[str, float]) -> None:
         print_target(errors == 0, f"errors: {errors} (0)")
     if not in_process:
         return
-    print("\n2. In process, DataPlane.infer (median µs per call):")
+    print("\n2. In process, DataPlane.infer (CPU µs per call, median of the rounds):")
     for name, us in in_process.items():
         print(f"{INDENT}{name:<10} {us:8.1f}")
     one_step = in_process["single"] - in_process["pre"]

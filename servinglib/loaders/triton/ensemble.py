@@ -7,6 +7,14 @@ as their tensors become ready, those whose tensors are ready together concurrent
 call of its model through the server's request path (:func:`~servinglib.model_calls.model_caller`:
 the model's own batching, instances, statistics and the request's deadline), the arrays
 handed from step to step as they are.
+
+An ensemble whose steps run one after another (a chain: never two ready together) and whose
+step models all answer a call on the calling thread (Python or ensemble-free models with no
+dynamic or sequence batching and no decoupled responses, by their ``config.pbtxt``) runs as a
+``thread`` call: the whole chain on one thread, each step called there, with no hand-over
+between threads per step.  Any other ensemble runs on the event loop, its steps as tasks, so
+that concurrent branches overlap and a batching step fills its batches from every request
+waiting on it.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from servinglib.errors import InternalError, ServingError
 from servinglib.loaders.model_loader import ModelLoader
 from servinglib.loaders.triton.config import (
     CONFIG_FILE_NAME,
+    TritonModelConfig,
     read_model_config,
     tensor_specs,
 )
@@ -76,21 +85,27 @@ class EnsembleLoader(ModelLoader):
     def _load_servable(self) -> Servable:
         model_dir = os.path.dirname(os.path.abspath(self.path))
         config = read_model_config(model_dir)
-        repository = os.path.dirname(model_dir)
-        return EnsembleServable(ensemble_graph(config, lambda name: _step_specs(repository, name)))
+        steps = _StepConfigs(os.path.dirname(model_dir))
+        graph = ensemble_graph(config, steps.specs)
+        in_turn = _one_at_a_time(graph) and all(
+            steps.answers_in_place(s.model_name) for s in graph.steps
+        )
+        return EnsembleServable(graph, ExecutionMode.THREAD if in_turn else ExecutionMode.ASYNC)
 
 
 @final
 class EnsembleServable(Servable):
-    """An ensemble's one signature, ``serving_default`` (ASYNC): its steps as a DAG.
+    """An ensemble's one signature, ``serving_default``: its steps as a DAG, run as
+    ``mode`` says (ASYNC: on the event loop, ready steps concurrently; THREAD: on one
+    thread, in order).
 
     A step that fails fails the request with its error's code, naming the step and its
     model; the steps still running are cancelled.  Thread-safe: holds only its graph.
     """
 
-    def __init__(self, graph: EnsembleGraph) -> None:
+    def __init__(self, graph: EnsembleGraph, mode: ExecutionMode = ExecutionMode.ASYNC) -> None:
         self._graph = graph
-        spec = SignatureSpec(graph.inputs, graph.outputs, execution_mode=ExecutionMode.ASYNC)
+        spec = SignatureSpec(graph.inputs, graph.outputs, execution_mode=mode)
         self._signatures = {DEFAULT_SIGNATURE: spec}
 
     @property
@@ -191,15 +206,59 @@ def _answer(
     return {name: tensors[name] for name in wanted}
 
 
-def _step_specs(repository: str, name: str) -> StepSpecs | None:
-    """A step model's tensors from its ``config.pbtxt`` in ``repository`` (none listed: empty);
-    None when the repository has no model ``name``."""
-    if not name or name in {".", ".."} or "/" in name or "\0" in name:
-        return None
-    directory = os.path.join(repository, name)
-    if not os.path.isdir(directory):
-        return None
-    if not os.path.isfile(os.path.join(directory, CONFIG_FILE_NAME)):
-        return {}, {}
-    inputs, outputs = tensor_specs(read_model_config(directory))
-    return {s.name: s for s in inputs}, {s.name: s for s in outputs}
+def _one_at_a_time(graph: EnsembleGraph) -> bool:
+    """True when no two of ``graph``'s steps are ever ready together (a chain)."""
+    made = {spec.name for spec in graph.inputs}
+    waiting = list(graph.steps)
+    while waiting:
+        ready = [s for s in waiting if all(t in made for t in s.reads.values())]
+        if len(ready) != 1:
+            return False
+        waiting.remove(ready[0])
+        made.update(ready[0].writes.values())
+    return True
+
+
+@final
+class _StepConfigs:
+    """The step models' ``config.pbtxt`` s in ``repository``, each read once (at the load)."""
+
+    def __init__(self, repository: str) -> None:
+        self._repository = repository
+        self._read: dict[str, TritonModelConfig | None] = {}
+
+    def specs(self, name: str) -> StepSpecs | None:
+        """A step model's tensors (none listed: empty); None when the repository has no
+        model ``name``."""
+        if not name or name in {".", ".."} or "/" in name or "\0" in name:
+            return None
+        directory = os.path.join(self._repository, name)
+        if not os.path.isdir(directory):
+            return None
+        config = self._config(name)
+        if config is None:
+            return {}, {}
+        inputs, outputs = tensor_specs(config)
+        return {s.name: s for s in inputs}, {s.name: s for s in outputs}
+
+    def answers_in_place(self, name: str) -> bool:
+        """True when model ``name``'s config says a call of it is answered on the calling
+        thread: a Python model with neither dynamic nor sequence batching nor decoupled
+        responses (unknown, without a config: False)."""
+        config = self._config(name)
+        if config is None:
+            return False
+        message = config.message
+        return (
+            (message.backend == "python" or message.platform == "python")
+            and not message.HasField("dynamic_batching")
+            and not message.HasField("sequence_batching")
+            and not message.model_transaction_policy.decoupled
+        )
+
+    def _config(self, name: str) -> TritonModelConfig | None:
+        if name not in self._read:
+            directory = os.path.join(self._repository, name)
+            has = os.path.isfile(os.path.join(directory, CONFIG_FILE_NAME))
+            self._read[name] = read_model_config(directory) if has else None
+        return self._read[name]
