@@ -15,7 +15,7 @@ Cells, each run on both servers in turn (``--passes`` times; the best pass count
    >= 1.5x Triton on both).
 2. ``batched`` at concurrency 64 over gRPC, pinned likewise: req/s and rows per ``execute``
    (the statistics' successes over executions; target: both >= Triton's).
-3. ``gil2`` against ``gil1`` at concurrency 8 over gRPC, the server on both CPUs (restarted
+3. ``gil2`` against ``gil1`` at concurrency 8 over HTTP and gRPC, the server on both CPUs (restarted
    unpinned; the load generator shares them): the ratio of req/s (target >= 1.8x, and Triton's
    own ratio beside it), and the memory of one instance: the mean RSS and PSS of the server's
    child processes (Triton runs every instance in a stub process; servinglib runs one instance
@@ -433,10 +433,11 @@ def measure_instances(
         for start in (triton, servinglib):
             # Every CPU, named: a server started unpinned would inherit this script's one.
             with start(repository, tmp, every_cpu) as server:
-                for model in ("gil1", "gil2"):
-                    check_answers(server, WORKLOADS[model])
-                    cell = run_cell(server, WORKLOADS[model], "grpc", 8, args=args, tmp=tmp)
-                    runs.setdefault((server.name, cell.label), []).append(cell)
+                for protocol in ("http", "grpc"):
+                    for model in ("gil1", "gil2"):
+                        check_answers(server, WORKLOADS[model])
+                        cell = run_cell(server, WORKLOADS[model], protocol, 8, args=args, tmp=tmp)
+                        runs.setdefault((server.name, cell.label), []).append(cell)
                 children = [memory_kib(pid) for pid in process_tree(server.pid)]
                 if children:
                     memory[server.name] = (
@@ -489,12 +490,15 @@ def report_instances(
     by: dict[tuple[str, str], Cell], memory: dict[str, tuple[float, float]]
 ) -> None:
     print("\nInstances, gil2 / gil1 req/s (server on both CPUs):")
-    for server in ("servinglib", "Triton"):
-        scale = by[server, "gil2 grpc c8"].rps / by[server, "gil1 grpc c8"].rps
-        if server == "servinglib":
-            print_target(scale >= INSTANCES_TARGET, f"servinglib: {scale:.2f}x (>= 1.8x)")
-        else:
-            print(f"{INDENT}Triton: {scale:.2f}x")
+    for protocol in ("http", "grpc"):
+        for server in ("servinglib", "Triton"):
+            scale = by[server, f"gil2 {protocol} c8"].rps / by[server, f"gil1 {protocol} c8"].rps
+            if server == "servinglib":
+                print_target(
+                    scale >= INSTANCES_TARGET, f"servinglib, {protocol}: {scale:.2f}x (>= 1.8x)"
+                )
+            else:
+                print(f"{INDENT}Triton, {protocol}: {scale:.2f}x")
     print("\nMemory (MiB, RSS / PSS): a model process or stub (mean), and the server's own:")
     for name, (rss, pss) in sorted(memory.items()):
         print(f"{INDENT}{name:<18} {rss:7.1f} / {pss:7.1f}")
