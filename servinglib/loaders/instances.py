@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextvars
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -145,7 +146,9 @@ class InstancePlacement(Placement):
             raise deadline_exceeded()
         call.stages.queued_ns = time.perf_counter_ns()
         try:
-            future = self._threads.submit(self._run_here, call)
+            # In the request's context: its deadline, extras and model caller go with the call.
+            context = contextvars.copy_context()
+            future = self._threads.submit(context.run, self._run_here, call)
         except BaseException:  # not queued (closed): nobody else releases it
             call.release()
             raise

@@ -117,3 +117,26 @@ def test_calls_one_at_a_time_use_at_most_two_threads() -> None:
     messages.queue.put(None)
     serving.join(TIMEOUT_S)
     assert len(names | set(messages.readers)) <= 2
+
+
+def test_a_call_waiting_for_a_message_has_one_read_past_max_threads() -> None:
+    """With every thread running a call, a call that waits for a message (a model call's
+    answer) calls ensure_reader: a thread past max_threads reads it, where none would."""
+    messages = _Messages()
+    answered = threading.Event()
+    done = threading.Event()
+    threads = CallThreads(messages.receive, _dispatch, 1, "test-call")
+    serving = threading.Thread(target=threads.serve, name="serving")
+    serving.start()
+
+    def waits_for_an_answer() -> None:
+        threads.ensure_reader()
+        messages.send(answered.set)  # the answer, read (and run) only by another thread
+        if answered.wait(TIMEOUT_S):
+            done.set()
+
+    messages.send(waits_for_an_answer)
+    assert done.wait(TIMEOUT_S)
+    messages.queue.put(None)
+    serving.join(TIMEOUT_S)
+    assert not serving.is_alive()

@@ -49,6 +49,15 @@ class CallThreads:
         for thread in threads:
             thread.join()
 
+    def ensure_reader(self) -> None:
+        """For a call's thread about to wait for a message (the answer of a call it made):
+        makes sure a thread reads meanwhile, starting one past ``max_threads`` when every
+        thread runs a call (each extra thread is one waiting call: bounded by the calls)."""
+        with self._changed:
+            if self._leading or self._idle or self._ended:
+                return
+            self._start_locked()
+
     def _take_turns(self) -> None:
         while self._lead():
             work = self._read()
@@ -89,10 +98,11 @@ class CallThreads:
             if self._idle:
                 self._changed.notify()
             elif len(self._threads) + 1 < self._max_threads:
-                thread = threading.Thread(
-                    target=self._take_turns,
-                    name=f"{self._name}_{len(self._threads)}",
-                    daemon=True,
-                )
-                self._threads.append(thread)
-                thread.start()
+                self._start_locked()
+
+    def _start_locked(self) -> None:
+        thread = threading.Thread(
+            target=self._take_turns, name=f"{self._name}_{len(self._threads)}", daemon=True
+        )
+        self._threads.append(thread)
+        thread.start()

@@ -23,6 +23,7 @@ from servinglib.loaders.model_loader import ModelLoader
 from servinglib.loaders.process import _wire
 from servinglib.loaders.process._call_threads import CallThreads
 from servinglib.loaders.process._priority import lower_this_thread, run_idle
+from servinglib.loaders.process._server_caller import ServerCaller
 from servinglib.servable import ExecutionMode, Servable, Tensors
 
 _log = logging.getLogger("servinglib.model_process")
@@ -130,24 +131,34 @@ def _serve(connection: Connection, servable: Servable) -> None:
             _send(connection, reply)
 
     def dispatch(message: tuple[Any, ...]) -> Callable[[], None] | None:
+        if message[0] in {_wire.RESULT, _wire.ERROR}:  # the answer of a model call made here
+            caller.answered(message)
+            return None
         if message[0] == _wire.REQUESTS:
             _, call_id, requests = message
-            return functools.partial(
-                answer, call_id, functools.partial(_execute, servable, requests)
-            )
+            work = functools.partial(_execute, servable, requests)
+            return functools.partial(answer, call_id, caller.within(call_id, work))
         kind, call_id, name, inputs, output_filter, request = message
         assert kind == _wire.CALL, kind
         if loop is not None and modes.get(name) is ExecutionMode.ASYNC:
-            with request.scope():  # the coroutine's context copies the request's
+            with request.scope(), caller.scope(call_id):  # the coroutine's context copies these
                 coroutine = servable.call_async(name, inputs, output_filter)
                 future = asyncio.run_coroutine_threadsafe(coroutine, loop)
             future.add_done_callback(functools.partial(_answer_with, answer, call_id))
             return None
         call = functools.partial(_call, servable, name, inputs, output_filter, request)
-        return functools.partial(answer, call_id, call)
+        return functools.partial(answer, call_id, caller.within(call_id, call))
 
-    receive = functools.partial(_wire.receive, connection)
-    CallThreads(receive, dispatch, CALL_THREADS, "servinglib-call").serve()
+    def receive() -> tuple[Any, ...]:
+        try:
+            return _wire.receive(connection)
+        except (EOFError, OSError):
+            caller.end()  # the server has gone: the model calls waiting get no answer
+            raise
+
+    threads = CallThreads(receive, dispatch, CALL_THREADS, "servinglib-call")
+    caller = ServerCaller(functools.partial(_send, connection), threads.ensure_reader)
+    threads.serve()
     lower_this_thread()  # the unload and the exit's freeing of memory: at idle priority too
 
 

@@ -29,6 +29,12 @@ FAILED = "failed"  # (FAILED, code, message)
 RESULT = "result"  # (RESULT, call_id, outputs)
 ERROR = "error"  # (ERROR, call_id, code, message)
 LOG = "log"  # (LOG, a LogRecord's fields): the process's log lines, logged by the server
+# (MODEL_CALL, nested_id, call_id, model_name, inputs, options, timeout_s, awaited): a model the
+# process runs calls another served model inside its call call_id (options: ModelCaller.call's
+# keywords; timeout_s: the time the process's request has left, None: no deadline; awaited: the
+# server awaits the callee, so that the deadline cuts the wait off); the server answers with a
+# RESULT or ERROR of nested_id.
+MODEL_CALL = "model_call"
 
 _PROTOCOL = 5
 

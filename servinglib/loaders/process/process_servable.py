@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextvars
 import itertools
 import logging
 import threading
@@ -22,12 +25,14 @@ from servinglib.errors import (
 from servinglib.loaders.process import _wire
 from servinglib.loaders.process._readable import Readable
 from servinglib.loaders.process._spawn import Started, spares
+from servinglib.model_calls import model_caller
 from servinglib.request_extras import RequestExtras, request_extras
 from servinglib.servable import (
     ExecutionMode,
     Servable,
     SignatureSpec,
     Tensors,
+    deadline_scope,
     request_deadline,
 )
 
@@ -36,17 +41,21 @@ _log = logging.getLogger(__name__)
 RESTART_BACKOFF_MAX_S = 60.0
 """The longest wait between attempts to load a version again after its process died."""
 
+_MODEL_CALL_THREADS = 8  # a process's calls of other models running here at once
+
 
 @final
 class _Pending:
-    """One call's answer, filled in by the reader thread."""
+    """One call's answer, filled in by the reader thread, and the context it was made in (the
+    request's: the model calls it makes from the process run in it)."""
 
-    __slots__ = ("done", "error", "outputs")
+    __slots__ = ("context", "done", "error", "outputs")
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.outputs: Any = None
         self.error: ServingError | None = None
+        self.context = contextvars.copy_context()
 
 
 @final
@@ -74,6 +83,10 @@ class ProcessServable(Servable):
     process loads the version again (backing off up to 60 s); calls meanwhile
     fail with UNAVAILABLE too.  :meth:`close` makes the process unload the
     version and exit.  How: architecture.md ("Loaders").
+    A model the process runs may call other served models
+    (:func:`~servinglib.model_calls.model_caller`, BLS): each such call comes back over the
+    socket and runs here, in the context of the call that made it (its caller, deadline
+    and extras), on a thread of this servable's (8 at most).
     Thread-safe: calls run concurrently (up to 8 at once in the process).
     """
 
@@ -100,6 +113,7 @@ class ProcessServable(Servable):
         self._gone: ServingError | None = None  # why calls fail now; guarded by: _lock
         self._closing = threading.Event()  # set under _lock by close(); ends a restart's wait
         self._send_lock = threading.Lock()
+        self._model_calls: concurrent.futures.ThreadPoolExecutor | None = None  # made at first use
         self._exit_callbacks: list[Callable[[ServingError], None]] = []  # guarded by: _lock
         name = f"servinglib-process-{started.process.pid}"
         self._reader = threading.Thread(target=self._serve_replies, name=name, daemon=True)
@@ -256,6 +270,10 @@ class ProcessServable(Servable):
             starting.stop()
         self._reader.join()
         link.close()
+        with self._lock:
+            model_calls, self._model_calls = self._model_calls, None
+        if model_calls is not None:
+            model_calls.shutdown(wait=False, cancel_futures=True)
         if status not in (0, None):
             _log.warning("Model process %d exited with status %s", link.process.pid, status)
 
@@ -332,9 +350,13 @@ class ProcessServable(Servable):
                 self._reading = False
 
     def _dispatch(self, message: tuple[Any, ...]) -> None:
-        """Logs a LOG; hands a reply to its call (unless its caller gave up)."""
+        """Logs a LOG; runs a MODEL_CALL; hands a reply to its call (unless its caller gave
+        up)."""
         if message[0] == _wire.LOG:
             _wire.log(message)
+            return
+        if message[0] == _wire.MODEL_CALL:
+            self._start_model_call(message)
             return
         with self._lock:
             pending = self._pending.pop(message[1], None)
@@ -345,6 +367,48 @@ class ProcessServable(Servable):
         else:
             pending.error = _wire.error_from(message[2], message[3])
         pending.done.set()
+
+    def _start_model_call(self, message: tuple[Any, ...]) -> None:
+        """Runs a model's call of another model (a MODEL_CALL) on a thread, in the context
+        of the call that made it, and sends its answer to the process."""
+        _, nested_id, parent_id, model_name, inputs, options, timeout_s, awaited = message
+        with self._lock:
+            parent = self._pending.get(parent_id)
+            link = self._link
+            if self._model_calls is None:
+                self._model_calls = concurrent.futures.ThreadPoolExecutor(
+                    _MODEL_CALL_THREADS, thread_name_prefix="servinglib-model-call"
+                )
+            threads = self._model_calls
+        if parent is None:  # its call has ended (or given up): nobody waits for the answer
+            error = FailedPreconditionError("The call that made this model call has ended")
+            self._answer_model_call(link, (_wire.ERROR, nested_id, *_wire.error_fields(error)))
+            return
+
+        def run() -> None:
+            deadline = request_deadline()  # the request's, unless the process asks for less
+            if timeout_s is not None:
+                deadline = min(d for d in (deadline, time.monotonic() + timeout_s) if d is not None)
+            try:
+                with deadline_scope(deadline):
+                    caller = model_caller()
+                    if awaited:  # on a loop of this thread's: the deadline cuts the wait off
+                        outputs = asyncio.run(caller.call_async(model_name, inputs, **options))
+                    else:
+                        outputs = caller.call(model_name, inputs, **options)
+                reply: tuple[Any, ...] = (_wire.RESULT, nested_id, outputs)
+            except Exception as error:  # noqa: BLE001 - the callee's error is the answer
+                reply = (_wire.ERROR, nested_id, *_wire.error_fields(error))
+            self._answer_model_call(link, reply)
+
+        threads.submit(parent.context.copy().run, run)  # (a context runs on one thread at once)
+
+    def _answer_model_call(self, link: Started, reply: tuple[Any, ...]) -> None:
+        try:
+            with self._send_lock:
+                _wire.send(link.connection, reply)
+        except OSError:
+            pass  # the process has gone: the call waiting in it has gone with it
 
     def _restart(self) -> bool:
         """Loads the version in a new process, retrying with backoff; False once closed."""
