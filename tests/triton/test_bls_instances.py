@@ -1,7 +1,9 @@
-"""BLS from a model whose instances are model processes: each call crosses back to the server."""
+"""Models whose instances are model processes: BLS calls crossing back to the server, and the
+request's id and parameters reaching the instance from every front end."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -23,7 +25,7 @@ from tests.triton.pipeline_models import (
     write,
     write_pipeline_repository,
 )
-from tests.triton.python_models import write_repeat
+from tests.triton.python_models import write_recorder, write_repeat
 from tests.triton.servinglib_serving import Serving, serving_repository
 
 X = np.array([1.0, 2.0], dtype=np.float32)
@@ -37,6 +39,9 @@ def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serving,
     repository = tmp_path_factory.mktemp("repository")
     write_pipeline_repository(repository, tmp_path_factory.mktemp("rendezvous"))
     write_repeat(repository)
+    recorder = write_recorder(repository, "recorder_instances")
+    with (recorder / "config.pbtxt").open("a") as config_file:
+        config_file.write(TWO_INSTANCES + "\n")
     write(repository, "slow", UNARY_CONFIG.format(extra=""), SLOW_PY)
     for name, body in (
         ("bls_sync", BLS_SYNC),
@@ -112,3 +117,22 @@ def test_a_stream_from_a_model_process_is_refused_naming_why(clients: Clients) -
     """exec(decoupled=True) cannot stream across the socket: the request fails saying so."""
     answer = clients.infer("http", "bls_decoupled", {"IN": np.array([3, 4, 5], np.float32)})
     assert "cannot stream" in answer["message"]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_an_instance_process_reads_the_request_s_id_and_parameters(
+    clients: Clients, protocol: str
+) -> None:
+    """request_id() and parameters() in an instance's process are the client's (over REST
+    the call reaches the instance from the event loop, on the placement's thread)."""
+    answer = clients.infer(
+        protocol,
+        "recorder_instances",
+        {"IN": np.array([b"x"], dtype=object)},
+        outputs=["REQUEST"],
+        request_id="req-9",
+        parameters={"p_str": "y", "p_int": 4},
+    )
+    seen = json.loads(answer["outputs"]["REQUEST"][0])
+    assert seen["request_id"] == "req-9"
+    assert seen["parameters"] == {"p_str": "y", "p_int": 4}
