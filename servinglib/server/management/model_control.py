@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Final, final
 
 import attrs
 
+from servinglib.core.servable_request import ServableRequest
+from servinglib.core.servable_state import ManagerState
 from servinglib.errors import (
     FailedPreconditionError,
     NotFoundError,
@@ -23,6 +25,8 @@ if TYPE_CHECKING:  # reading a config.pbtxt imports protobuf, which `import serv
 
 MODE_FLAG: Final = "--model_control_mode"
 """The ``servinglib-server`` flag choosing the mode."""
+
+_UNLOAD_WAIT_S: Final = 60.0  # a reload waits this long at most for the old versions to end
 
 
 class ModelControlMode(enum.Enum):
@@ -95,7 +99,13 @@ class ModelControl:
                 f"Model {shortened(name)} is served from the model config, not the model repository"
             )
         if current is not None and (current != model or name in core.failed_models()):
+            live = core.monitor.get_live_servable_states().get(name, {})
             core.unload_model(name)
+            # The manager unloads on its own thread: until the old versions are gone, the same
+            # version number would count as loaded already, and the load return before the
+            # new one serves.
+            ended = [ServableRequest.specific(name, version) for version in live]
+            core.monitor.wait_until_servables_reach_state(ended, ManagerState.END, _UNLOAD_WAIT_S)
         core.load_model(model, remove_on_failure=True)
 
     def unload(self, core: ServerCore, name: str) -> None:

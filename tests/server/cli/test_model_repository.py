@@ -314,3 +314,28 @@ def test_a_config_file_reload_keeps_the_repository_s_models(
         assert server.http_ok("/v2/models/add_sub/ready")
     finally:
         server.close()
+
+
+def test_a_reload_returns_once_the_new_config_serves(serve: Serve, repository: Path) -> None:
+    """Loading a served model whose config changed unloads the old one first and returns only
+    once the new one serves: the old version's slow finalize (0.5 s) must not leave a
+    window in which the load has returned and the model is not served."""
+    model = repository / "add_sub"
+    model_py = model / "1" / "model.py"
+    model_py.write_text(
+        model_py.read_text() + "\nimport time\n\n"
+        "def _slow_finalize(self):\n    time.sleep(0.5)\n\n"
+        "if pb_utils is not None:\n    TritonPythonModel.finalize = _slow_finalize\n",
+        encoding="utf-8",
+    )
+    _, clients = serve("--model_control_mode=explicit", "--load_model=add_sub")
+    assert clients.http.is_model_ready("add_sub")
+    for round_ in range(3):
+        config = (model / "config.pbtxt").read_text()
+        (model / "config.pbtxt").write_text(
+            config + f'parameters {{ key: "round" value: {{ string_value: "{round_}" }} }}\n'
+        )
+        clients.grpc.load_model("add_sub")
+        assert clients.http.is_model_ready("add_sub")
+        parameters = clients.http.get_model_config("add_sub")["parameters"]
+        assert parameters["round"] == {"string_value": str(round_)}
