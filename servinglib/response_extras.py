@@ -17,7 +17,7 @@ import contextlib
 import contextvars
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final, final
 
@@ -44,6 +44,7 @@ RESERVED_RESPONSE_HEADERS: Final = frozenset(
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9a-z]+")  # RFC 9110's token, lower-case
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_NONE: Final[Mapping[str, str]] = MappingProxyType({})  # what most responses carry
 
 
 def is_reserved_response_parameter(name: str) -> bool:
@@ -92,7 +93,7 @@ class ResponseExtras:
     def parameters(self) -> Mapping[str, ParameterValue]:
         """A snapshot of the parameters set so far."""
         with self._lock:
-            return MappingProxyType(dict(self._parameters))
+            return MappingProxyType(dict(self._parameters)) if self._parameters else _NONE
 
     def set_headers(self, headers: Mapping[str, str]) -> None:
         """Adds response ``headers`` (names lower-cased; replacing those of the same names).
@@ -124,7 +125,7 @@ class ResponseExtras:
     def headers(self) -> Mapping[str, str]:
         """A snapshot of the headers set so far."""
         with self._lock:
-            return MappingProxyType(dict(self._headers))
+            return MappingProxyType(dict(self._headers)) if self._headers else _NONE
 
 
 _holder: contextvars.ContextVar[ResponseExtras | None] = contextvars.ContextVar(
@@ -132,15 +133,25 @@ _holder: contextvars.ContextVar[ResponseExtras | None] = contextvars.ContextVar(
 )
 
 
-@contextlib.contextmanager
-def response_extras_scope() -> Iterator[ResponseExtras]:
+def response_extras_scope() -> contextlib.AbstractContextManager[ResponseExtras]:
     """A new holder of the current request's response extras inside the ``with`` block."""
-    holder = ResponseExtras()
-    token = _holder.set(holder)
-    try:
-        yield holder
-    finally:
-        _holder.reset(token)
+    return _Scope()
+
+
+@final
+class _Scope:
+    """Sets a new holder for a ``with`` block (on every V2 request: a class, not a
+    generator).  Not thread-safe (one per ``with``)."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> ResponseExtras:
+        holder = ResponseExtras()
+        self._token = _holder.set(holder)
+        return holder
+
+    def __exit__(self, *_exc: object) -> None:
+        _holder.reset(self._token)
 
 
 def current_response_extras() -> ResponseExtras | None:
