@@ -69,7 +69,7 @@ class ColdModels:
                 self._held.leave(name)
 
     def wait_blocking(self, name: str, deadline: float | None, *, counted: bool = True) -> None:
-        """:meth:`wait` for a thread with no event loop."""
+        """:meth:`waiting` for a thread with no event loop: blocks instead."""
         if (loading := self._on_demand.demand(name)) is None:
             return
         if not counted:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from servinglib.core.servable_state import ManagerState
 from servinglib.examples import HALF_PLUS_TWO, PYTHON_HALF_PLUS_TWO
 from servinglib.loaders import PythonPlatformConfig
 from servinglib.server.config import ModelConfig, ModelServerConfig
-from servinglib.server.rest import RestApp, RestOptions, create_app
+from servinglib.server.rest import RestApp, RestOptions, create_app, create_server
 from servinglib.server.server_core import ServerCore
 from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.sources.version_policy import ServableVersionPolicy
@@ -109,3 +110,16 @@ class Client:
 def client(app: RestApp) -> Client:
     """An in-process client of the session's app."""
     return Client(app)
+
+
+@contextlib.contextmanager
+def served_app(app: RestApp) -> Iterator[str]:
+    """``app`` served by uvicorn on a free port of 127.0.0.1; yields its URL, then stops the
+    server and closes the app."""
+    server, _port = create_server(app)
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+        app.close()

@@ -17,11 +17,11 @@ from servinglib.core.servable_state import ManagerState
 from servinglib.server.auth import RestrictedApis
 from servinglib.server.config import ModelConfig, ModelServerConfig
 from servinglib.server.observe.request_record import RequestRecord
-from servinglib.server.rest import RestOptions, create_app, create_server
+from servinglib.server.rest import RestOptions, create_app
 from servinglib.server.server_core import ServerCore
 from servinglib.sources.version_policy import ServableVersionPolicy
 from servinglib.testing import wait_until
-from tests.server.rest.conftest import CORE_OPTIONS
+from tests.server.rest.conftest import CORE_OPTIONS, served_app
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 TOKEN = "Bearer custom-secret-0123456789"
@@ -128,14 +128,8 @@ def core(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerCore]:
 @contextlib.contextmanager
 def serving(core: ServerCore, options: RestOptions, records: list[RequestRecord]) -> Iterator[str]:
     """The REST server over ``core`` on 127.0.0.1; yields its URL."""
-    app = create_app(core, options, on_request=records.append)
-    server, _port = create_server(app)
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
-        app.close()
+    with served_app(create_app(core, options, on_request=records.append)) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ import pytest
 
 from servinglib.examples import HALF_PLUS_TWO
 from servinglib.server.config import ModelConfig, ModelServerConfig
-from servinglib.server.rest import RestOptions, create_app, create_server
+from servinglib.server.rest import RestOptions, create_app
 from servinglib.server.server_core import ServerCore
-from tests.server.rest.conftest import CORE_OPTIONS
+from tests.server.rest.conftest import CORE_OPTIONS, served_app
 
 EXPLAINED_MODEL = textwrap.dedent(
     """
@@ -51,15 +51,11 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     config = ModelServerConfig(
         [ModelConfig.python("linear", base), ModelConfig.tensorflow("hpt", HALF_PLUS_TWO)]
     )
-    with ServerCore(config, CORE_OPTIONS) as core:
-        app = create_app(core, RestOptions())
-        server, _port = create_server(app)
-        server.start()
-        try:
-            yield server.url
-        finally:
-            server.stop()
-            app.close()
+    with (
+        ServerCore(config, CORE_OPTIONS) as core,
+        served_app(create_app(core, RestOptions())) as url,
+    ):
+        yield url
 
 
 def test_explain_answers_explanations_in_rows(url: str) -> None:
