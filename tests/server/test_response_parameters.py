@@ -8,7 +8,6 @@ One servinglib (REST and gRPC on 127.0.0.1) serves a python-platform model that 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -22,6 +21,7 @@ from tritonclient.utils import InferenceServerException
 from servinglib.protos import grpc_service_pb2
 from servinglib.testing import write_python_model
 from tests.triton.clients import PROTOCOLS, Clients
+from tests.triton.pipeline_models import write
 from tests.triton.servinglib_serving import serving_repository
 
 PYTHON_MODEL = """
@@ -86,12 +86,6 @@ class TritonPythonModel:
 X = np.array([1, 2, 3], dtype=np.int32)
 
 
-def _write_triton(repository: Path, name: str, config: str) -> None:
-    (repository / name / "1").mkdir(parents=True)
-    (repository / name / "config.pbtxt").write_text(config, encoding="utf-8")
-    (repository / name / "1" / "model.py").write_text(TRITON_MODEL, encoding="utf-8")
-
-
 @pytest.fixture(scope="module", params=["sync", "aio"])
 def clients(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
@@ -100,8 +94,8 @@ def clients(
     the two gRPC servers)."""
     repository = tmp_path_factory.mktemp("repository")
     write_python_model(repository, "python_model", PYTHON_MODEL)
-    _write_triton(repository, "triton_model", TRITON_CONFIG)
-    _write_triton(repository, "triton_batched", TRITON_BATCHED_CONFIG)
+    write(repository, "triton_model", TRITON_CONFIG, TRITON_MODEL)
+    write(repository, "triton_batched", TRITON_BATCHED_CONFIG, TRITON_MODEL)
     with (
         serving_repository(repository, request.param) as serving,
         Clients(serving.http_url, serving.grpc_url) as both,
