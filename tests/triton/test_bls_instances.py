@@ -82,8 +82,8 @@ def test_async_exec_from_a_model_process_runs_its_calls_together(
 def test_calls_from_both_instances_at_once_are_all_answered(
     serving: tuple[Serving, Clients],
 ) -> None:
-    """Sixteen requests at once over both instances (a keep-alive connection per client
-    thread): every nested call comes back to the call that made it."""
+    """Sixteen REST requests at once over both instances (from 8 threads, a connection per
+    request): every nested call comes back to the call that made it."""
     url = f"http://{serving[0].http_url}/v2/models/bls_sync/infer"
 
     def ask(value: float) -> list[float]:
@@ -91,6 +91,19 @@ def test_calls_from_both_instances_at_once_are_all_answered(
         reply = httpx.post(url, json=body, timeout=60)
         assert reply.status_code == 200, reply.text
         return reply.json()["outputs"][0]["data"]
+
+    with ThreadPoolExecutor(8) as threads:
+        answers = list(threads.map(ask, [float(i) for i in range(16)]))
+    assert answers == [[(i + 1) * 2.0] for i in range(16)]
+
+
+def test_calls_over_one_shared_grpc_channel_are_all_answered(clients: Clients) -> None:
+    """Sixteen gRPC requests at once from 8 threads sharing tritonclient's one channel, as its
+    users share it: every nested call comes back to the call that made it."""
+
+    def ask(value: float) -> list[float]:
+        answer = clients.infer("grpc", "bls_sync", {"IN": np.array([value], np.float32)})
+        return answer["outputs"]["OUT"]
 
     with ThreadPoolExecutor(8) as threads:
         answers = list(threads.map(ask, [float(i) for i in range(16)]))
