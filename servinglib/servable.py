@@ -133,6 +133,24 @@ class CallStages:
         self.ended_ns = perf_counter_ns()
         return checked
 
+    async def call_async(
+        self,
+        servable: Servable,
+        name: str,
+        spec: SignatureSpec,
+        inputs: Tensors,
+        output_filter: Iterable[str] | None,
+    ) -> dict[str, npt.NDArray[Any]]:
+        """:meth:`call` through :meth:`Servable.call_async`."""
+        self.started_ns = perf_counter_ns()
+        wanted = _prepare(spec, inputs, output_filter)
+        self.infer_started_ns = perf_counter_ns()
+        outputs = await servable.call_async(name, inputs, wanted)
+        self.infer_ended_ns = perf_counter_ns()
+        checked = _checked_outputs(name, spec, wanted, outputs)
+        self.ended_ns = perf_counter_ns()
+        return checked
+
 
 _stages: contextvars.ContextVar[CallStages | None] = contextvars.ContextVar(
     "servinglib_call_stages", default=None

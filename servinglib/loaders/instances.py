@@ -17,7 +17,7 @@ import contextvars
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, cast, final
+from typing import Any, Protocol, cast, final, runtime_checkable
 
 import numpy.typing as npt
 
@@ -135,6 +135,9 @@ class InstancePlacement(Placement):
 
     def __init__(self, free: _FreeInstances) -> None:
         self._free = free
+        # instances that answer a call on the event loop (model processes): all, or none
+        loop_callers = [i for i in free.instances if isinstance(i, _LoopCaller)]
+        self._on_loop = loop_callers if len(loop_callers) == free.count else []
         self._threads = concurrent.futures.ThreadPoolExecutor(
             free.count, thread_name_prefix="servinglib-instance"
         )
@@ -145,6 +148,11 @@ class InstancePlacement(Placement):
             call.release()
             raise deadline_exceeded()
         call.stages.queued_ns = time.perf_counter_ns()
+        if self._on_loop and all(i.answers_on_loop(call.inputs) for i in self._on_loop):
+            try:
+                return await self._run_on_loop(call)
+            finally:
+                call.release()
         try:
             # In the request's context: its deadline, extras and model caller go with the call.
             context = contextvars.copy_context()
@@ -167,6 +175,20 @@ class InstancePlacement(Placement):
         """Stops the placement's threads once their calls have ended."""
         self._threads.shutdown(wait=False, cancel_futures=True)
 
+    async def _run_on_loop(self, call: ModelCall) -> _Outputs:
+        """Runs ``call`` on a free instance without a thread (:class:`_LoopCaller`)."""
+        index = await self._free.acquire_async(call.deadline)
+        try:
+            return await call.stages.call_async(
+                self._free.instances[index],
+                call.site.signature_name,
+                call.spec,
+                call.inputs,
+                call.output_filter,
+            )
+        finally:
+            self._free.release(index)
+
     def _run_here(self, call: ModelCall) -> _Outputs:
         try:
             index = self._free.acquire(call.deadline)
@@ -188,16 +210,24 @@ class InstancePlacement(Placement):
 class _FreeInstances:
     """Which instances are free; waiters served first come, first served.
 
-    :meth:`acquire` prefers an instance that serves (a model process being restarted does
-    not) over one that does not.  :meth:`release` hands the instance to the first waiter
-    directly, waking that one thread only.  Thread-safe.
+    An instance takes one call at a time, or two when it queues calls (a model process that
+    runs one call at a time: the second waits in its socket and starts the moment the first
+    ends, with no wait for the server to send it).  :meth:`acquire` prefers an instance that
+    serves (a model process being restarted does not), then one with fewer calls, then the
+    one that took a call least recently.  :meth:`release` hands the place to the first
+    waiter directly, waking that one waiter only.  Thread-safe.
     """
 
     def __init__(self, instances: Sequence[Servable]) -> None:
         self.instances = tuple(instances)
         self.count = len(self.instances)
+        queue = all(getattr(i, "queues_calls", False) for i in self.instances)
+        self._depth = 2 if queue else 1  # calls an instance takes at once
         self._lock = threading.Lock()
-        self._free = collections.deque(range(self.count))  # guarded by: _lock
+        self._calls = [0] * self.count  # each instance's calls; guarded by: _lock
+        self._places = self.count * self._depth  # calls more they take; guarded by: _lock
+        # the instances, the one that took a call least recently first; guarded by: _lock
+        self._order = collections.deque(range(self.count))
         self._waiting: collections.deque[_Waiter] = collections.deque()  # guarded by: _lock
 
     def acquire(self, deadline: float | None) -> int:
@@ -206,12 +236,13 @@ class _FreeInstances:
         Raises DeadlineExceededError when ``deadline`` (``time.monotonic()``) passes first.
         """
         with self._lock:
-            if self._free and not self._waiting:
+            if self._places and not self._waiting:
                 return self._take_locked()
-            waiter = _Waiter()
+            given = threading.Event()
+            waiter = _Waiter(given)
             self._waiting.append(waiter)
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if not waiter.given.wait(timeout):
+        if not given.wait(timeout):
             with self._lock:
                 if waiter.index is None:
                     self._waiting.remove(waiter)
@@ -219,10 +250,31 @@ class _FreeInstances:
         assert waiter.index is not None  # (given just as the deadline passed)
         return waiter.index
 
+    async def acquire_async(self, deadline: float | None) -> int:
+        """:meth:`acquire` for an event loop: it waits without a thread."""
+        with self._lock:
+            if self._places and not self._waiting:
+                return self._take_locked()
+            given = _LoopEvent()
+            waiter = _Waiter(given)
+            self._waiting.append(waiter)
+        try:
+            await within_deadline(given.future, deadline)
+        except BaseException:
+            with self._lock:
+                if waiter.index is None:
+                    self._waiting.remove(waiter)
+                    raise
+            self.release(waiter.index)  # given as the wait ended: for the next waiter
+            raise
+        assert waiter.index is not None
+        return waiter.index
+
     def release(self, index: int) -> None:
         """Frees the instance ``acquire`` returned (to the first waiter, if one waits)."""
         with self._lock:
-            self._free.append(index)
+            self._calls[index] -= 1
+            self._places += 1
             if not self._waiting:
                 return
             waiter = self._waiting.popleft()
@@ -230,22 +282,66 @@ class _FreeInstances:
         waiter.given.set()
 
     def _take_locked(self) -> int:
-        for index in self._free:
-            if getattr(self.instances[index], "serving", True):
-                self._free.remove(index)
-                return index
-        return self._free.popleft()  # none serves: its call fails at once, saying why
+        chosen, best = -1, (True, self._depth)
+        for index in self._order:
+            calls = self._calls[index]
+            if calls < self._depth:
+                # (none serves: a call fails at once, saying why)
+                key = (not getattr(self.instances[index], "serving", True), calls)
+                if key < best:
+                    chosen, best = index, key
+        self._order.remove(chosen)
+        self._order.append(chosen)
+        self._calls[chosen] += 1
+        self._places -= 1
+        return chosen
 
 
 @final
 class _Waiter:
-    """A caller of :meth:`_FreeInstances.acquire` waiting for an instance."""
+    """A caller of :meth:`_FreeInstances.acquire` (or ``acquire_async``: ``given`` a
+    :class:`_LoopEvent`) waiting for an instance."""
 
     __slots__ = ("given", "index")
 
-    def __init__(self) -> None:
-        self.given = threading.Event()
+    def __init__(self, given: threading.Event | _LoopEvent) -> None:
+        self.given = given
         self.index: int | None = None  # set, under the instances' lock, before given
+
+
+@final
+class _LoopEvent:
+    """What :meth:`_Waiter.given` is for a waiter on an event loop: ``set`` from any thread
+    completes :attr:`future` on the waiter's loop."""
+
+    __slots__ = ("_thread", "future")
+
+    def __init__(self) -> None:
+        self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._thread = threading.get_ident()
+
+    def set(self) -> None:
+        if threading.get_ident() == self._thread:
+            _complete(self.future)
+        else:
+            self.future.get_loop().call_soon_threadsafe(_complete, self.future)
+
+
+def _complete(future: asyncio.Future[None]) -> None:
+    if not future.done():  # (cancelled: its waiter gave up)
+        future.set_result(None)
+
+
+@runtime_checkable
+class _LoopCaller(Protocol):
+    """An instance whose ``call_async`` answers on the event loop, with no thread, when
+    ``answers_on_loop(inputs)`` (a :class:`~servinglib.loaders.process.ProcessServable`)."""
+
+    def answers_on_loop(self, inputs: Tensors) -> bool: ...
+
+    async def call_async(
+        self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
+    ) -> _Outputs: ...
 
 
 @final

@@ -279,7 +279,9 @@ def instances_loader(path: str, count: int, config: PythonPlatformConfig) -> Loa
     inner = attrs.evolve(config, model_process=False, instance_count=1)
 
     def start(version_path: str, index: int) -> Servable:
-        return ProcessServable.start(_INSTANCE_FACTORY, version_path, (inner, index))
+        return ProcessServable.start(
+            _INSTANCE_FACTORY, version_path, (inner, index), one_call_at_a_time=True
+        )
 
     return InstancesLoader(
         path, count, start, WarmupOptions(enabled=False), _instances_batching(path, count)

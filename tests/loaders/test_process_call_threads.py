@@ -121,7 +121,7 @@ def test_calls_one_at_a_time_use_at_most_two_threads() -> None:
 
 def test_a_call_waiting_for_a_message_has_one_read_past_max_threads() -> None:
     """With every thread running a call, a call that waits for a message (a model call's
-    answer) calls ensure_reader: a thread past max_threads reads it, where none would."""
+    answer) in reading_meanwhile: a thread past max_threads reads it, where none would."""
     messages = _Messages()
     answered = threading.Event()
     done = threading.Event()
@@ -130,13 +130,41 @@ def test_a_call_waiting_for_a_message_has_one_read_past_max_threads() -> None:
     serving.start()
 
     def waits_for_an_answer() -> None:
-        threads.ensure_reader()
-        messages.send(answered.set)  # the answer, read (and run) only by another thread
-        if answered.wait(TIMEOUT_S):
-            done.set()
+        with threads.reading_meanwhile():
+            messages.send(answered.set)  # the answer, read (and run) only by another thread
+            if answered.wait(TIMEOUT_S):
+                done.set()
 
     messages.send(waits_for_an_answer)
     assert done.wait(TIMEOUT_S)
+    messages.queue.put(None)
+    serving.join(TIMEOUT_S)
+    assert not serving.is_alive()
+
+
+def test_a_call_read_while_another_waits_for_an_answer_leaves_a_reader() -> None:
+    """One call waits for an answer; the thread reading for it reads another call first, which
+    blocks (an instance's execute waits for the first to end): a further thread reads the
+    answer, where the one reader, now running that call, could not."""
+    messages = _Messages()
+    answered = threading.Event()
+    first_ended = threading.Event()
+    done = threading.Event()
+    threads = CallThreads(messages.receive, _dispatch, 1, "test-call")
+    serving = threading.Thread(target=threads.serve, name="serving")
+    serving.start()
+
+    def waits_for_an_answer() -> None:
+        with threads.reading_meanwhile():
+            messages.send(lambda: first_ended.wait(TIMEOUT_S))  # a call waiting for this one
+            messages.send(answered.set)  # then the answer
+            answered.wait(TIMEOUT_S)
+        first_ended.set()
+        done.set()
+
+    messages.send(waits_for_an_answer)
+    assert done.wait(TIMEOUT_S)
+    assert answered.is_set()
     messages.queue.put(None)
     serving.join(TIMEOUT_S)
     assert not serving.is_alive()

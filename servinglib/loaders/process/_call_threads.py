@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, final
 
 Message = tuple[Any, ...]
@@ -40,6 +41,7 @@ class CallThreads:
         self._idle = 0  # threads waiting to read; guarded by: _changed
         self._threads: list[threading.Thread] = []  # started here; guarded by: _changed
         self._ended = False  # reading has ended; guarded by: _changed
+        self._answer_waits = 0  # calls waiting for a message; guarded by: _changed
 
     def serve(self) -> None:
         """Reads and runs calls on this thread and others until reading ends and they have run."""
@@ -49,14 +51,21 @@ class CallThreads:
         for thread in threads:
             thread.join()
 
-    def ensure_reader(self) -> None:
-        """For a call's thread about to wait for a message (the answer of a call it made):
-        makes sure a thread reads meanwhile, starting one past ``max_threads`` when every
-        thread runs a call (each extra thread is one waiting call: bounded by the calls)."""
+    @contextlib.contextmanager
+    def reading_meanwhile(self) -> Iterator[None]:
+        """For a call's thread waiting, in the ``with`` block, for a message (the answer of a
+        call it made): makes sure a thread reads meanwhile, whatever the other threads read
+        and run, starting one past ``max_threads`` whenever every thread runs a call (each
+        extra thread is one running call: bounded by the calls)."""
         with self._changed:
-            if self._leading or self._idle or self._ended:
-                return
-            self._start_locked()
+            self._answer_waits += 1
+            if not (self._leading or self._idle or self._ended):
+                self._start_locked()
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._answer_waits -= 1
 
     def _take_turns(self) -> None:
         while self._lead():
@@ -97,8 +106,8 @@ class CallThreads:
             self._leading = False
             if self._idle:
                 self._changed.notify()
-            elif len(self._threads) + 1 < self._max_threads:
-                self._start_locked()
+            elif len(self._threads) + 1 < self._max_threads or self._answer_waits:
+                self._start_locked()  # (a call waits for an answer: one must read on)
 
     def _start_locked(self) -> None:
         thread = threading.Thread(

@@ -24,12 +24,15 @@ from servinglib.loaders.process import _wire
 from servinglib.loaders.process._call_threads import CallThreads
 from servinglib.loaders.process._priority import lower_this_thread, run_idle
 from servinglib.loaders.process._server_caller import ServerCaller
-from servinglib.servable import ExecutionMode, Servable, Tensors
+from servinglib.servable import (
+    ExecutionMode,
+    Servable,
+    Tensors,
+    deadline_exceeded,
+    request_deadline,
+)
 
 _log = logging.getLogger("servinglib.model_process")
-
-CALL_THREADS = 8
-"""Calls a model process runs at once; more wait, unread, for a thread."""
 
 
 def main(argv: list[str]) -> int:
@@ -48,7 +51,7 @@ def main(argv: list[str]) -> int:
             error: BaseException | None = None
         except BaseException as failure:  # noqa: BLE001 - the load's answer, once asked
             error = failure
-        kind, path, config = _wire.receive(connection)
+        kind, path, config, call_threads = _wire.receive(connection)
         assert kind == _wire.LOAD, kind
     except (EOFError, OSError):  # a spare the server no longer wants
         return 0
@@ -65,7 +68,7 @@ def main(argv: list[str]) -> int:
     except OSError:  # the server went away meanwhile: nothing to serve
         run_idle(loader.unload)
         return 0
-    _serve(connection, servable)
+    _serve(connection, servable, call_threads)
     run_idle(loader.unload)
     return 0
 
@@ -113,9 +116,9 @@ def _load(make: Any, path: str, config: Any) -> Loader:  # noqa: ANN401 - a fact
     return loader
 
 
-def _serve(connection: Connection, servable: Servable) -> None:
+def _serve(connection: Connection, servable: Servable, call_threads: int) -> None:
     """Runs each CALL: ``thread`` and ``inline`` ones on the thread that read it (see
-    :class:`CallThreads`), ``async`` ones on an event loop."""
+    :class:`CallThreads`, ``call_threads`` at once), ``async`` ones on an event loop."""
     modes = {name: spec.execution_mode for name, spec in servable.signatures.items()}
     loop: asyncio.AbstractEventLoop | None = None
     if ExecutionMode.ASYNC in modes.values():
@@ -156,8 +159,8 @@ def _serve(connection: Connection, servable: Servable) -> None:
             caller.end()  # the server has gone: the model calls waiting get no answer
             raise
 
-    threads = CallThreads(receive, dispatch, CALL_THREADS, "servinglib-call")
-    caller = ServerCaller(functools.partial(_send, connection), threads.ensure_reader)
+    threads = CallThreads(receive, dispatch, call_threads, "servinglib-call")
+    caller = ServerCaller(functools.partial(_send, connection), threads.reading_meanwhile)
     threads.serve()
     lower_this_thread()  # the unload and the exit's freeing of memory: at idle priority too
 
@@ -170,6 +173,9 @@ def _call(
     request: _wire.RequestContext,
 ) -> Any:  # noqa: ANN401 - the signature's outputs
     with request.scope():
+        deadline = request_deadline()
+        if deadline is not None and deadline <= time.monotonic():  # it waited unread too long
+            raise deadline_exceeded()
         return servable.call(name, inputs, output_filter)
 
 

@@ -44,17 +44,20 @@ class ServerCaller(ModelCaller):
     (its caller, deadline and extras: see ProcessServable) and answers with the callee's
     outputs or error.
 
-    ``send(message)`` writes a message to the server; ``ensure_reader()`` makes sure a
-    thread reads the server's messages while a call waits for its answer.  Streams are not
+    ``send(message)`` writes a message to the server; ``reading_meanwhile()`` (a context
+    manager) makes sure a thread reads the server's messages while a call waits for its
+    answer.  Streams are not
     served across the socket: :meth:`stream` and :meth:`stream_async` raise
     UnimplementedError.  Thread-safe.
     """
 
     def __init__(
-        self, send: Callable[[tuple[Any, ...]], None], ensure_reader: Callable[[], None]
+        self,
+        send: Callable[[tuple[Any, ...]], None],
+        reading_meanwhile: Callable[[], contextlib.AbstractContextManager[None]],
     ) -> None:
         self._send = send
-        self._ensure_reader = ensure_reader
+        self._reading_meanwhile = reading_meanwhile
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._waiting: dict[int, _Answer] = {}  # guarded by: _lock
@@ -153,8 +156,8 @@ class ServerCaller(ModelCaller):
                     awaited,
                 )
             )
-            self._ensure_reader()
-            answer.done.wait()  # the server answers every call (within the caller's deadline)
+            with self._reading_meanwhile():
+                answer.done.wait()  # the server answers every call (within its deadline)
         finally:
             with self._lock:
                 self._waiting.pop(nested, None)

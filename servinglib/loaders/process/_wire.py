@@ -18,7 +18,9 @@ from servinglib.request_extras import RequestExtras, request_extras, request_ext
 from servinglib.servable import deadline_scope, request_deadline
 
 PREPARE = "prepare"  # (PREPARE, factory, sys_path)
-LOAD = "load"  # (LOAD, path, config)
+# (LOAD, path, config, call_threads): call_threads: the calls the process runs at once (more wait
+# unread, in order; 1: one call at a time, an instance's)
+LOAD = "load"
 CALL = "call"  # (CALL, call_id, signature_name, inputs, output_filter, request)
 # (REQUESTS, call_id, [(inputs, output_filter, request, also_wanted), ...]): one execute() of
 # them all (also_wanted: outputs the servable takes beside those asked for),
@@ -38,16 +40,22 @@ MODEL_CALL = "model_call"
 
 _PROTOCOL = 5
 
+CALL_THREADS = 8
+"""Calls a model process runs at once, unless it runs one at a time (an instance)."""
+
 
 @final
 @attrs.frozen
 class RequestContext:
     """What a call carries beside its tensors into the process: the request's extras (id,
     sequence id, parameters) and how long it may still take (None: no deadline), in seconds
-    (a duration, not a time: each process reads its own clock).  Immutable."""
+    (a duration, not a time: each process reads its own monotonic clock), from ``sent_at``
+    (``time.time()``: the wall clock, the one clock processes share, so that the time a call
+    waited unread in the process's socket counts).  Immutable."""
 
     extras: RequestExtras
     timeout_s: float | None
+    sent_at: float = attrs.field(factory=time.time)
 
     @classmethod
     def current(cls) -> RequestContext:
@@ -60,7 +68,8 @@ class RequestContext:
         """Makes this the current request's (extras and deadline) in the ``with`` block."""
         stack = contextlib.ExitStack()
         if self.timeout_s is not None:
-            stack.enter_context(deadline_scope(time.monotonic() + self.timeout_s))
+            waited = max(0.0, time.time() - self.sent_at)
+            stack.enter_context(deadline_scope(time.monotonic() + self.timeout_s - waited))
         stack.enter_context(request_extras_scope(self.extras))
         return stack
 
@@ -73,13 +82,17 @@ _SIZE = struct.Struct("!Q")
 _NO_BUFFERS = _COUNT.pack(0)
 
 
-def send(connection: Connection, message: tuple[Any, ...]) -> None:
+def send(connection: Connection, message: tuple[Any, ...], *, small: bool = False) -> None:
     """Writes one message: a frame of its pickle, headed by the sizes of its large buffers,
     then those buffers' bytes as they are in memory (pickle protocol 5, out of band: no
-    copy of a large array is made to send it).
+    copy of a large array is made to send it).  ``small``: the caller knows it holds no
+    large buffer (all goes in the frame, with no look at each buffer).
 
     Requires: no other thread writes to ``connection`` meanwhile.
     """
+    if small:
+        connection.send_bytes(_NO_BUFFERS + pickle.dumps(message, protocol=_PROTOCOL))
+        return
     buffers: list[memoryview] = []
 
     def out_of_band(buffer: pickle.PickleBuffer) -> bool:

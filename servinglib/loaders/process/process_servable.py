@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import itertools
 import logging
@@ -34,6 +35,7 @@ from servinglib.servable import (
     Tensors,
     deadline_scope,
     request_deadline,
+    within_deadline,
 )
 
 _log = logging.getLogger(__name__)
@@ -43,19 +45,31 @@ RESTART_BACKOFF_MAX_S = 60.0
 
 _MODEL_CALL_THREADS = 8  # a process's calls of other models running here at once
 
+LOOP_CALL_MAX_BYTES = 64 * 1024
+"""A call whose tensors hold more bytes (or objects) is sent from a thread, not the event loop:
+its write could wait for the process to read it."""
+
 
 @final
 class _Pending:
-    """One call's answer, filled in by the reader thread, and the context it was made in (the
-    request's: the model calls it makes from the process run in it)."""
+    """One call's answer, filled in by whoever reads it, and the context it was made in (the
+    request's: the model calls it makes from the process run in it).  ``on_done``: called
+    once the answer is in (on the thread that read it)."""
 
-    __slots__ = ("context", "done", "error", "outputs")
+    __slots__ = ("context", "done", "error", "on_done", "outputs")
 
-    def __init__(self) -> None:
+    def __init__(self, on_done: Callable[[], None] | None = None) -> None:
         self.done = threading.Event()
         self.outputs: Any = None
         self.error: ServingError | None = None
         self.context = contextvars.copy_context()
+        self.on_done = on_done
+
+    def settle(self, outputs: Any, error: ServingError | None) -> None:  # noqa: ANN401 - the answer's payload
+        self.outputs, self.error = outputs, error
+        self.done.set()
+        if self.on_done is not None:
+            self.on_done()
 
 
 @final
@@ -94,10 +108,10 @@ class ProcessServable(Servable):
         self,
         started: Started,
         signatures: Mapping[str, SignatureSpec],
-        load: tuple[str, str, Any],
+        load: tuple[str, str, Any, int],
     ) -> None:
         """Use :meth:`start`."""
-        self._load = load  # (factory, path, config): what a restart loads again
+        self._load = load  # (factory, path, config, call_threads): what a restart loads again
         self._signatures = MappingProxyType(
             {n: attrs.evolve(s, execution_mode=ExecutionMode.THREAD) for n, s in signatures.items()}
         )
@@ -107,7 +121,9 @@ class ProcessServable(Servable):
         self._link = started  # the process serving; guarded by: _lock
         # the reader thread's wait on _link (None once it has ended); guarded by: _lock
         self._readable: Readable | None = Readable(started.connection.fileno())
-        self._reading = False  # a thread reads _link's replies; guarded by: _lock
+        self._reading = False  # a thread (or a loop) reads _link's replies; guarded by: _lock
+        # the event loop that reads them (its reader on _link's socket); guarded by: _lock
+        self._loop_reading: asyncio.AbstractEventLoop | None = None
         self._starting: Started | None = None  # a restart's process; guarded by: _lock
         self._pending: dict[int, _Pending] = {}  # guarded by: _lock
         self._gone: ServingError | None = None  # why calls fail now; guarded by: _lock
@@ -120,15 +136,31 @@ class ProcessServable(Servable):
         self._reader.start()
 
     @classmethod
-    def start(cls, factory: str, path: str, config: Any) -> ProcessServable:  # noqa: ANN401 - the platform's config
+    def start(
+        cls,
+        factory: str,
+        path: str,
+        config: Any,  # noqa: ANN401 - the platform's config
+        *,
+        one_call_at_a_time: bool = False,
+    ) -> ProcessServable:
         """A process (the factory's spare) loads ``factory(path, config)``; returns once it serves.
 
+        ``one_call_at_a_time``: the process runs its calls one after another, in the order
+        they were sent (an instance's: see :attr:`queues_calls`), instead of up to 8 at once.
         Raises the load's own error (its status code and message) if the
         version fails to load, UNAVAILABLE if the process exits first.  Then
         starts the factory's next spare process.
         """
-        started, signatures = _load_in(spares.take(factory), factory, path, config)
-        return cls(started, signatures, (factory, path, config))
+        load = (factory, path, config, 1 if one_call_at_a_time else _wire.CALL_THREADS)
+        started, signatures = _load_in(spares.take(factory), *load)
+        return cls(started, signatures, load)
+
+    @property
+    def queues_calls(self) -> bool:
+        """True when the process runs one call at a time, in the order sent: a call sent while
+        another runs waits in the process's socket, and starts as soon as that one ends."""
+        return self._load[3] == 1
 
     @property
     def pid(self) -> int:
@@ -168,6 +200,80 @@ class ProcessServable(Servable):
             ),
             request_deadline(),
         )
+        return outputs
+
+    def answers_on_loop(self, inputs: Tensors) -> bool:
+        """True when :meth:`call_async` of ``inputs`` runs on the event loop alone, with no
+        thread: their message is small (:data:`LOOP_CALL_MAX_BYTES`, no objects), so writing
+        it never waits for the process to read."""
+        size = 0
+        for tensor in inputs.values():
+            dtype = getattr(tensor, "dtype", None)
+            if dtype is None or dtype.hasobject:
+                return False
+            size += tensor.nbytes
+        return size <= LOOP_CALL_MAX_BYTES
+
+    async def call_async(
+        self, signature_name: str, inputs: Tensors, output_filter: frozenset[str] | None = None
+    ) -> dict[str, npt.NDArray[Any]]:
+        """:meth:`call` for an event loop, on it: the call is sent from the loop and its answer
+        read there (while no other thread reads the process's answers), so no thread waits
+        for it.  Requires: :meth:`answers_on_loop` of ``inputs``."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        loop_thread = threading.get_ident()
+
+        def answered() -> None:
+            if threading.get_ident() == loop_thread:
+                _resolve(done)
+            else:
+                loop.call_soon_threadsafe(_resolve, done)
+
+        pending = _Pending(answered)
+        call_id = next(self._ids)
+        message = (
+            _wire.CALL,
+            call_id,
+            signature_name,
+            dict(inputs),
+            output_filter,
+            _wire.RequestContext.current(),
+        )
+        deadline = request_deadline()
+        with self._lock:
+            if self._gone is not None:
+                raise self._gone
+            self._pending[call_id] = pending
+            link, readable = self._link, self._readable
+            reads = not self._reading and readable is not None and readable.mute()
+            if reads:
+                self._reading, self._loop_reading = True, loop
+        try:
+            with self._send_lock:
+                _wire.send(link.connection, message, small=True)
+        except OSError:
+            pass  # the process has gone: the reader fails this call with why
+        if reads:
+            assert readable is not None
+            loop.add_reader(link.connection.fileno(), self._read_on_loop, link, readable)
+        try:
+            await within_deadline(done, deadline)
+        except BaseException as error:
+            with self._lock:
+                self._pending.pop(call_id, None)
+                idle = not self._pending and self._loop_reading is loop
+            if idle:
+                self._stop_loop_reading(link, readable)
+            if isinstance(error, DeadlineExceededError):
+                raise DeadlineExceededError(
+                    f"The model process {link.process.pid} ({self._load[1]}) did not answer "
+                    "before the deadline"
+                ) from None
+            raise
+        if pending.error is not None:
+            raise pending.error
+        outputs: dict[str, npt.NDArray[Any]] = pending.outputs
         return outputs
 
     def pending(self, inputs: Tensors, output_filter: frozenset[str] | None = None) -> Request:
@@ -265,6 +371,7 @@ class ProcessServable(Servable):
                 f"The model process of {self._load[1]} has been unloaded"
             )
             link, starting = self._link, self._starting
+        self._release_loop_reading(link)
         status = link.stop()  # the process reads EOF: it unloads and exits
         if starting is not None:
             starting.stop()
@@ -276,6 +383,19 @@ class ProcessServable(Servable):
             model_calls.shutdown(wait=False, cancel_futures=True)
         if status not in (0, None):
             _log.warning("Model process %d exited with status %s", link.process.pid, status)
+
+    def _release_loop_reading(self, link: Started) -> None:
+        """Has the event loop reading ``link`` (if one does) hand reading back to the reader
+        thread, now if it no longer runs."""
+        with self._lock:
+            loop, readable = self._loop_reading, self._readable
+        if loop is None:
+            return
+        if loop.is_running():
+            with contextlib.suppress(RuntimeError):  # (closed meanwhile)
+                loop.call_soon_threadsafe(self._stop_loop_reading, link, readable)
+                return
+        self._stop_loop_reading(link, readable)
 
     def _serve_replies(self) -> None:
         """The reader thread: answers calls; restarts the process whenever it dies."""
@@ -299,8 +419,7 @@ class ProcessServable(Servable):
                 callbacks = list(self._exit_callbacks)
             _log.error("%s", gone.message)
             for pending in pending_calls:
-                pending.error = gone
-                pending.done.set()
+                pending.settle(None, gone)
             for callback in callbacks:
                 try:
                     callback(gone)
@@ -331,6 +450,34 @@ class ProcessServable(Servable):
                 self._reading = False
                 readable.unmute()
                 self._changed.notify_all()
+
+    def _read_on_loop(self, link: Started, readable: Readable) -> None:
+        """The event loop's reader of ``link`` (while it reads), called when it is readable:
+        one message (the loop calls again while more are there); stops reading once no call
+        waits (or the process has gone: the reader thread then sees that too)."""
+        try:
+            self._dispatch(_wire.receive(link.connection))
+        except (EOFError, OSError):
+            self._stop_loop_reading(link, readable)
+            return
+        with self._lock:
+            idle = not self._pending
+        if idle:
+            self._stop_loop_reading(link, readable)
+
+    def _stop_loop_reading(self, link: Started, readable: Readable | None) -> None:
+        """Hands the reading of ``link`` back to the reader thread.  Requires: on the loop
+        that reads it, or that loop no longer runs."""
+        with self._lock:
+            loop, self._loop_reading = self._loop_reading, None
+            if loop is None:
+                return
+            if not loop.is_closed():
+                loop.remove_reader(link.connection.fileno())
+            self._reading = False
+            if readable is not None:
+                readable.unmute()
+            self._changed.notify_all()
 
     def _read(self, link: Started, readable: Readable) -> None:
         """The reader thread's reading of ``link`` until it ends (EOF), ``_reading`` left set:
@@ -363,10 +510,9 @@ class ProcessServable(Servable):
         if pending is None:  # its caller gave up (deadline)
             return
         if message[0] == _wire.RESULT:
-            pending.outputs = message[2]
+            pending.settle(message[2], None)
         else:
-            pending.error = _wire.error_from(message[2], message[3])
-        pending.done.set()
+            pending.settle(None, _wire.error_from(message[2], message[3]))
 
     def _start_model_call(self, message: tuple[Any, ...]) -> None:
         """Runs a model's call of another model (a MODEL_CALL) on a thread, in the context
@@ -412,11 +558,10 @@ class ProcessServable(Servable):
 
     def _restart(self) -> bool:
         """Loads the version in a new process, retrying with backoff; False once closed."""
-        factory, path, config = self._load
         delay = 0.0
         while not self._closing.wait(delay):
             delay = min(RESTART_BACKOFF_MAX_S, max(1.0, delay * 2))
-            starting = spares.take(factory)  # (a fork: not under the lock calls take)
+            starting = spares.take(self._load[0])  # (a fork: not under the lock calls take)
             with self._lock:
                 closing = self._closing.is_set()
                 if not closing:
@@ -426,9 +571,11 @@ class ProcessServable(Servable):
                 starting.close()
                 return False
             try:
-                started, _ = _load_in(starting, factory, path, config)
+                started, _ = _load_in(starting, *self._load)
             except ServingError as error:
-                _log.error("Model process for %s: reloading failed: %s", path, error.message)
+                _log.error(
+                    "Model process for %s: reloading failed: %s", self._load[1], error.message
+                )
                 continue
             finally:
                 with self._lock:
@@ -440,9 +587,14 @@ class ProcessServable(Servable):
                     return False
                 self._link, self._gone = started, None
                 self._readable, self._reading = Readable(started.connection.fileno()), False
-            _log.info("Model process %d serves %s again", started.process.pid, path)
+            _log.info("Model process %d serves %s again", started.process.pid, self._load[1])
             return True
         return False
+
+
+def _resolve(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
 
 
 def _load_in(
@@ -450,13 +602,15 @@ def _load_in(
     factory: str,
     path: str,
     config: Any,  # noqa: ANN401 - the platform's config
+    call_threads: int,
 ) -> tuple[Started, dict[str, SignatureSpec]]:
-    """Has ``started`` load ``factory(path, config)``: it and the signatures, or the load's error.
+    """Has ``started`` load ``factory(path, config)``, to run ``call_threads`` calls at once:
+    it and the signatures, or the load's error.
 
     Starts the factory's next spare process either way.
     """
     try:
-        _wire.send(started.connection, (_wire.LOAD, path, config))
+        _wire.send(started.connection, (_wire.LOAD, path, config, call_threads))
         reply = _wire.receive_reply(started.connection)
     except (EOFError, OSError):
         reply = (_wire.FAILED, None, "")
