@@ -14,7 +14,12 @@ from typing import Any, final
 import attrs
 
 from servinglib.errors import ServingError, StatusCode
-from servinglib.request_extras import RequestExtras, request_extras, request_extras_scope
+from servinglib.request_extras import (
+    NO_EXTRAS,
+    RequestExtras,
+    request_extras,
+    request_extras_scope,
+)
 from servinglib.servable import deadline_scope, request_deadline
 
 PREPARE = "prepare"  # (PREPARE, factory, sys_path)
@@ -57,6 +62,12 @@ class RequestContext:
     timeout_s: float | None
     sent_at: float = attrs.field(factory=time.time)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as a tuple of its fields, no extras as None (a call's pickle is on the hot
+        path)."""
+        extras = None if self.extras is NO_EXTRAS else self.extras
+        return (_request_context, (extras, self.timeout_s, self.sent_at))
+
     @classmethod
     def current(cls) -> RequestContext:
         """The calling request's (its extras and deadline are context variables)."""
@@ -72,6 +83,12 @@ class RequestContext:
             stack.enter_context(deadline_scope(time.monotonic() + self.timeout_s - waited))
         stack.enter_context(request_extras_scope(self.extras))
         return stack
+
+
+def _request_context(
+    extras: RequestExtras | None, timeout_s: float | None, sent_at: float
+) -> RequestContext:
+    return RequestContext(NO_EXTRAS if extras is None else extras, timeout_s, sent_at)
 
 
 OUT_OF_BAND_MIN_BYTES = 64 * 1024

@@ -33,9 +33,9 @@ from servinglib.servable import (
     Servable,
     SignatureSpec,
     Tensors,
+    deadline_exceeded,
     deadline_scope,
     request_deadline,
-    within_deadline,
 )
 
 _log = logging.getLogger(__name__)
@@ -59,7 +59,8 @@ class _Pending:
     __slots__ = ("context", "done", "error", "on_done", "outputs")
 
     def __init__(self, on_done: Callable[[], None] | None = None) -> None:
-        self.done = threading.Event()
+        # what a thread's call waits on (a loop's waits on a future on_done completes)
+        self.done = threading.Event() if on_done is None else None
         self.outputs: Any = None
         self.error: ServingError | None = None
         self.context = contextvars.copy_context()
@@ -67,7 +68,8 @@ class _Pending:
 
     def settle(self, outputs: Any, error: ServingError | None) -> None:  # noqa: ANN401 - the answer's payload
         self.outputs, self.error = outputs, error
-        self.done.set()
+        if self.done is not None:
+            self.done.set()
         if self.on_done is not None:
             self.on_done()
 
@@ -257,8 +259,11 @@ class ProcessServable(Servable):
         if reads:
             assert readable is not None
             loop.add_reader(link.connection.fileno(), self._read_on_loop, link, readable)
+        timer = None
+        if deadline is not None:  # (a timer of the loop's own: cheaper than asyncio.timeout)
+            timer = loop.call_later(max(0.0, deadline - time.monotonic()), _expire, done)
         try:
-            await within_deadline(done, deadline)
+            await done
         except BaseException as error:
             with self._lock:
                 self._pending.pop(call_id, None)
@@ -271,6 +276,9 @@ class ProcessServable(Servable):
                     "before the deadline"
                 ) from None
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
         if pending.error is not None:
             raise pending.error
         outputs: dict[str, npt.NDArray[Any]] = pending.outputs
@@ -325,6 +333,8 @@ class ProcessServable(Servable):
         them theirs.
         """
         pending = _Pending()
+        done = pending.done
+        assert done is not None  # (a thread's call)
         call_id = next(self._ids)
         with self._lock:
             if self._gone is not None:
@@ -345,9 +355,9 @@ class ProcessServable(Servable):
             pass  # the process has gone: the reader fails this call with why
         if reads:
             assert readable is not None
-            self._read_own(link, readable, pending, deadline)
+            self._read_own(link, readable, done, deadline)
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if not pending.done.wait(timeout):
+        if not done.wait(timeout):
             with self._lock:
                 self._pending.pop(call_id, None)
             raise DeadlineExceededError(
@@ -432,12 +442,13 @@ class ProcessServable(Servable):
                 link, readable = self._link, self._readable
 
     def _read_own(
-        self, link: Started, readable: Readable, pending: _Pending, deadline: float | None
+        self, link: Started, readable: Readable, done: threading.Event, deadline: float | None
     ) -> None:
-        """Reads replies (and logs) until ``pending``'s has come or ``deadline`` passes, then
-        hands reading back to the reader thread.  Requires: this thread set ``_reading``."""
+        """Reads replies (and logs) until ``done`` (the call's answer has come) or ``deadline``
+        passes, then hands reading back to the reader thread.  Requires: this thread set
+        ``_reading``."""
         try:
-            while not pending.done.is_set():
+            while not done.is_set():
                 if deadline is not None and not link.connection.poll(
                     max(0.0, deadline - time.monotonic())
                 ):
@@ -595,6 +606,11 @@ class ProcessServable(Servable):
 def _resolve(done: asyncio.Future[None]) -> None:
     if not done.done():
         done.set_result(None)
+
+
+def _expire(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_exception(deadline_exceeded())
 
 
 def _load_in(
