@@ -19,6 +19,9 @@ bench/triton.py starts them.
    process's, every thread's: a step's cost, not the wait for a thread to wake), the median
    of interleaved rounds of ``--calls`` calls.
 
+With ``--inline`` the three steps' configs set ``EXECUTION_MODE: inline`` (servinglib runs each
+``execute`` on the event loop, and the ensemble with them; Triton ignores the parameter).
+
 The cache hit's figures are bench/response_cache.py's.  Run with ``./dev bench pipelines``;
 needs ``wrk``, ``h2load`` and the Triton that ``./dev setup`` installs.
 """
@@ -42,11 +45,13 @@ from triton import (
     SERVINGLIB_FLAGS,
     Cell,
     Workload,
+    add_inline_flag,
     add_servinglib_flag,
     best,
     check_answers,
     require_triton_and_load_generators,
     run_cell,
+    run_inline,
     servinglib,
     triton,
 )
@@ -169,6 +174,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="in-process rounds (cell 2)")
     parser.add_argument("--calls", type=int, default=1000, help="calls per model per round")
     add_servinglib_flag(parser)
+    add_inline_flag(parser)
     parser.add_argument("--only", choices=("servers", "in-process"), help="one cell")
     args = parser.parse_args()
     SERVINGLIB_FLAGS.extend(args.servinglib_flag)
@@ -183,6 +189,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         repository = write_repository(tmp / "models")
+        if args.inline:
+            for step in ("pre", "double", "post"):
+                run_inline(repository / step / "config.pbtxt")
+            print(f"{INDENT}the steps: EXECUTION_MODE inline")
         if args.only != "in-process":
             cells = measure_servers(args, repository, tmp)
         if args.only != "servers":

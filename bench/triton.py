@@ -21,6 +21,11 @@ Cells, each run on both servers in turn (``--passes`` times; the best pass count
    child processes (Triton runs every instance in a stub process; servinglib runs one instance
    in the server's process and two in model processes).
 
+With ``--inline``, ``add_sub``'s config also sets servinglib's model parameter
+``EXECUTION_MODE: inline`` (its ``execute`` runs on the event loop, no worker thread; Triton
+passes the parameter to the model and does nothing with it), so both ways are measured on the
+same repository.
+
 Every answer is checked once per server with tritonclient before the load, and the load
 generator's successes are compared with the server's own statistics after it (h2load counts a
 gRPC error as a success). Run with ``./dev bench triton``; needs ``wrk``, ``h2load`` and the
@@ -504,6 +509,25 @@ def report_instances(
         print(f"{INDENT}{name:<18} {rss:7.1f} / {pss:7.1f}")
 
 
+INLINE_PARAMETER = 'parameters { key: "EXECUTION_MODE" value: { string_value: "inline" } }'
+"""servinglib's model parameter that runs a Python model's execute inline (Triton ignores it)."""
+
+
+def add_inline_flag(parser: argparse.ArgumentParser) -> None:
+    """``--inline``: the trivial Python models' configs say EXECUTION_MODE inline."""
+    parser.add_argument(
+        "--inline",
+        action="store_true",
+        help="give the trivial Python models EXECUTION_MODE inline (servinglib runs execute on "
+        "the event loop; Triton ignores the parameter)",
+    )
+
+
+def run_inline(config: Path) -> None:
+    """Appends :data:`INLINE_PARAMETER` to the ``config.pbtxt`` at ``config``."""
+    config.write_text(config.read_text() + "\n" + INLINE_PARAMETER + "\n")
+
+
 def add_servinglib_flag(parser: argparse.ArgumentParser) -> None:
     """``--servinglib-flag``: more flags for ``python -m servinglib`` (:data:`SERVINGLIB_FLAGS`)."""
     parser.add_argument(
@@ -531,6 +555,7 @@ def main() -> None:
     parser.add_argument("--warmup-seconds", type=float, default=2.0)
     parser.add_argument("--passes", type=int, default=2)
     add_servinglib_flag(parser)
+    add_inline_flag(parser)
     parser.add_argument("--only", choices=("pinned", "instances"), help="one group of cells")
     args = parser.parse_args()
     SERVINGLIB_FLAGS.extend(args.servinglib_flag)
@@ -543,6 +568,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         repository = write_repository(tmp / "models")
+        if args.inline:
+            run_inline(repository / "add_sub" / "config.pbtxt")
+            print(f"{INDENT}add_sub: EXECUTION_MODE inline")
         cells, memory = [], {}
         if args.only != "instances":
             cells += measure_pinned(args, repository, tmp)

@@ -46,7 +46,7 @@ from servinglib.codecs.dtypes import v2_datatype_to_numpy
 from servinglib.errors import InvalidArgumentError
 from servinglib.protos import model_config_pb2 as pb
 from servinglib.protos.text_files import parse_text, read_text_file
-from servinglib.servable import TensorSpec
+from servinglib.servable import ExecutionMode, TensorSpec
 from servinglib.sources.version_policy import ServableVersionPolicy
 
 _log = logging.getLogger("servinglib.server")
@@ -216,6 +216,35 @@ def instance_count(config: TritonModelConfig) -> int:
             )
         total += group.count
     return total
+
+
+EXECUTION_MODE_PARAMETER = "EXECUTION_MODE"
+"""The model parameter (servinglib's; Triton passes it to the model and does nothing else) that
+says where a Python model's ``execute`` runs: ``thread`` (the default: a worker thread, so a
+slow ``execute`` never stalls the server) or ``inline`` (on the thread that asks, the event
+loop too: for an ``execute`` of microseconds, which a thread hop would cost more than)."""
+
+
+def execution_mode(config: TritonModelConfig) -> ExecutionMode:
+    """Where the model's ``execute`` runs, as its ``EXECUTION_MODE`` parameter says.
+
+    Raises InvalidArgumentError for a value other than ``thread`` and ``inline``, and for
+    ``inline`` in a decoupled model (its responses are sent from threads of its own).
+    """
+    message = config.message
+    parameter = message.parameters.get(EXECUTION_MODE_PARAMETER)
+    text = "thread" if parameter is None else parameter.string_value.strip().lower()
+    if text not in {"thread", "inline"}:
+        raise InvalidArgumentError(
+            f"Model {message.name!r}: parameter {EXECUTION_MODE_PARAMETER} must be 'thread' or "
+            f"'inline', not {text!r:.40} in {config.source or '<text>'}"
+        )
+    if text == "inline" and message.model_transaction_policy.decoupled:
+        raise InvalidArgumentError(
+            f"Model {message.name!r}: a decoupled model cannot run inline "
+            f"({EXECUTION_MODE_PARAMETER}) in {config.source or '<text>'}"
+        )
+    return ExecutionMode.INLINE if text == "inline" else ExecutionMode.THREAD
 
 
 def batching_parameters(config: TritonModelConfig) -> BatchingParameters | None:

@@ -31,6 +31,7 @@ from servinglib.errors import InternalError, ServingError
 from servinglib.loaders.model_loader import ModelLoader
 from servinglib.loaders.triton.config import (
     CONFIG_FILE_NAME,
+    EXECUTION_MODE_PARAMETER,
     TritonModelConfig,
     read_model_config,
     tensor_specs,
@@ -87,10 +88,12 @@ class EnsembleLoader(ModelLoader):
         config = read_model_config(model_dir)
         steps = _StepConfigs(os.path.dirname(model_dir))
         graph = ensemble_graph(config, steps.specs)
-        in_turn = _one_at_a_time(graph) and all(
-            steps.answers_in_place(s.model_name) for s in graph.steps
-        )
-        return EnsembleServable(graph, ExecutionMode.THREAD if in_turn else ExecutionMode.ASYNC)
+        names = [s.model_name for s in graph.steps]
+        # Steps that all run inline run on the event loop with the ensemble, no thread at all.
+        on_loop = all(steps.runs_inline(n) for n in names)
+        in_turn = _one_at_a_time(graph) and all(steps.answers_in_place(n) for n in names)
+        mode = ExecutionMode.THREAD if in_turn and not on_loop else ExecutionMode.ASYNC
+        return EnsembleServable(graph, mode)
 
 
 @final
@@ -255,6 +258,17 @@ class _StepConfigs:
             and not message.HasField("sequence_batching")
             and not message.model_transaction_policy.decoupled
         )
+
+    def runs_inline(self, name: str) -> bool:
+        """True when model ``name`` answers in place and its config runs it inline
+        (``EXECUTION_MODE``: see :func:`~servinglib.loaders.triton.config.execution_mode`)."""
+        config = self._config(name)
+        if config is None or not self.answers_in_place(name):
+            return False
+        if sum(group.count for group in config.message.instance_group) > 1:
+            return False  # (instances are model processes: a call waits for one)
+        parameter = config.message.parameters.get(EXECUTION_MODE_PARAMETER)
+        return parameter is not None and parameter.string_value.strip().lower() == "inline"
 
     def _config(self, name: str) -> TritonModelConfig | None:
         if name not in self._read:

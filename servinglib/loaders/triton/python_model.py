@@ -28,6 +28,7 @@ from servinglib.errors import InternalError, InvalidArgumentError, ServingError
 from servinglib.loaders.triton.config import (
     TritonModelConfig,
     check_batch_size,
+    execution_mode,
     instance_count,
     tensor_specs,
     warn_unimplemented,
@@ -134,7 +135,8 @@ class TritonPythonServable(Servable):
         self._name = message.name
         self._version = version
         self._decoupled = message.model_transaction_policy.decoupled
-        self._spec = SignatureSpec(inputs, outputs, streaming=self._decoupled)
+        mode = execution_mode(config)
+        self._spec = SignatureSpec(inputs, outputs, streaming=self._decoupled, execution_mode=mode)
         self._signatures = {DEFAULT_SIGNATURE: self._spec}
         self._output_names = [tensor.name for tensor in message.output]
         self._message = message

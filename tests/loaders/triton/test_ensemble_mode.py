@@ -63,3 +63,23 @@ def test_a_chain_with_a_step_that_waits_for_others_runs_on_the_event_loop(
         write(repository, "step", step_config)
     write(repository, "ensemble", CHAIN)
     assert _mode(repository, "ensemble") is ExecutionMode.ASYNC
+
+
+INLINE = 'parameters { key: "EXECUTION_MODE" value: { string_value: "inline" } }'
+
+
+def test_a_chain_of_inline_steps_runs_on_the_event_loop_with_them(tmp_path: Path) -> None:
+    """Steps that run inline need no thread: the ensemble awaits them on the loop."""
+    repository = tmp_path / "models"
+    for name in ("pre", "step"):
+        write(repository, name, UNARY_CONFIG.format(extra=INLINE))
+    write(repository, "ensemble", CHAIN)
+    assert _mode(repository, "ensemble") is ExecutionMode.ASYNC
+
+
+def test_a_chain_with_one_step_in_a_thread_runs_on_one_thread(tmp_path: Path) -> None:
+    repository = tmp_path / "models"
+    write(repository, "pre", UNARY_CONFIG.format(extra=INLINE))
+    unary(repository, "step", "x * 2")
+    write(repository, "ensemble", CHAIN)
+    assert _mode(repository, "ensemble") is ExecutionMode.THREAD
