@@ -124,14 +124,8 @@ class CallStages:
         output_filter: Iterable[str] | None,
     ) -> dict[str, npt.NDArray[Any]]:
         """:func:`call_resolved`, marking started, around the model's call, and ended."""
-        self.started_ns = perf_counter_ns()
-        wanted = _prepare(spec, inputs, output_filter)
-        self.infer_started_ns = perf_counter_ns()
-        outputs = servable.call(name, inputs, wanted)
-        self.infer_ended_ns = perf_counter_ns()
-        checked = _checked_outputs(name, spec, wanted, outputs)
-        self.ended_ns = perf_counter_ns()
-        return checked
+        wanted = self._start(spec, inputs, output_filter)
+        return self._end(name, spec, wanted, servable.call(name, inputs, wanted))
 
     async def call_async(
         self,
@@ -142,10 +136,20 @@ class CallStages:
         output_filter: Iterable[str] | None,
     ) -> dict[str, npt.NDArray[Any]]:
         """:meth:`call` through :meth:`Servable.call_async`."""
+        wanted = self._start(spec, inputs, output_filter)
+        return self._end(name, spec, wanted, await servable.call_async(name, inputs, wanted))
+
+    def _start(
+        self, spec: SignatureSpec, inputs: Tensors, output_filter: Iterable[str] | None
+    ) -> frozenset[str] | None:
         self.started_ns = perf_counter_ns()
         wanted = _prepare(spec, inputs, output_filter)
         self.infer_started_ns = perf_counter_ns()
-        outputs = await servable.call_async(name, inputs, wanted)
+        return wanted
+
+    def _end(
+        self, name: str, spec: SignatureSpec, wanted: frozenset[str] | None, outputs: dict[str, Any]
+    ) -> dict[str, npt.NDArray[Any]]:
         self.infer_ended_ns = perf_counter_ns()
         checked = _checked_outputs(name, spec, wanted, outputs)
         self.ended_ns = perf_counter_ns()

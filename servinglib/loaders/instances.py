@@ -16,7 +16,7 @@ import concurrent.futures
 import contextvars
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, cast, final, runtime_checkable
 
 import numpy.typing as npt
@@ -179,13 +179,7 @@ class InstancePlacement(Placement):
         """Runs ``call`` on a free instance without a thread (:class:`_LoopCaller`)."""
         index = await self._free.acquire_async(call.deadline)
         try:
-            return await call.stages.call_async(
-                self._free.instances[index],
-                call.site.signature_name,
-                call.spec,
-                call.inputs,
-                call.output_filter,
-            )
+            return await call.stages.call_async(*self._on(index, call))
         finally:
             self._free.release(index)
 
@@ -193,17 +187,24 @@ class InstancePlacement(Placement):
         try:
             index = self._free.acquire(call.deadline)
             try:
-                return call.stages.call(
-                    self._free.instances[index],
-                    call.site.signature_name,
-                    call.spec,
-                    call.inputs,
-                    call.output_filter,
-                )
+                return call.stages.call(*self._on(index, call))
             finally:
                 self._free.release(index)
         finally:
             call.release()
+
+    def _on(
+        self, index: int, call: ModelCall
+    ) -> tuple[Servable, str, SignatureSpec, Tensors, Iterable[str] | None]:
+        """``call``'s arguments of :meth:`CallStages.call` on instance ``index``."""
+        site = call.site
+        return (
+            self._free.instances[index],
+            site.signature_name,
+            call.spec,
+            call.inputs,
+            call.output_filter,
+        )
 
 
 @final

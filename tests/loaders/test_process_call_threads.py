@@ -119,15 +119,27 @@ def test_calls_one_at_a_time_use_at_most_two_threads() -> None:
     assert len(names | set(messages.readers)) <= 2
 
 
+def _one_thread(messages: _Messages) -> tuple[CallThreads, threading.Thread]:
+    """CallThreads of one thread at most, serving ``messages`` on a thread of their own."""
+    threads = CallThreads(messages.receive, _dispatch, 1, "test-call")
+    serving = threading.Thread(target=threads.serve, name="serving")
+    serving.start()
+    return threads, serving
+
+
+def _end(messages: _Messages, serving: threading.Thread) -> None:
+    messages.queue.put(None)
+    serving.join(TIMEOUT_S)
+    assert not serving.is_alive()
+
+
 def test_a_call_waiting_for_a_message_has_one_read_past_max_threads() -> None:
     """With every thread running a call, a call that waits for a message (a model call's
     answer) in reading_meanwhile: a thread past max_threads reads it, where none would."""
     messages = _Messages()
     answered = threading.Event()
     done = threading.Event()
-    threads = CallThreads(messages.receive, _dispatch, 1, "test-call")
-    serving = threading.Thread(target=threads.serve, name="serving")
-    serving.start()
+    threads, serving = _one_thread(messages)
 
     def waits_for_an_answer() -> None:
         with threads.reading_meanwhile():
@@ -137,9 +149,7 @@ def test_a_call_waiting_for_a_message_has_one_read_past_max_threads() -> None:
 
     messages.send(waits_for_an_answer)
     assert done.wait(TIMEOUT_S)
-    messages.queue.put(None)
-    serving.join(TIMEOUT_S)
-    assert not serving.is_alive()
+    _end(messages, serving)
 
 
 def test_a_call_read_while_another_waits_for_an_answer_leaves_a_reader() -> None:
@@ -150,9 +160,7 @@ def test_a_call_read_while_another_waits_for_an_answer_leaves_a_reader() -> None
     answered = threading.Event()
     first_ended = threading.Event()
     done = threading.Event()
-    threads = CallThreads(messages.receive, _dispatch, 1, "test-call")
-    serving = threading.Thread(target=threads.serve, name="serving")
-    serving.start()
+    threads, serving = _one_thread(messages)
 
     def waits_for_an_answer() -> None:
         with threads.reading_meanwhile():
@@ -165,6 +173,4 @@ def test_a_call_read_while_another_waits_for_an_answer_leaves_a_reader() -> None
     messages.send(waits_for_an_answer)
     assert done.wait(TIMEOUT_S)
     assert answered.is_set()
-    messages.queue.put(None)
-    serving.join(TIMEOUT_S)
-    assert not serving.is_alive()
+    _end(messages, serving)
