@@ -44,6 +44,10 @@ class Model(PythonModel):
         logging.getLogger("test.model").warning("twice %s", x[0])
         return {"y": x * 2}
 
+    @signature(name="big", inputs=X, outputs=[TensorSpec("y", "float32", [-1])])
+    def big(self, x):
+        return {"y": np.full(1 << 20, x[0], np.float32)}  # 4 MiB: beside the message's pickle
+
     @signature(name="sleep", inputs=X,
                outputs=[TensorSpec("started", "float64", [1]), TensorSpec("ended", "float64", [1])])
     def sleep(self, x):
@@ -85,6 +89,19 @@ def test_a_loop_call_is_answered_on_the_loop(
     np.testing.assert_array_equal(asyncio.run(call()), [6.0])
     (record,) = [r for r in caplog.records if r.getMessage().endswith("twice 3.0")]
     assert record.threadName == threading.current_thread().name  # the loop's: no thread read it
+
+
+def test_a_large_answer_read_on_the_loop_arrives_whole_and_writable(
+    process: ProcessServable,
+) -> None:
+    async def calls() -> list[np.ndarray]:
+        answers = await asyncio.gather(*(process.call_async("big", _x(float(i))) for i in range(4)))
+        return [a["y"] for a in answers]
+
+    for i, y in enumerate(asyncio.run(calls())):
+        assert y.shape == (1 << 20,)
+        assert (y == i).all()
+        assert y.flags.writeable
 
 
 def test_large_or_object_inputs_are_not_sent_from_the_loop(process: ProcessServable) -> None:
