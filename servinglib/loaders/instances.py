@@ -280,7 +280,8 @@ class _FreeInstances:
                 return
             waiter = self._waiting.popleft()
             waiter.index = self._take_locked()
-        waiter.given.set()
+        if not waiter.wake():  # its event loop has closed: nobody takes the place
+            self.release(waiter.index)
 
     def _take_locked(self) -> int:
         chosen, best = -1, (True, self._depth)
@@ -309,6 +310,13 @@ class _Waiter:
         self.given = given
         self.index: int | None = None  # set, under the instances' lock, before given
 
+    def wake(self) -> bool:
+        """Tells the waiter it was given ``index``; False when it can no longer hear it."""
+        if isinstance(self.given, threading.Event):
+            self.given.set()
+            return True
+        return self.given.set()
+
 
 @final
 class _LoopEvent:
@@ -321,11 +329,20 @@ class _LoopEvent:
         self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._thread = threading.get_ident()
 
-    def set(self) -> None:
+    def set(self) -> bool:
+        """Completes the future (from its loop's thread: now); False once that loop has
+        closed."""
+        loop = self.future.get_loop()
+        if loop.is_closed():
+            return False
         if threading.get_ident() == self._thread:
             _complete(self.future)
-        else:
-            self.future.get_loop().call_soon_threadsafe(_complete, self.future)
+            return True
+        try:
+            loop.call_soon_threadsafe(_complete, self.future)
+        except RuntimeError:  # the loop has closed meanwhile
+            return False
+        return True
 
 
 def _complete(future: asyncio.Future[None]) -> None:

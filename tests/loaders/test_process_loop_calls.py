@@ -292,3 +292,22 @@ def test_a_loop_waiter_gets_the_freed_place_and_one_that_gave_up_passes_it_on() 
         return [await second, await asyncio.wait_for(free.acquire_async(None), 5)]
 
     assert asyncio.run(waits()) == [0, 0]
+
+
+def test_a_place_given_to_a_waiter_whose_loop_has_closed_goes_to_the_next() -> None:
+    """A loop closed with its waiter still queued (no cancellation ran) cannot take the place:
+    the next waiter, a thread here, gets it."""
+    free = InstancesServable([_Queueing()])._free  # type: ignore[list-item]
+    assert [free.acquire(None) for _ in range(2)] == [0, 0]
+    loop = asyncio.new_event_loop()
+    waiting = loop.create_task(free.acquire_async(None))
+    loop.run_until_complete(asyncio.sleep(0))  # the task waits in the queue now
+    loop.close()
+    got: list[int] = []
+    thread = threading.Thread(target=lambda: got.append(free.acquire(None)))
+    thread.start()
+    wait_until(lambda: len(free._waiting) == 2)
+    free.release(0)  # (from this thread, not the closed loop's own)
+    thread.join(5)
+    assert got == [0]
+    assert not waiting.done()  # never woken: its loop is gone

@@ -223,16 +223,8 @@ class ProcessServable(Servable):
         read there (while no other thread reads the process's answers), so no thread waits
         for it.  Requires: :meth:`answers_on_loop` of ``inputs``."""
         loop = asyncio.get_running_loop()
-        done = loop.create_future()
-        loop_thread = threading.get_ident()
-
-        def answered() -> None:
-            if threading.get_ident() == loop_thread:
-                _resolve(done)
-            else:
-                loop.call_soon_threadsafe(_resolve, done)
-
-        pending = _Pending(answered)
+        done: asyncio.Future[None] = loop.create_future()
+        pending = _Pending(_resolver(loop, done))
         call_id = next(self._ids)
         message = (
             _wire.CALL,
@@ -601,6 +593,22 @@ class ProcessServable(Servable):
             _log.info("Model process %d serves %s again", started.process.pid, self._load[1])
             return True
         return False
+
+
+def _resolver(loop: asyncio.AbstractEventLoop, done: asyncio.Future[None]) -> Callable[[], None]:
+    """What completes ``done`` (on ``loop``, this thread's) from any thread."""
+    loop_thread = threading.get_ident()
+
+    def resolve() -> None:
+        if loop.is_closed():
+            return  # nobody waits
+        if threading.get_ident() == loop_thread:
+            _resolve(done)
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(_resolve, done)
+
+    return resolve
 
 
 def _resolve(done: asyncio.Future[None]) -> None:
