@@ -311,3 +311,12 @@ def test_a_place_given_to_a_waiter_whose_loop_has_closed_goes_to_the_next() -> N
     thread.join(5)
     assert got == [0]
     assert not waiting.done()  # never woken: its loop is gone
+
+
+def test_large_inputs_given_to_call_async_go_from_a_thread(process: ProcessServable) -> None:
+    x = {"x": np.arange(1 << 20, dtype=np.float32)}
+
+    async def call() -> np.ndarray:
+        return (await process.call_async("twice", x))["y"]
+
+    np.testing.assert_array_equal(asyncio.run(call()), x["x"] * 2)

@@ -221,7 +221,9 @@ class ProcessServable(Servable):
     ) -> dict[str, npt.NDArray[Any]]:
         """:meth:`call` for an event loop, on it: the call is sent from the loop and its answer
         read there (while no other thread reads the process's answers), so no thread waits
-        for it.  Requires: :meth:`answers_on_loop` of ``inputs``."""
+        for it.  Inputs :meth:`answers_on_loop` refuses go from a thread (:meth:`call`)."""
+        if not self.answers_on_loop(inputs):
+            return await asyncio.to_thread(self.call, signature_name, inputs, output_filter)
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         pending = _Pending(_resolver(loop, done))
@@ -235,22 +237,7 @@ class ProcessServable(Servable):
             _wire.RequestContext.current(),
         )
         deadline = request_deadline()
-        with self._lock:
-            if self._gone is not None:
-                raise self._gone
-            self._pending[call_id] = pending
-            link, readable = self._link, self._readable
-            reads = not self._reading and readable is not None and readable.mute()
-            if reads:
-                self._reading, self._loop_reading = True, loop
-        try:
-            with self._send_lock:
-                _wire.send(link.connection, message, small=True)
-        except OSError:
-            pass  # the process has gone: the reader fails this call with why
-        if reads:
-            assert readable is not None
-            loop.add_reader(link.connection.fileno(), self._read_on_loop, link, readable)
+        link, readable = self._send_on_loop(loop, call_id, pending, message)
         timer = None
         if deadline is not None:  # (a timer of the loop's own: cheaper than asyncio.timeout)
             timer = loop.call_later(max(0.0, deadline - time.monotonic()), _expire, done)
@@ -275,6 +262,36 @@ class ProcessServable(Servable):
             raise pending.error
         outputs: dict[str, npt.NDArray[Any]] = pending.outputs
         return outputs
+
+    def _send_on_loop(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        call_id: int,
+        pending: _Pending,
+        message: tuple[Any, ...],
+    ) -> tuple[Started, Readable | None]:
+        """Sends ``message`` (call ``call_id``, answered to ``pending``) from ``loop``, which
+        reads the answers from now on if nobody does; the process and its wait."""
+        with self._lock:
+            if self._gone is not None:
+                raise self._gone
+            self._pending[call_id] = pending
+            link, readable = self._link, self._readable
+            reads = not self._reading and readable is not None and readable.mute()
+            if reads:
+                self._reading, self._loop_reading = True, loop
+        try:
+            with self._send_lock:
+                _wire.send(link.connection, message, small=True)
+        except OSError:
+            pass  # the process has gone: the reader fails this call with why
+        if reads:
+            assert readable is not None
+            try:
+                loop.add_reader(link.connection.fileno(), self._read_on_loop, link, readable)
+            except (OSError, ValueError):  # closed: the process has gone, the reader says so
+                self._stop_loop_reading(link, readable)
+        return link, readable
 
     def pending(self, inputs: Tensors, output_filter: frozenset[str] | None = None) -> Request:
         """One request for :meth:`execute_requests`, made on its caller's thread (its extras
@@ -476,7 +493,8 @@ class ProcessServable(Servable):
             if loop is None:
                 return
             if not loop.is_closed():
-                loop.remove_reader(link.connection.fileno())
+                with contextlib.suppress(OSError, ValueError):  # (closed: nothing to remove)
+                    loop.remove_reader(link.connection.fileno())
             self._reading = False
             if readable is not None:
                 readable.unmute()
