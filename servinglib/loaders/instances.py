@@ -135,9 +135,10 @@ class InstancePlacement(Placement):
 
     def __init__(self, free: _FreeInstances) -> None:
         self._free = free
-        # instances that answer a call on the event loop (model processes): all, or none
-        loop_callers = [i for i in free.instances if isinstance(i, _LoopCaller)]
-        self._on_loop = loop_callers if len(loop_callers) == free.count else []
+        # instances answer a call on the event loop (model processes: all alike), or None
+        first = free.instances[0]
+        loop_callers = all(isinstance(i, _LoopCaller) for i in free.instances)
+        self._on_loop = first if loop_callers and isinstance(first, _LoopCaller) else None
         self._threads = concurrent.futures.ThreadPoolExecutor(
             free.count, thread_name_prefix="servinglib-instance"
         )
@@ -148,7 +149,7 @@ class InstancePlacement(Placement):
             call.release()
             raise deadline_exceeded()
         call.stages.queued_ns = time.perf_counter_ns()
-        if self._on_loop and all(i.answers_on_loop(call.inputs) for i in self._on_loop):
+        if self._on_loop is not None and self._on_loop.answers_on_loop(call.inputs):
             try:
                 return await self._run_on_loop(call)
             finally:

@@ -234,7 +234,8 @@ def test_a_call_whose_deadline_passes_while_queued_in_the_process_does_not_run(
 
         async def calls() -> None:
             long = asyncio.ensure_future(servable.call_async("sleep", _x(0.5)))
-            await asyncio.sleep(0.05)
+            while not any(p.name.startswith("sleeping-") for p in model.parent.parent.iterdir()):
+                await asyncio.sleep(0.01)  # until the process runs it: the next call queues
             with deadline_scope(time.monotonic() + 0.2), pytest.raises(DeadlineExceededError):
                 await servable.call_async("sleep", _x(0.0))
             await long

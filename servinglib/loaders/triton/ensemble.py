@@ -27,12 +27,12 @@ from typing import Any, final
 import numpy.typing as npt
 
 from servinglib.core.loader import Loader
-from servinglib.errors import InternalError, ServingError
+from servinglib.errors import InternalError, InvalidArgumentError, ServingError
 from servinglib.loaders.model_loader import ModelLoader
 from servinglib.loaders.triton.config import (
     CONFIG_FILE_NAME,
-    EXECUTION_MODE_PARAMETER,
     TritonModelConfig,
+    execution_mode,
     read_model_config,
     tensor_specs,
 )
@@ -267,8 +267,10 @@ class _StepConfigs:
             return False
         if sum(group.count for group in config.message.instance_group) > 1:
             return False  # (instances are model processes: a call waits for one)
-        parameter = config.message.parameters.get(EXECUTION_MODE_PARAMETER)
-        return parameter is not None and parameter.string_value.strip().lower() == "inline"
+        try:
+            return execution_mode(config) is ExecutionMode.INLINE
+        except InvalidArgumentError:
+            return False  # (the step model's own load fails, naming it)
 
     def _config(self, name: str) -> TritonModelConfig | None:
         if name not in self._read:
