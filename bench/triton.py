@@ -69,6 +69,7 @@ V2_INFER = "/inference.GRPCInferenceService/ModelInfer"
 SERVINGLIB_FLAGS: list[str] = []  # --servinglib-flag: more flags for python -m servinglib
 ADD_SUB_TARGET = 1.5
 INSTANCES_TARGET = 1.8
+BOUND = "bound"
 
 ADD_SUB = (
     """
@@ -259,6 +260,42 @@ def servinglib(repository: Path, tmp: Path, cpus: str | None) -> Iterator[Server
         yield Server("servinglib", http_port, grpc_port, process.pid)
 
 
+@contextlib.contextmanager
+def bound(repository: Path, tmp: Path, cpus: str | None) -> Iterator[Server]:
+    """bench/_triton_bound.py: the batched HTTP cell's own steps in one function, nothing else."""
+    http_port = free_port()
+    script = Path(__file__).resolve().parent / "_triton_bound.py"
+    command = [sys.executable, str(script), f"--port={http_port}", f"--repository={repository}"]
+
+    def wait_ready(process: object) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                url = f"http://127.0.0.1:{http_port}/v2/health/ready"
+                with urllib.request.urlopen(url, timeout=1) as reply:
+                    if reply.status == 200:
+                        return
+            time.sleep(0.1)  # a server starting: no event to wait on
+        raise RuntimeError(f"the bound was not ready:\n{(tmp / 'bound.log').read_text()}")
+
+    with running(pinned(command, cpus), tmp / "bound.log", wait_ready) as process:
+        yield Server(BOUND, http_port, 0, process.pid)
+
+
+def check_bound_answer(server: Server, workload: Workload) -> None:
+    """One V2 JSON request to the bound; raises unless its answer is right."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{server.http_port}/v2/models/{workload.model}/infer",
+        data=workload.json_body(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        (output,) = json.load(reply)["outputs"]
+    expected = workload.expected[output["name"]]
+    if output["data"] != expected.ravel().tolist():
+        raise RuntimeError(f"the bound answered {workload.model} wrongly")
+
+
 def statistics(server: Server, model: str) -> tuple[int, int]:
     """The model's successful requests and executions so far, from V2 statistics."""
     url = f"http://127.0.0.1:{server.http_port}/v2/models/{model}/stats"
@@ -424,6 +461,11 @@ def measure_pinned(args: argparse.Namespace, repository: Path, tmp: Path) -> lis
                         server, WORKLOADS[model], protocol, concurrency, args=args, tmp=tmp
                     )
                     runs.setdefault((server.name, cell.label), []).append(cell)
+        if not args.skip_bound:
+            with bound(repository, tmp, cpus) as server:
+                check_bound_answer(server, WORKLOADS["batched"])
+                cell = run_cell(server, WORKLOADS["batched"], "http", 64, args=args, tmp=tmp)
+                runs.setdefault((server.name, cell.label), []).append(cell)
     return [best(cells) for cells in runs.values()]
 
 
@@ -489,6 +531,14 @@ def report_pinned(by: dict[tuple[str, str], Cell]) -> None:
         rows = by["servinglib", batched].rows_per_execute / by["Triton", batched].rows_per_execute
         print_target(ratio(batched) >= 1.0, f"{batched} req/s: {ratio(batched):.2f}x (>= 1x)")
         print_target(rows >= 1.0, f"{batched} rows per execute: {rows:.2f}x (>= 1x)")
+    if (BOUND, "batched http c64") in by:
+        label = "batched http c64"
+        ceiling = by[BOUND, label].rps / by["Triton", label].rps
+        print(
+            f"{INDENT}{BOUND} (the cell's own steps in one function, bench/_triton_bound.py): "
+            f"{ceiling:.2f}x Triton; servinglib reaches "
+            f"{by['servinglib', label].rps / by[BOUND, label].rps:.2f}x the bound"
+        )
 
 
 def report_instances(
@@ -557,6 +607,9 @@ def main() -> None:
     add_servinglib_flag(parser)
     add_inline_flag(parser)
     parser.add_argument("--only", choices=("pinned", "instances"), help="one group of cells")
+    parser.add_argument(
+        "--skip-bound", action="store_true", help="leave out the batched HTTP cell's bound"
+    )
     args = parser.parse_args()
     SERVINGLIB_FLAGS.extend(args.servinglib_flag)
     require_triton_and_load_generators("bench/triton.py")

@@ -4,39 +4,61 @@ The queueing placements of Triton models (:mod:`~servinglib.loaders.triton.reque
 :mod:`~servinglib.loaders.triton.sequence_batcher`) keep each call as a :class:`QueuedCall`:
 its future, its deadline checked when its batch starts, its stages marked, and its
 ``release`` called exactly once, as :class:`~servinglib.servable.Placement` requires.
+
+A call made from an event loop waits on a future of that loop, not on a thread's: the batch's
+thread answers all of a batch's calls waiting on one loop with one hand-over
+(:func:`settle_all`), where a thread's future would take one wake-up of the loop per call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import contextlib
 import threading
-from time import perf_counter_ns
+from collections.abc import Sequence
+from time import monotonic, perf_counter_ns
 from typing import Any, Self, final
 
 import numpy.typing as npt
 
 from servinglib.errors import DeadlineExceededError, ServingError
-from servinglib.servable import ModelCall
+from servinglib.servable import ModelCall, deadline_exceeded
 
 Outputs = dict[str, npt.NDArray[Any]]
+Outcome = Outputs | ServingError
 
 
 @final
 class QueuedCall:
     """One call waiting in a queue of a placement of its own: its request record (what the
-    model's executor made of it), its rows, and the future its caller waits on.
+    model's executor made of it), its rows, and what its caller waits on: ``future`` (a
+    thread's), or, made with ``loop``, :meth:`answer` on that event loop.
 
     :meth:`start` hands it to the model (or settles it: deadline passed, caller gone),
-    :meth:`settle` / :meth:`fail` answer it; each releases the call once.  Thread-safe.
+    :meth:`settle` / :meth:`fail` (and :func:`settle_all`) answer it; each releases the call
+    once.  Thread-safe.
     """
 
-    __slots__ = ("_call", "_lock", "_released", "future", "pending", "size")
+    __slots__ = ("_call", "_future", "_lock", "_loop", "_released", "_waiter", "pending", "size")
 
-    def __init__(self, call: ModelCall, pending: Any, size: int) -> None:  # noqa: ANN401 - the placement's own request record
+    def __init__(
+        self,
+        call: ModelCall,
+        pending: Any,  # noqa: ANN401 - the placement's own request record
+        size: int,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
         self._call = call
         self.pending = pending
         self.size = size
-        self.future: concurrent.futures.Future[Outputs] = concurrent.futures.Future()
+        self._loop = loop
+        self._waiter: asyncio.Future[Outputs] | None = None
+        self._future: concurrent.futures.Future[Outputs] | None = None
+        if loop is None:
+            self._future = concurrent.futures.Future()
+        else:
+            self._waiter = loop.create_future()
         self._lock = threading.Lock()
         self._released = False  # guarded by: _lock
 
@@ -44,6 +66,26 @@ class QueuedCall:
     def call(self) -> ModelCall:
         """The call queued."""
         return self._call
+
+    @property
+    def future(self) -> concurrent.futures.Future[Outputs]:
+        """What a call made without a loop waits on."""
+        assert self._future is not None, "a call made on a loop is answered by answer()"
+        return self._future
+
+    async def answer(self) -> Outputs:
+        """Its outputs, awaited on the loop it was made with: DeadlineExceededError once the
+        call's deadline passes first; cancelling the wait tells the queue the caller left."""
+        waiter = self._waiter
+        assert waiter is not None, "a call made without a loop is answered on its future"
+        deadline = self._call.deadline
+        if deadline is None:
+            return await waiter
+        timer = asyncio.get_running_loop().call_later(deadline - monotonic(), _expire, waiter)
+        try:
+            return await waiter
+        finally:
+            timer.cancel()
 
     def split(self, size: int) -> tuple[Self, Self]:
         raise AssertionError("a request handed to execute() whole is never split")
@@ -54,6 +96,13 @@ class QueuedCall:
         if deadline is not None and now >= deadline:
             self.fail(DeadlineExceededError("Deadline exceeded while waiting in the batch queue"))
             return False
+        if self._waiter is not None:
+            # Read from this thread, a racy but harmless look: a caller that leaves just
+            # after it gets an answer nobody reads.
+            if self._waiter.done():  # its caller gave up, or its deadline passed
+                self._release()
+                return False
+            return True
         if not self.future.set_running_or_notify_cancel():  # its caller gave up
             self._release()
             return False
@@ -70,8 +119,10 @@ class QueuedCall:
         stages.batch_size = size
         stages.leads_batch = leads
 
-    def settle(self, outcome: Outputs | ServingError) -> None:
-        if not self.future.done():
+    def settle(self, outcome: Outcome) -> None:
+        if self._loop is not None:
+            _hand_over(self._loop, [(self._waiter, outcome)])
+        elif not self.future.done():
             if isinstance(outcome, ServingError):
                 self.future.set_exception(outcome)
             else:
@@ -80,6 +131,10 @@ class QueuedCall:
 
     def fail(self, error: ServingError) -> None:
         """Settles the request with ``error`` (a queue closing, a batch failing, its deadline)."""
+        if self._loop is not None:
+            _hand_over(self._loop, [(self._waiter, error)])
+            self._release()
+            return
         future = self.future
         if not future.done() and (future.running() or future.set_running_or_notify_cancel()):
             future.set_exception(error)
@@ -91,3 +146,39 @@ class QueuedCall:
                 return
             self._released = True
         self._call.release()
+
+
+def settle_all(calls: Sequence[QueuedCall], outcomes: Sequence[Outcome]) -> None:
+    """Settles each of ``calls`` with its outcome (and releases it), handing the answers of
+    the calls made on one event loop over to it at once."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Any, Outcome]]] = {}
+    for call, outcome in zip(calls, outcomes, strict=True):
+        if call._loop is None:  # noqa: SLF001 - the module's own class
+            call.settle(outcome)
+        else:
+            by_loop.setdefault(call._loop, []).append((call._waiter, outcome))  # noqa: SLF001
+    for loop, answers in by_loop.items():
+        _hand_over(loop, answers)
+    for call in calls:
+        if call._loop is not None:  # noqa: SLF001 - the module's own class
+            call._release()  # noqa: SLF001
+
+
+def _hand_over(loop: asyncio.AbstractEventLoop, answers: list[tuple[Any, Outcome]]) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits for these
+        loop.call_soon_threadsafe(_answer_all, answers)
+
+
+def _answer_all(answers: list[tuple[asyncio.Future[Outputs], Outcome]]) -> None:
+    for waiter, outcome in answers:
+        if waiter.done():  # its caller left, or its deadline passed
+            continue
+        if isinstance(outcome, ServingError):
+            waiter.set_exception(outcome)
+        else:
+            waiter.set_result(outcome)
+
+
+def _expire(waiter: asyncio.Future[Outputs]) -> None:
+    if not waiter.done():
+        waiter.set_exception(deadline_exceeded())

@@ -23,14 +23,13 @@ from servinglib.batching.scheduler import QueueStatistics, SharedBatchScheduler
 from servinglib.batching.tensor_ops import rows
 from servinglib.errors import ServingError, UnavailableError
 from servinglib.loaders.triton.config import TritonModelConfig, batching_parameters
-from servinglib.loaders.triton.queued_call import QueuedCall
+from servinglib.loaders.triton.queued_call import QueuedCall, settle_all
 from servinglib.servable import (
     ModelCall,
     Placement,
     Tensors,
     check_call,
     deadline_exceeded,
-    within_deadline,
 )
 
 Outputs = dict[str, npt.NDArray[Any]]
@@ -76,11 +75,10 @@ class RequestBatching(Placement):
         self._queue = self._scheduler.add_queue(name, parameters, self._process)
 
     async def run(self, call: ModelCall) -> Outputs:
-        task = self._schedule(call)
-        return await within_deadline(asyncio.wrap_future(task.future), call.deadline)
+        return await self._schedule(call, asyncio.get_running_loop()).answer()
 
     def run_blocking(self, call: ModelCall) -> Outputs:
-        task = self._schedule(call)
+        task = self._schedule(call, None)
         deadline = call.deadline
         timeout = None if deadline is None else max(0.0, deadline - monotonic())
         try:
@@ -98,13 +96,14 @@ class RequestBatching(Placement):
         self._queue.close()
         self._scheduler.close()
 
-    def _schedule(self, call: ModelCall) -> QueuedCall:
+    def _schedule(self, call: ModelCall, loop: asyncio.AbstractEventLoop | None) -> QueuedCall:
         try:
             call.stages.queued_ns = perf_counter_ns()
             wanted = check_call(call.spec, call.inputs, call.output_filter)
             if call.deadline is not None and call.deadline <= monotonic():
                 raise deadline_exceeded()
-            task = QueuedCall(call, self._executor.pending(call.inputs, wanted), rows(call.inputs))
+            pending = self._executor.pending(call.inputs, wanted)
+            task = QueuedCall(call, pending, rows(call.inputs), loop)
             with self._lock:
                 if self._max_queue_size and self._waiting >= self._max_queue_size:
                     raise UnavailableError("Exceeds maximum queue size")
@@ -136,8 +135,7 @@ class RequestBatching(Placement):
             infer_ended = perf_counter_ns()
             for index, task in enumerate(live):
                 task.mark(started, infer_started, infer_ended, size, leads=index == 0)
-        for task, outcome in zip(live, outcomes, strict=True):
-            task.settle(outcome)
+        settle_all(live, outcomes)
         return size
 
 

@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from servinglib.batching.tensor_ops import rows
 from servinglib.errors import InvalidArgumentError, ServingError, UnavailableError
-from servinglib.loaders.triton.queued_call import QueuedCall
+from servinglib.loaders.triton.queued_call import QueuedCall, settle_all
 from servinglib.loaders.triton.sequence_batch_policy import batch_size_now
 from servinglib.loaders.triton.sequence_options import SequenceOptions
 from servinglib.loaders.triton.sequence_slots import Sequence, SequenceRequest, SequenceSlots
@@ -37,7 +37,6 @@ from servinglib.servable import (
     Tensors,
     check_call,
     deadline_exceeded,
-    within_deadline,
 )
 
 _log = logging.getLogger("servinglib.server")
@@ -131,11 +130,10 @@ class SequenceBatcher(Placement):
             thread.start()
 
     async def run(self, call: ModelCall) -> Outputs:
-        queued = self._schedule(call, request_extras())
-        return await within_deadline(asyncio.wrap_future(queued.future), call.deadline)
+        return await self._schedule(call, request_extras(), asyncio.get_running_loop()).answer()
 
     def run_blocking(self, call: ModelCall) -> Outputs:
-        queued = self._schedule(call, request_extras())
+        queued = self._schedule(call, request_extras(), None)
         deadline = call.deadline
         timeout = None if deadline is None else max(0.0, deadline - monotonic())
         try:
@@ -192,7 +190,9 @@ class SequenceBatcher(Placement):
             if thread is not threading.current_thread():
                 thread.join()
 
-    def _schedule(self, call: ModelCall, extras: RequestExtras) -> QueuedCall:
+    def _schedule(
+        self, call: ModelCall, extras: RequestExtras, loop: asyncio.AbstractEventLoop | None
+    ) -> QueuedCall:
         try:
             call.stages.queued_ns = perf_counter_ns()
             wanted = check_call(call.spec, call.inputs, call.output_filter)
@@ -205,7 +205,7 @@ class SequenceBatcher(Placement):
                     "non-empty correlation ID (the request parameter sequence_id)"
                 )
             self._executor.check(call.inputs, correlation_id)
-            queued = QueuedCall(call, (wanted, extras), rows(call.inputs))
+            queued = QueuedCall(call, (wanted, extras), rows(call.inputs), loop)
             request = SequenceRequest(
                 queued, start=extras.sequence_start, end=extras.sequence_end, arrived=self._clock()
             )
@@ -278,9 +278,11 @@ class SequenceBatcher(Placement):
             for taken in batch:
                 self._finish_locked(taken, results.get(id(taken)))
             self._changed.notify_all()
-        for taken in live:
-            outcome = results[id(taken)]
-            taken.queued.settle(outcome if isinstance(outcome, ServingError) else outcome.outputs)
+        answers = [results[id(taken)] for taken in live]
+        settle_all(
+            [taken.queued for taken in live],
+            [a if isinstance(a, ServingError) else a.outputs for a in answers],
+        )
 
     def _finish_locked(self, taken: _Taken, outcome: StepResult | ServingError | None) -> None:
         """Records what a taken request left: its sequence's state, its end, its idle time."""

@@ -82,6 +82,25 @@ class Client:
 
         return self.pool.submit(run)
 
+    async def call(self, x: int, *, deadline_s: float | None = None) -> Outputs:
+        """A request of X = [[x]] awaited on the running event loop, as the async front ends'."""
+        deadline = None if deadline_s is None else time.monotonic() + deadline_s
+        call = ModelCall(
+            CallSite("batch_recorder", 1, "serving_default"),
+            self.servable,
+            self.servable.signatures["serving_default"],
+            {"X": np.array([[x]], dtype=np.int32)},
+            None,
+            deadline,
+            CallStages(),
+            self._release,
+        )
+        return await self.placement.run(call)
+
+    def _release(self) -> None:
+        with self._lock:
+            self._released += 1
+
     def hold(self) -> concurrent.futures.Future[Outputs]:
         """Sends a request and holds the model inside its execute()."""
         self.model.gate.clear()
@@ -302,3 +321,107 @@ def test_calls_awaited_on_an_event_loop_reach_execute_as_one_list(serve: Any) ->
 
     assert [a["Y"].tolist() for a in answers] == [[[2]], [[4]], [[6]]]
     assert client.model.batches == [(3, 3)]
+
+
+def test_a_batch_answers_the_calls_of_one_event_loop_with_one_hand_over(serve: Any) -> None:
+    """A batch's answers to calls awaited on one loop reach it in one hand-over from the
+    batch's thread, not one wake-up of the loop per call."""
+    client = serve("max_queue_delay_microseconds: 60000000 preferred_batch_size: [ 3 ]")
+    loop = asyncio.new_event_loop()
+    hand_overs: list[object] = []
+    plain = loop.call_soon_threadsafe
+
+    def counted(callback: Any, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            hand_overs.append(callback)
+        return plain(callback, *args, **kwargs)
+
+    async def main() -> list[Outputs]:
+        return await asyncio.gather(client.call(1), client.call(2), client.call(3))
+
+    loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+    try:
+        answers = loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+    assert [a["Y"].tolist() for a in answers] == [[[2]], [[4]], [[6]]]
+    assert len(hand_overs) == 1
+    wait_until(lambda: client.released == 3)
+
+
+def test_an_awaited_call_whose_deadline_passes_in_the_queue_fails_unrun(serve: Any) -> None:
+    """An awaited call whose deadline passes while it waits fails DEADLINE_EXCEEDED at its
+    deadline; execute never sees it, and it is released once."""
+    client = serve("max_queue_delay_microseconds: 0")
+    first = client.hold()
+    with pytest.raises(ServingError) as caught:
+        asyncio.run(client.call(1, deadline_s=0.05))
+    client.model.gate.set()
+    first.result(10)
+
+    assert caught.value.code is StatusCode.DEADLINE_EXCEEDED
+    wait_until(lambda: client.released == 2)
+    assert client.model.batches == [(1, 1)]
+
+
+def test_an_awaited_call_whose_deadline_passes_in_execute_fails_and_is_released(
+    serve: Any,
+) -> None:
+    """A deadline passing while the call's batch runs fails the call at its deadline; the
+    answer that comes later is dropped and the call released once, when the batch ends."""
+    client = serve("max_queue_delay_microseconds: 0")
+    client.model.gate.clear()
+
+    async def late() -> None:
+        await client.call(1, deadline_s=0.2)
+
+    with pytest.raises(ServingError) as caught:
+        asyncio.run(late())
+    assert client.model.entered.is_set()
+    assert client.released == 0
+    client.model.gate.set()
+
+    assert caught.value.code is StatusCode.DEADLINE_EXCEEDED
+    wait_until(lambda: client.released == 1)
+    assert client.send([5]).result(10)["Y"].tolist() == [[10]]
+
+
+def test_an_awaited_call_left_in_the_queue_is_not_run(serve: Any) -> None:
+    """A caller that stops waiting (its task cancelled: the client left) leaves its request
+    out of the next batch; it is released once."""
+    client = serve("max_queue_delay_microseconds: 0")
+    first = client.hold()
+
+    async def leave() -> None:
+        waiting = asyncio.ensure_future(client.call(1))
+        await asyncio.sleep(0)  # it is queued once it has run to its first wait
+        client.wait_queued(1)
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+
+    asyncio.run(leave())
+    client.model.gate.set()
+    first.result(10)
+
+    wait_until(lambda: client.released == 2)
+    assert client.model.batches == [(1, 1)]
+
+
+def test_an_answer_for_a_closed_event_loop_leaves_the_batch_thread_serving(serve: Any) -> None:
+    """A batch whose caller's loop has closed meanwhile drops that answer; the batch's
+    thread goes on serving."""
+    client = serve("max_queue_delay_microseconds: 0")
+    client.model.gate.clear()
+
+    async def leave_in_execute() -> None:
+        waiting = asyncio.ensure_future(client.call(1))
+        assert await asyncio.to_thread(client.model.entered.wait, 10)
+        waiting.cancel()
+
+    asyncio.run(leave_in_execute())  # the loop is closed when this returns
+    client.model.gate.set()
+
+    assert client.send([4]).result(10)["Y"].tolist() == [[8]]
+    wait_until(lambda: client.released == 2)
