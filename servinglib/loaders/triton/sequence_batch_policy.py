@@ -30,18 +30,23 @@ def batch_size_now(
     ready = len(head_arrivals)
     if not ready:
         return 0, None
-    largest = min(ready, options.max_batch_size)
-    if ready >= options.max_batch_size:
-        return largest, None
-    if options.strategy is Strategy.OLDEST:
-        preferred = [size for size in options.preferred_batch_sizes if size <= ready]
-        if preferred:
-            return max(preferred), None
-    else:
-        wanted = math.ceil(options.minimum_slot_utilization * options.slots)
-        if ready >= max(1, wanted):
-            return largest, None
+    size = size_at_once(ready, options)
+    if size:
+        return size, None
     due = head_arrivals[0] + options.max_queue_delay_s
     if now >= due:
-        return largest, None
+        return min(ready, options.max_batch_size), None
     return 0, due
+
+
+def size_at_once(ready: int, options: SequenceOptions) -> int:
+    """The batch ``ready`` sequences make at once, whatever their requests' ages (0: none
+    before the oldest has waited the queue delay).  Grows with ``ready``: a batcher that
+    sees none need not look again until another sequence becomes ready."""
+    largest = min(ready, options.max_batch_size)
+    if ready >= options.max_batch_size:
+        return largest
+    if options.strategy is Strategy.OLDEST:
+        return max((size for size in options.preferred_batch_sizes if size <= ready), default=0)
+    wanted = math.ceil(options.minimum_slot_utilization * options.slots)
+    return largest if ready >= max(1, wanted) else 0

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from servinglib.batching.tensor_ops import rows
 from servinglib.errors import InvalidArgumentError, ServingError, UnavailableError
 from servinglib.loaders.triton.queued_call import QueuedCall, settle_all
-from servinglib.loaders.triton.sequence_batch_policy import batch_size_now
+from servinglib.loaders.triton.sequence_batch_policy import batch_size_now, size_at_once
 from servinglib.loaders.triton.sequence_options import SequenceOptions
 from servinglib.loaders.triton.sequence_slots import Sequence, SequenceRequest, SequenceSlots
 from servinglib.request_extras import RequestExtras, request_extras
@@ -212,12 +212,32 @@ class SequenceBatcher(Placement):
             with self._changed:
                 if self._closed:
                     raise UnavailableError(f"Model '{self._model}' is unloading")
-                self._slots.enqueue(correlation_id, request)
-                self._changed.notify_all()
+                sequence = self._slots.enqueue(correlation_id, request)
+                if self._wakes_locked(sequence):
+                    self._changed.notify_all()
         except BaseException:
             call.release()
             raise
         return queued
+
+    def _wakes_locked(self, sequence: Sequence) -> bool:
+        """Whether the request just queued for ``sequence`` may change what its instance's
+        thread does now.  Waking it for every request costs a hand-over of the interpreter
+        and a look at every slot per request; it looks anyway when its batch ends or its
+        wait (the oldest request's queue delay, an idle sequence's end) is over.
+
+        Only a sequence that becomes ready (it holds a slot, runs nothing, and queued
+        nothing before) changes the ready set: the first one starts a queue delay, and one
+        that makes a batch run at once (:func:`size_at_once` grows with the ready count)
+        ends the wait.
+        """
+        instance = sequence.instance
+        if instance is None or sequence.running or len(sequence.requests) > 1:
+            return False
+        ready = sum(1 for s in self._slots.in_slots(instance) if s.requests and not s.running)
+        return ready == 1 or size_at_once(ready - 1, self._options) < size_at_once(
+            ready, self._options
+        )
 
     def _serve(self, instance: int) -> None:
         while True:

@@ -43,6 +43,7 @@ class _ControlInput:
     kind: int
     dtype: np.dtype[Any]
     false_true: tuple[Any, Any] | None
+    bounds: tuple[int, int] | None = None  # a numeric CORRID's range
 
 
 @final
@@ -80,7 +81,7 @@ class SequenceControls:
         Raises InvalidArgumentError for a string id when the CORRID control is numeric.
         """
         tensors = {}
-        for control in self._inputs:
+        for control in self._inputs:  # (a sequence's flags change, so each call makes them)
             if control.false_true is None:
                 value: object = self._corrid(control, correlation_id)
             else:
@@ -89,16 +90,22 @@ class SequenceControls:
             tensors[control.name] = np.full(self._shape, value, dtype=control.dtype)
         return tensors
 
+    def check_id(self, correlation_id: int | str) -> None:
+        """Raises, as :meth:`tensors` would, unless ``correlation_id`` fits the CORRID control."""
+        for control in self._inputs:
+            if control.false_true is None:
+                self._corrid(control, correlation_id)
+
     def _corrid(self, control: _ControlInput, correlation_id: int | str) -> object:
-        if control.dtype == np.object_:
+        if control.bounds is None:  # a string CORRID
             return str(correlation_id).encode("utf-8")
         if isinstance(correlation_id, str):
             raise InvalidArgumentError(
                 f"Sequence {correlation_id!r:.80}: model '{self._model}' takes numeric sequence "
                 f"ids (its control input {control.name} is {control.dtype.name}), not a string"
             )
-        info = np.iinfo(control.dtype)
-        if not info.min <= correlation_id <= info.max:
+        low, high = control.bounds
+        if not low <= correlation_id <= high:
             raise InvalidArgumentError(
                 f"Sequence {correlation_id}: model '{self._model}' takes sequence ids that fit "
                 f"in {control.dtype.name} (its control input {control.name})"
@@ -115,7 +122,11 @@ def _control_input(model: str, name: str, control: Any) -> _ControlInput:  # noq
                 "TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 or TYPE_STRING, not "
                 f"{pb.DataType.Name(control.data_type)}"
             )
-        return _ControlInput(name, control.kind, np.dtype(scalar), None)
+        dtype = np.dtype(scalar)
+        if dtype == np.object_:
+            return _ControlInput(name, control.kind, dtype, None)
+        info = np.iinfo(dtype)
+        return _ControlInput(name, control.kind, dtype, None, (int(info.min), int(info.max)))
     forms = [
         (values, np.dtype(dtype))
         for values, dtype in (

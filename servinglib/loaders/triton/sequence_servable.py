@@ -165,7 +165,7 @@ class _Executor:
 
     def check(self, inputs: Tensors, correlation_id: int | str) -> None:
         check_batch_size(self._message, inputs)
-        self._controls.tensors(correlation_id, start=False, end=False)
+        self._controls.check_id(correlation_id)
 
     def execute_steps(
         self, instance: int, steps: Seq[SequenceStep]

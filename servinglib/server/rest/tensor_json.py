@@ -60,12 +60,29 @@ def to_array(value: Any, dtype: np.dtype[Any], what: str) -> npt.NDArray[Any]:  
     if array.size and array.dtype.kind not in accepted:
         raise InvalidArgumentError(f"{what}: {_describe(array)} where {_kind_name(dtype)} expected")
     if kind in "iu" and array.size and array.dtype != dtype:
-        info = np.iinfo(dtype)
-        if array.min() < info.min or array.max() > info.max:
+        low, high = _integer_bounds(dtype)
+        if array.size <= _FEW:  # numpy's reductions cost microseconds, whatever the size
+            values = array.ravel().tolist()
+            smallest, largest = min(values), max(values)
+        else:
+            smallest, largest = array.min(), array.max()
+        if smallest < low or largest > high:
             raise InvalidArgumentError(f"{what}: a value is out of the range of {dtype.name}")
     if array.dtype == dtype:
         return array
     return _cast(array, dtype, what)
+
+
+_FEW = 16
+_BOUNDS: dict[np.dtype[Any], tuple[int, int]] = {}
+
+
+def _integer_bounds(dtype: np.dtype[Any]) -> tuple[int, int]:
+    bounds = _BOUNDS.get(dtype)
+    if bounds is None:  # a few integer dtypes: a race makes the same entry twice
+        info = np.iinfo(dtype)
+        bounds = _BOUNDS[dtype] = (int(info.min), int(info.max))
+    return bounds
 
 
 def _cast(array: npt.NDArray[Any], dtype: np.dtype[Any], what: str) -> npt.NDArray[Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from servinglib.loaders.triton.sequence_batch_policy import batch_size_now
+from servinglib.loaders.triton.sequence_batch_policy import batch_size_now, size_at_once
 from servinglib.loaders.triton.sequence_options import SequenceOptions, Strategy
 
 DIRECT = SequenceOptions(Strategy.DIRECT, slots=4, max_batch_size=4, max_queue_delay_s=1.0)
@@ -41,3 +41,22 @@ def test_oldest_runs_a_preferred_size_or_a_full_batch_at_once_else_at_the_delay(
     assert batch_size_now([5.0, 5.1], OLDEST, 5.1) == (2, None)
     assert batch_size_now([5.0, 5.1, 5.2], OLDEST, 5.2) == (2, None)
     assert batch_size_now([5.0 + i / 10 for i in range(8)], OLDEST, 5.8) == (4, None)
+
+
+def test_the_size_run_at_once_never_shrinks_as_sequences_become_ready() -> None:
+    """What a batcher decides wakes on: the batch run at once, whatever the ages, only grows
+    with the ready count (so one that sees none need not look until one more is ready), and
+    is what batch_size_now runs before any delay."""
+    utilized = SequenceOptions(
+        Strategy.DIRECT, slots=4, max_batch_size=4, max_queue_delay_s=1.0,
+        minimum_slot_utilization=0.5,
+    )  # fmt: skip
+    for options in (DIRECT, OLDEST, utilized):
+        sizes = [size_at_once(ready, options) for ready in range(10)]
+        assert sizes == sorted(sizes)
+        for ready in range(1, 10):
+            arrivals = [5.0 + i / 100 for i in range(ready)]
+            assert batch_size_now(arrivals, options, 5.0)[0] == sizes[ready]
+
+    assert [size_at_once(n, OLDEST) for n in range(6)] == [0, 0, 2, 2, 4, 4]
+    assert [size_at_once(n, utilized) for n in range(6)] == [0, 0, 2, 3, 4, 4]

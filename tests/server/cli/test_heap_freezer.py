@@ -63,7 +63,9 @@ def test_a_small_unfrozen_heap_is_left_unfrozen() -> None:
     cycle = make_cycle()  # the loaded version's objects
     freezer.on_state(event(ManagerState.AVAILABLE))
     assert freezer.refreeze_if_changed() is HeapAction.NONE
-    assert gc.get_freeze_count() == frozen
+    # Nothing more was frozen; fewer may be, as frozen objects of other threads (a test
+    # runner's) die meanwhile.
+    assert gc.get_freeze_count() <= frozen
     freezer.on_state(event(ManagerState.END))
     assert freezer.refreeze_if_changed() is HeapAction.NONE  # it was never frozen
     gc.collect()
