@@ -17,6 +17,7 @@ from tensorflow_serving.apis import (
 from servinglib.server.config import ModelServerConfig
 from servinglib.server.management.model_management import ModelManagementOptions
 from servinglib.server.server_core import ServerCore
+from servinglib.testing import wait_until
 from servinglib.testing.plugin import TEST_SERVER_CORE_OPTIONS
 
 AVAILABLE = get_model_status_pb2.ModelVersionStatus.State.AVAILABLE
@@ -94,7 +95,8 @@ def test_reload_adds_and_removes_models(reloadable: tuple[Served, Path]) -> None
         assert status(channel, "b") == [(1, AVAILABLE)]
         response = reload(channel, f"model_config_list {{ {model_entry('b', root)} }}")
         assert response.status.error_code == 0
-        assert all(state != AVAILABLE for _, state in status(channel, "a"))
+        # The reload waits for the models it adds; one it removes unloads after it returns.
+        wait_until(lambda: all(state != AVAILABLE for _, state in status(channel, "a")))
 
 
 def test_rejected_reload_keeps_the_old_config(reloadable: tuple[Served, Path]) -> None:
