@@ -244,6 +244,15 @@ def servinglib(repository: Path, tmp: Path, cpus: str | None) -> Iterator[Server
         *SERVINGLIB_FLAGS,
     ]
 
+    log = tmp / "servinglib.log"
+    with running(pinned(command, cpus), log, ready_waiter(http_port, log)) as process:
+        yield Server("servinglib", http_port, grpc_port, process.pid)
+
+
+def ready_waiter(http_port: int, log: Path) -> Callable[[object], None]:
+    """Waits (2 minutes at most) until the server on ``http_port`` answers V2 ready; raises
+    with its ``log`` if it does not."""
+
     def wait_ready(process: object) -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -253,11 +262,9 @@ def servinglib(repository: Path, tmp: Path, cpus: str | None) -> Iterator[Server
                     if reply.status == 200:
                         return
             time.sleep(0.1)  # a server starting: no event to wait on
-        raise RuntimeError(f"servinglib was not ready:\n{(tmp / 'servinglib.log').read_text()}")
+        raise RuntimeError(f"{log.stem} was not ready:\n{log.read_text()}")
 
-    log = tmp / "servinglib.log"
-    with running(pinned(command, cpus), log, wait_ready) as process:
-        yield Server("servinglib", http_port, grpc_port, process.pid)
+    return wait_ready
 
 
 @contextlib.contextmanager
@@ -267,18 +274,8 @@ def bound(repository: Path, tmp: Path, cpus: str | None) -> Iterator[Server]:
     script = Path(__file__).resolve().parent / "_triton_bound.py"
     command = [sys.executable, str(script), f"--port={http_port}", f"--repository={repository}"]
 
-    def wait_ready(process: object) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError):
-                url = f"http://127.0.0.1:{http_port}/v2/health/ready"
-                with urllib.request.urlopen(url, timeout=1) as reply:
-                    if reply.status == 200:
-                        return
-            time.sleep(0.1)  # a server starting: no event to wait on
-        raise RuntimeError(f"the bound was not ready:\n{(tmp / 'bound.log').read_text()}")
-
-    with running(pinned(command, cpus), tmp / "bound.log", wait_ready) as process:
+    log = tmp / "bound.log"
+    with running(pinned(command, cpus), log, ready_waiter(http_port, log)) as process:
         yield Server(BOUND, http_port, 0, process.pid)
 
 
