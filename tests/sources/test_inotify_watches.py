@@ -59,6 +59,24 @@ def test_a_file_closed_in_a_directory_made_after_the_watch_is_reported(
     wait_until(lambda: seen.saw(tmp_path / "1" / "variables" / "data"), WAIT_S)
 
 
+def test_what_a_new_directory_holds_before_its_watch_is_reported(
+    tmp_path: Path, seen: Seen, watches: InotifyWatches
+) -> None:
+    """A directory made and filled before the watcher read its creation (``mkdir -p`` and a
+    write racing the reader thread) gets no events of its own: its entries are reported when
+    its watch is added."""
+    watches.watch(str(tmp_path), recursive=True, on_lost=seen.lost.set)
+    with watches._lock:  # the reader thread cannot handle an event meanwhile
+        (tmp_path / "1" / "variables").mkdir(parents=True)
+        (tmp_path / "1" / "variables" / "data").write_bytes(b"x")
+    for path in (
+        tmp_path / "1",
+        tmp_path / "1" / "variables",
+        tmp_path / "1" / "variables" / "data",
+    ):
+        wait_until(lambda path=path: seen.saw(path), WAIT_S)
+
+
 def test_a_root_deleted_calls_its_on_lost(
     tmp_path: Path, seen: Seen, watches: InotifyWatches
 ) -> None:
