@@ -1,7 +1,9 @@
 """Publishing a version however people do it: it serves once complete, and nothing fails meanwhile.
 
 Each test serves version 1 of a model from a ServerCore (the real file-system
-source, settle window at its 0.5 s default, polls every 1 s as the CLI),
+source, polls every 1 s as the CLI, a settle window of 1 s: the CLI's 0.5 s
+default took a writer's pause between two chunks for a finished file once, on a
+machine loaded by two test processes),
 keeps 8 client threads predicting, publishes version 2 with a real writer
 and checks that version 2 answers once its writer is done, that no request
 failed and that no load failed on the way (or, where the files are broken
@@ -20,7 +22,7 @@ import numpy as np
 import publishers
 import pytest
 
-from servinglib import LoadRetryOptions, ManagerOptions
+from servinglib import FileSystemStoragePathSourceConfig, LoadRetryOptions, ManagerOptions
 from servinglib.core.servable_state import ManagerState, ServableState
 from servinglib.loaders.python import PythonPlatformConfig
 from servinglib.servable import call_signature
@@ -31,6 +33,7 @@ from servinglib.server.server_core_options import ServerCoreOptions
 from servinglib.testing import wait_until
 
 TIMEOUT_S = 60.0  # a loaded machine: generous, and only ever waited on a condition
+SETTLE_WINDOW_S = 1.0
 WEIGHTS_BYTES = 1 << 20
 CLIENTS = 8
 
@@ -110,6 +113,7 @@ class Rig:
             ServerCoreOptions(
                 platform_configs={"python": PythonPlatformConfig(allow_code_execution=True)},
                 manager=ManagerOptions(load_retry=LoadRetryOptions(max_num_load_retries=0)),
+                source=FileSystemStoragePathSourceConfig(settle_window_s=SETTLE_WINDOW_S),
                 servable_state_waiter_timeout_s=TIMEOUT_S,
             ),
             state_listeners=[self.events.append],
@@ -218,7 +222,7 @@ def test_version_directory_deleted_while_settling_is_dropped(
 
 def _wait_past_settle_windows(rig: Rig) -> None:
     """Lets several settle windows pass (a bound for what must not happen), then polls twice."""
-    threading.Event().wait(4 * 0.5)
+    threading.Event().wait(4 * SETTLE_WINDOW_S)
     source = rig.core._pipeline.source
     source.poll_once()
     source.poll_once()
