@@ -40,6 +40,7 @@ from servinglib.errors import InvalidArgumentError, StatusCode
 from servinglib.loaders.triton.backend_utils_import import backend_utils_importable
 from servinglib.loaders.triton.pb_request import InferenceRequest
 from servinglib.loaders.triton.pb_types import Tensor
+from servinglib.servable import deadline_exceeded
 from servinglib.server.observe.metrics import ServerMetrics
 from servinglib.server.rest import RestServer
 
@@ -122,7 +123,7 @@ class Bound:
             self._timer = self._loop.call_later(MAX_DELAY_S, self._run_batch)
         y = await future
         if time.monotonic() > deadline:
-            raise InvalidArgumentError("the deadline passed")
+            raise deadline_exceeded()
         self._successes += 1
         output = {"name": "Y", "datatype": "FP32", "shape": list(y.shape), "data": y.ravel()}
         reply = {"model_name": MODEL, "model_version": "1", "outputs": [output]}

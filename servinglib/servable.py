@@ -675,6 +675,28 @@ async def within_deadline(awaitable: Awaitable[_T], deadline: float | None) -> _
         raise deadline_exceeded() from None
 
 
+async def answer_within(future: asyncio.Future[_T], deadline: float | None) -> _T:
+    """``await future`` (one of the running loop's), which fails with DeadlineExceededError
+    once ``deadline`` passes (``time.monotonic()`` seconds; None: no bound).
+
+    :func:`within_deadline` for a future its waiter owns, on a request's path: a timer of the
+    loop's own instead of ``asyncio.timeout`` (microseconds less), and the future itself takes
+    the error, so whoever would answer it sees it done.  Cancelling the wait cancels it.
+    """
+    if deadline is None:
+        return await future
+    timer = future.get_loop().call_later(deadline - monotonic(), _expire, future)
+    try:
+        return await future
+    finally:
+        timer.cancel()
+
+
+def _expire(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_exception(deadline_exceeded())
+
+
 def _prepare(
     spec: SignatureSpec, inputs: Tensors, output_filter: Iterable[str] | None
 ) -> frozenset[str] | None:

@@ -137,8 +137,8 @@ class InstancePlacement(Placement):
         self._free = free
         # instances answer a call on the event loop (model processes: all alike), or None
         first = free.instances[0]
-        loop_callers = all(isinstance(i, _LoopCaller) for i in free.instances)
-        self._on_loop = first if loop_callers and isinstance(first, _LoopCaller) else None
+        alike = all(isinstance(i, _LoopCaller) for i in free.instances[1:])
+        self._on_loop = first if isinstance(first, _LoopCaller) and alike else None
         self._threads = concurrent.futures.ThreadPoolExecutor(
             free.count, thread_name_prefix="servinglib-instance"
         )

@@ -124,17 +124,19 @@ class InotifyWatches:
         self._paths[wd] = path  # the same directory renamed: its new name
         return wd
 
-    def _add_tree_locked(self, start: str, roots: list[str]) -> list[str]:
-        """Watches the directories under ``start`` for each of ``roots`` (recursive ones); the
-        entries under ``start``, each listed after its directory's watch was added.
+    def _add_tree_locked(
+        self, start: str, roots: list[str], found: list[str] | None = None
+    ) -> None:
+        """Watches the directories under ``start`` for each of ``roots`` (recursive ones);
+        appends to ``found`` (if given) the entries under ``start``, each listed after its
+        directory's watch was added.
 
         A directory made and filled before its watch was added (``mkdir -p a/b`` and a file
         written in ``b`` before the event of ``a`` was read) gives no events for what it
         already holds: its entries are what the caller reports instead.
         """
-        found: list[str] = []
-        for path, is_directory in _tree(start):
-            if path != start:
+        for path, is_directory in _tree(start, files=found is not None):
+            if found is not None and path != start:
                 found.append(path)
             if not is_directory:
                 continue
@@ -148,7 +150,6 @@ class InotifyWatches:
             for root in roots:
                 self._roots[root].wds.add(wd)
             self._holders.setdefault(wd, set()).update(roots)
-        return found
 
     def _remove_locked(self, wd: int) -> None:
         del self._holders[wd]
@@ -204,7 +205,8 @@ class InotifyWatches:
                 if mask & _IN_ISDIR and mask & (_IN_CREATE | _IN_MOVED_TO):
                     recursive = [r for r in holders if self._roots[r].recursive]
                     if recursive:
-                        entries = self._add_tree_locked(path, recursive)
+                        entries: list[str] = []
+                        self._add_tree_locked(path, recursive, entries)
                         calls += [_bind(self._on_change, entry) for entry in entries]
                 calls.append(_bind(self._on_change, path))
         return calls
@@ -250,14 +252,15 @@ def _events(data: bytes) -> Iterator[tuple[int, int, str]]:
         yield wd, mask, name
 
 
-def _tree(start: str) -> Iterator[tuple[str, bool]]:
-    """``start`` and every entry under it, as (path, is a directory): a directory before its
-    own listing, its files after (symlinks not followed; errors skipped)."""
+def _tree(start: str, *, files: bool) -> Iterator[tuple[str, bool]]:
+    """``start`` and every directory under it (and each file, with ``files``), as (path, is a
+    directory): a directory before its own listing, its files after (symlinks not followed;
+    errors skipped)."""
     yield start, True
-    for directory, names, files in os.walk(start):
+    for directory, names, found in os.walk(start):
         for name in names:
             yield os.path.join(directory, name), True
-        for name in files:
+        for name in found if files else ():
             yield os.path.join(directory, name), False
 
 

@@ -33,7 +33,7 @@ from servinglib.servable import (
     Servable,
     SignatureSpec,
     Tensors,
-    deadline_exceeded,
+    answer_within,
     deadline_scope,
     request_deadline,
 )
@@ -238,11 +238,8 @@ class ProcessServable(Servable):
         )
         deadline = request_deadline()
         link, readable = self._send_on_loop(loop, call_id, pending, message)
-        timer = None
-        if deadline is not None:  # (a timer of the loop's own: cheaper than asyncio.timeout)
-            timer = loop.call_later(max(0.0, deadline - time.monotonic()), _expire, done)
         try:
-            await done
+            await answer_within(done, deadline)
         except BaseException as error:
             with self._lock:
                 self._pending.pop(call_id, None)
@@ -255,9 +252,6 @@ class ProcessServable(Servable):
                     "before the deadline"
                 ) from None
             raise
-        finally:
-            if timer is not None:
-                timer.cancel()
         if pending.error is not None:
             raise pending.error
         outputs: dict[str, npt.NDArray[Any]] = pending.outputs
@@ -632,11 +626,6 @@ def _resolver(loop: asyncio.AbstractEventLoop, done: asyncio.Future[None]) -> Ca
 def _resolve(done: asyncio.Future[None]) -> None:
     if not done.done():
         done.set_result(None)
-
-
-def _expire(done: asyncio.Future[None]) -> None:
-    if not done.done():
-        done.set_exception(deadline_exceeded())
 
 
 def _load_in(

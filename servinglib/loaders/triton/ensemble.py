@@ -33,6 +33,7 @@ from servinglib.loaders.triton.config import (
     CONFIG_FILE_NAME,
     TritonModelConfig,
     execution_mode,
+    instance_count,
     read_model_config,
     tensor_specs,
 )
@@ -265,9 +266,9 @@ class _StepConfigs:
         config = self._config(name)
         if config is None or not self.answers_in_place(name):
             return False
-        if sum(group.count for group in config.message.instance_group) > 1:
-            return False  # (instances are model processes: a call waits for one)
         try:
+            if instance_count(config) > 1:
+                return False  # (instances are model processes: a call waits for one)
             return execution_mode(config) is ExecutionMode.INLINE
         except InvalidArgumentError:
             return False  # (the step model's own load fails, naming it)

@@ -17,13 +17,13 @@ import concurrent.futures
 import contextlib
 import threading
 from collections.abc import Sequence
-from time import monotonic, perf_counter_ns
+from time import perf_counter_ns
 from typing import Any, Self, final
 
 import numpy.typing as npt
 
 from servinglib.errors import DeadlineExceededError, ServingError
-from servinglib.servable import ModelCall, deadline_exceeded
+from servinglib.servable import ModelCall, answer_within
 
 Outputs = dict[str, npt.NDArray[Any]]
 Outcome = Outputs | ServingError
@@ -78,14 +78,7 @@ class QueuedCall:
         call's deadline passes first; cancelling the wait tells the queue the caller left."""
         waiter = self._waiter
         assert waiter is not None, "a call made without a loop is answered on its future"
-        deadline = self._call.deadline
-        if deadline is None:
-            return await waiter
-        timer = asyncio.get_running_loop().call_later(deadline - monotonic(), _expire, waiter)
-        try:
-            return await waiter
-        finally:
-            timer.cancel()
+        return await answer_within(waiter, self._call.deadline)
 
     def split(self, size: int) -> tuple[Self, Self]:
         raise AssertionError("a request handed to execute() whole is never split")
@@ -177,8 +170,3 @@ def _answer_all(answers: list[tuple[asyncio.Future[Outputs], Outcome]]) -> None:
             waiter.set_exception(outcome)
         else:
             waiter.set_result(outcome)
-
-
-def _expire(waiter: asyncio.Future[Outputs]) -> None:
-    if not waiter.done():
-        waiter.set_exception(deadline_exceeded())

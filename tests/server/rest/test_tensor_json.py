@@ -54,6 +54,24 @@ def test_what_a_float_tensor_refuses(value: object, fragment: str) -> None:
         to_array(value, F32, "x")
 
 
+@pytest.mark.parametrize("size", [1, 16, 17, 1000], ids=lambda n: f"{n}-values")
+@pytest.mark.parametrize(
+    ("dtype", "low", "high"),
+    [(np.int32, -(2**31), 2**31 - 1), (np.uint8, 0, 255), (np.int8, -128, 127)],
+)
+def test_integers_are_checked_against_the_tensor_s_range(
+    size: int, dtype: type, low: int, high: int
+) -> None:
+    """The extremes of the range pass; one past either end, anywhere in a small tensor
+    (checked value by value) or a large one (by numpy), is refused naming the dtype."""
+    fits = [low, high] + [0] * (size - 2) if size > 1 else [high]
+    assert to_array(fits, np.dtype(dtype), "x").tolist() == fits
+    for outside in (low - 1, high + 1):
+        value = [0] * (size - 1) + [outside]
+        with pytest.raises(InvalidArgumentError, match=f"out of the range of {np.dtype(dtype)}"):
+            to_array(value, np.dtype(dtype), "x")
+
+
 def test_float64_values_stay_as_they_are() -> None:
     """A float64 tensor takes numpy's own array without a copy."""
     given = np.array([1.0, 2.0])
