@@ -19,7 +19,6 @@ import contextlib
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import textwrap
@@ -38,6 +37,7 @@ from servinglib.server import parse_model_server_config
 from servinglib.server.cli.monitoring_config import parse_monitoring_config
 from servinglib.server.cli.platform_config_file import parse_platform_config_file
 from servinglib.server.grpc import SslConfig
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
@@ -103,13 +103,6 @@ def read_blocks(path: Path) -> list[Block]:
 BLOCKS = [block for path in DOC_FILES for block in read_blocks(path)]
 PYTHON_BLOCKS = [b for b in BLOCKS if b.language in PYTHON and not b.excerpt]
 SHELL_BLOCKS = [b for b in BLOCKS if b.language in SHELL and not b.excerpt]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 @attrs.frozen

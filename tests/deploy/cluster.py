@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,18 +25,11 @@ from pathlib import Path
 import requests
 
 from servinglib.testing import wait_until
+from tests.ports import free_port
 from tests.sources.object_stores import S3Store
 
 CHECK_S = 0.2
 """HAProxy's health-check interval (its ``inter``)."""
-
-
-def free_port() -> int:
-    """A TCP port of 127.0.0.1 free now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 def publish_version(store: S3Store, version: int) -> None:

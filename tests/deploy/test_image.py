@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from tests.deploy.manifests import (
     exec_form,
     one,
 )
+from tests.ports import free_port
 
 IMAGE_UID = 10001
 MODEL_PY = """
@@ -132,18 +132,11 @@ def test_the_python_variant_has_no_tensorflow(image_venv: Path) -> None:
     assert (image_venv / "bin" / "servinglib-server").is_file()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
 def _kserve_command(bin_dir: Path, mnt_models: Path, name: str) -> tuple[list[str], int, int]:
     """The image's entrypoint + the ServingRuntime's args, ports and /mnt/models substituted."""
     [entrypoint] = _final_stage()["ENTRYPOINT"]
     [container] = one(KSERVE, "ServingRuntime")["spec"]["containers"]
-    rest, grpc_port = _free_port(), _free_port()
+    rest, grpc_port = free_port(), free_port()
     substitutions = {
         "{{.Name}}": name,
         "/mnt/models": str(mnt_models),

@@ -23,6 +23,8 @@ from typing import Any
 
 import httpx
 
+from tests.ports import free_port
+
 _AZURITE = Path(__file__).resolve().parents[2] / ".venv" / "node" / "node_modules" / ".bin"
 # Azurite's well-known development account (public, documented by Microsoft).
 _AZURITE_ACCOUNT = "devstoreaccount1"
@@ -148,7 +150,7 @@ class AzureStore(Store):
         if not binary.exists() or shutil.which("node") is None:
             raise FileNotFoundError(f"Azurite is not installed at {binary} (./dev setup)")
         self._data = tempfile.mkdtemp(prefix="azurite-")
-        port = _free_port()
+        port = free_port()
         self._process = subprocess.Popen(
             [
                 str(binary),
@@ -248,13 +250,6 @@ class HoldingProxy:
         _tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -25,6 +24,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.ports import free_port
 
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
@@ -154,7 +155,7 @@ def running_triton(
     """
     install = find_triton()
     backends = _backend_directory(install, workdir / "backends")
-    http_port, grpc_port = _free_port(), _free_port()
+    http_port, grpc_port = free_port(), free_port()
     log = workdir / "tritonserver.log"
     args = [
         *prefix,
@@ -207,13 +208,6 @@ def _env(install: TritonInstall) -> dict[str, str]:
     return env
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _wait_ready(server: RunningTriton, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     ready_url = f"http://{server.http_url}/v2/health/ready"
@@ -224,6 +218,14 @@ def _wait_ready(server: RunningTriton, process: subprocess.Popen[bytes]) -> None
             )
         with contextlib.suppress(httpx.TransportError):
             if httpx.get(ready_url, timeout=1.0).status_code == 200:
+                _check_is_triton(server)
                 return
         time.sleep(0.05)  # a server process starting: no event to wait on
     raise RuntimeError(f"tritonserver was not ready in {STARTUP_TIMEOUT_S} s:\n{server.log_text()}")
+
+
+def _check_is_triton(server: RunningTriton) -> None:
+    """Refuse a ready answer from another server on Triton's port (which a port race once gave)."""
+    name = httpx.get(f"http://{server.http_url}/v2", timeout=1.0).json().get("name")
+    if name != "triton":
+        raise RuntimeError(f"{server.http_url} is served by {name!r}, not tritonserver")

@@ -23,6 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from servinglib.examples import HALF_PLUS_TWO
 from servinglib.testing import wait_until, write_python_model
+from tests.ports import free_port
 
 MODEL_PY = """
 from servinglib.loaders import PythonModel, signature
@@ -40,13 +41,6 @@ model_config_list {
   config { name: "%s" base_path: "%s" model_platform: "python" }
 }
 """
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 def python_model(root: Path, name: str, factor: int) -> Path:

@@ -21,7 +21,8 @@ from servinglib.loaders.warmup import WarmupOptions
 from servinglib.server.cli import FlagError, parse_flags
 from servinglib.server.cli.model_server import platform_configs, worker_intra_op_threads
 from servinglib.testing import write_python_model
-from tests.server.cli.test_model_server import config_of, free_port
+from tests.ports import free_port
+from tests.server.cli.test_model_server import config_of
 
 PID_MODEL_PY = """
 import os
