@@ -122,6 +122,12 @@ def model_caller() -> ModelCaller:
     return caller
 
 
+def current_caller() -> ModelCaller | None:
+    """The current call's caller (None outside a call a server runs): what a placement that
+    runs calls on a thread of its own keeps with each, to make it theirs there."""
+    return _caller.get()
+
+
 def caller_scope(caller: ModelCaller) -> contextlib.AbstractContextManager[None]:
     """Makes ``caller`` the current call's :func:`model_caller` inside the ``with`` block."""
     if _caller.get() is caller:  # a call inside a call: already set

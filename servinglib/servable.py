@@ -84,7 +84,9 @@ class CallStages:
     ``started_ns``: left the wait; ``infer_started_ns`` / ``infer_ended_ns``:
     around the model's own call; ``ended_ns``: outputs ready.  A batched call
     also gets ``batch_size`` (padding excluded) and ``leads_batch`` (True for
-    the one request per batch that reports its execution).  A call the response
+    the one request per batch that reports its execution).  A request to a model whose
+    dimension 0 is the batch gets ``rows``, that dimension, and counts as that many
+    inferences (Triton's ``inference_count``; 0: one).  A call the response
     cache looked up gets ``cache_hit`` (True: answered from the cache, no other
     mark set; False: a miss) and ``cache_ns`` (the lookup, and on a miss the
     insertion).  A servable that
@@ -101,6 +103,7 @@ class CallStages:
         "infer_started_ns",
         "leads_batch",
         "queued_ns",
+        "rows",
         "started_ns",
     )
 
@@ -112,6 +115,7 @@ class CallStages:
         self.ended_ns = 0
         self.batch_size = 0
         self.leads_batch = False
+        self.rows = 0
         self.cache_hit: bool | None = None
         self.cache_ns = 0
 
@@ -138,6 +142,16 @@ class CallStages:
         """:meth:`call` through :meth:`Servable.call_async`."""
         wanted = self._start(spec, inputs, output_filter)
         return self._end(name, spec, wanted, await servable.call_async(name, inputs, wanted))
+
+    def batch_of_rows(self, inputs: Tensors) -> None:
+        """Marks a call of a model whose dimension 0 is the batch, run alone: a batch of its
+        rows (its first input's dimension 0), which it leads.
+
+        Requires: ``inputs`` passed the signature's checks (the call ran)."""
+        first = next(iter(inputs.values()), None)
+        if first is not None and first.ndim:
+            self.batch_size = self.rows = first.shape[0]
+            self.leads_batch = True
 
     def _start(
         self, spec: SignatureSpec, inputs: Tensors, output_filter: Iterable[str] | None

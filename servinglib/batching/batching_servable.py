@@ -317,6 +317,7 @@ def _mark_stages(tasks: list[_Task], marks: list[int], batch_size: int) -> None:
         stages.ended_ns = split_ns
         stages.batch_size = batch_size
         stages.leads_batch = leader
+        stages.rows = task.request.size
         leader = False
 
 

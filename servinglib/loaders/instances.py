@@ -56,20 +56,23 @@ class InstancesServable(Servable):
     :class:`InstancePlacement`, or, given ``batching`` (``batching(self)``: a placement that
     gathers calls into batches, such as Triton's dynamic batching, run by
     :meth:`execute_requests` on a free instance), by that; :meth:`call` (for embedding code)
-    waits for a free instance within the request's deadline.  :meth:`close` closes every
-    instance.  Thread-safe.
+    waits for a free instance within the request's deadline.  ``batch_dimension``: the
+    instances' dimension 0 is the batch (Triton's ``max_batch_size`` > 0): a call placed here
+    counts as a batch of its rows.  :meth:`close` closes every instance.  Thread-safe.
     """
 
     def __init__(
         self,
         instances: Sequence[Servable],
         batching: Callable[[InstancesServable], Placement | None] | None = None,
+        *,
+        batch_dimension: bool = False,
     ) -> None:
         if not instances:
             raise InvalidArgumentError("A model needs at least one instance")
         self._instances = tuple(instances)
         self._free = _FreeInstances(self._instances)
-        self._placement = InstancePlacement(self._free)
+        self._placement = InstancePlacement(self._free, batch_dimension=batch_dimension)
         self._batching = batching(self) if batching is not None else None
 
     @property
@@ -130,11 +133,13 @@ class InstancePlacement(Placement):
     """Runs each call on a free instance of its servable, waiting FIFO within the deadline.
 
     A server thread waits and runs the call itself; for an event loop a thread of the
-    placement's own (one per instance) does.  Thread-safe.
+    placement's own (one per instance) does.  ``batch_dimension``: a call is marked as a
+    batch of its rows (:meth:`CallStages.batch_of_rows`).  Thread-safe.
     """
 
-    def __init__(self, free: _FreeInstances) -> None:
+    def __init__(self, free: _FreeInstances, *, batch_dimension: bool = False) -> None:
         self._free = free
+        self._batch_dimension = batch_dimension
         # instances answer a call on the event loop (model processes: all alike), or None
         first = free.instances[0]
         alike = all(isinstance(i, _LoopCaller) for i in free.instances[1:])
@@ -180,17 +185,23 @@ class InstancePlacement(Placement):
         """Runs ``call`` on a free instance without a thread (:class:`_LoopCaller`)."""
         index = await self._free.acquire_async(call.deadline)
         try:
-            return await call.stages.call_async(*self._on(index, call))
+            outputs = await call.stages.call_async(*self._on(index, call))
         finally:
             self._free.release(index)
+        if self._batch_dimension:
+            call.stages.batch_of_rows(call.inputs)
+        return outputs
 
     def _run_here(self, call: ModelCall) -> _Outputs:
         try:
             index = self._free.acquire(call.deadline)
             try:
-                return call.stages.call(*self._on(index, call))
+                outputs = call.stages.call(*self._on(index, call))
             finally:
                 self._free.release(index)
+            if self._batch_dimension:
+                call.stages.batch_of_rows(call.inputs)
+            return outputs
         finally:
             call.release()
 
@@ -366,8 +377,9 @@ class _LoopCaller(Protocol):
 @final
 class InstancesLoader(ModelLoader):
     """Loads ``count`` instances of a version with ``start(path, index)`` and serves them as
-    one :class:`InstancesServable` (``batching``: its batching placement, see there), or as
-    ``serve(instances)`` makes them one servable (a sequence batcher in front of them).
+    one :class:`InstancesServable` (``batching``: its batching placement, ``batch_dimension``:
+    see there), or as ``serve(instances)`` makes them one servable (a sequence batcher in
+    front of them).
 
     The instances load at once, each on a thread of its own; if one fails, those loaded are
     closed and the load fails with the error of the first that failed (by index).
@@ -383,12 +395,14 @@ class InstancesLoader(ModelLoader):
         batching: Callable[[InstancesServable], Placement | None] | None = None,
         *,
         serve: Callable[[Sequence[Servable]], Servable] | None = None,
+        batch_dimension: bool = False,
     ) -> None:
         super().__init__(path, warmup)
         self._count = count
         self._start = start
         self._batching = batching
         self._serve = serve
+        self._batch_dimension = batch_dimension
 
     def _load_servable(self) -> Servable:
         with concurrent.futures.ThreadPoolExecutor(
@@ -410,7 +424,7 @@ class InstancesLoader(ModelLoader):
                 for instance in instances:
                     instance.close()
                 raise
-        return InstancesServable(instances, self._batching)
+        return InstancesServable(instances, self._batching, batch_dimension=self._batch_dimension)
 
     def _unload_servable(self, servable: Servable) -> None:
         servable.close()  # (a wrapper served in its place may not have closed it)

@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar, cast, final
+from typing import TYPE_CHECKING, Any, TypeVar, cast, final
 
 import attrs
 import numpy as np
@@ -56,6 +56,9 @@ from servinglib.sources.source_adapter import (
     SourceAdapter,
 )
 from servinglib.sources.version_check import VersionCheck
+
+if TYPE_CHECKING:
+    from servinglib.loaders.triton.config import TritonModelConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -283,31 +286,47 @@ def instances_loader(path: str, count: int, config: PythonPlatformConfig) -> Loa
             _INSTANCE_FACTORY, version_path, (inner, index), one_call_at_a_time=True
         )
 
+    triton = _triton_config(path)
     return InstancesLoader(
-        path, count, start, WarmupOptions(enabled=False), _instances_batching(path, count)
+        path,
+        count,
+        start,
+        WarmupOptions(enabled=False),
+        _instances_batching(path, count, triton),
+        batch_dimension=triton is not None and triton.message.max_batch_size > 0,
     )
 
 
-def _instances_batching(
-    path: str, count: int
-) -> Callable[[InstancesServable], Placement | None] | None:
-    """The batching placement of ``count`` instances of a Triton Python model whose
-    ``config.pbtxt`` sets ``dynamic_batching``: batches formed in the server's process, each
-    run by one ``execute`` on a free instance, ``count`` at once (as Triton batches in front
-    of its instances); None for other models."""
+def _triton_config(path: str) -> TritonModelConfig | None:
+    """The ``config.pbtxt`` of the Triton model whose version is in ``path``; None for other
+    models, or one that does not parse (the instances' loads read it again and fail with
+    why)."""
     model_dir = os.path.dirname(os.path.abspath(path))
     if not os.path.isfile(os.path.join(model_dir, "config.pbtxt")):
         return None
     from servinglib.loaders.triton.config import read_model_config  # only Triton models
+
+    try:
+        return read_model_config(model_dir)
+    except ServingError:
+        return None
+
+
+def _instances_batching(
+    path: str, count: int, config: TritonModelConfig | None
+) -> Callable[[InstancesServable], Placement | None] | None:
+    """The batching placement of ``count`` instances of a Triton Python model whose
+    ``config`` sets ``dynamic_batching``: batches formed in the server's process, each run
+    by one ``execute`` on a free instance, ``count`` at once (as Triton batches in front of
+    its instances); None for other models."""
+    if config is None or config.message.model_transaction_policy.decoupled:
+        return None
     from servinglib.loaders.triton.request_batching import request_batching
 
     try:
-        config = read_model_config(model_dir)
         version = int(os.path.basename(os.path.normpath(path)))
-    except (ServingError, ValueError):
-        return None  # the instances' loads read the config again and fail with why
-    if config.message.model_transaction_policy.decoupled:
-        return None
+    except ValueError:
+        return None  # the instances' loads fail with why
     return lambda servable: request_batching(servable, config, version, threads=count)
 
 

@@ -321,7 +321,7 @@ def test_a_decoupled_triton_model_keeps_one_instance(
 def test_dynamic_batching_with_two_instances_batches_in_front_of_them(tmp_path: Path) -> None:
     """Two instances of a dynamically batched model are placed by one batching placement
     that runs a batch on each instance at once; one instance keeps its own placement."""
-    from servinglib.loaders.python import _instances_batching
+    from servinglib.loaders.python import _instances_batching, _triton_config
     from servinglib.loaders.triton.request_batching import RequestBatching
 
     model = tmp_path / "batched_twice"
@@ -331,7 +331,8 @@ def test_dynamic_batching_with_two_instances_batches_in_front_of_them(tmp_path: 
         "instance_group [ { count: 2 kind: KIND_CPU } ]\n",
         encoding="utf-8",
     )
-    batching = _instances_batching(str(model / "1"), 2)
+    path = str(model / "1")
+    batching = _instances_batching(path, 2, _triton_config(path))
     assert batching is not None
     placement = batching(InstancesServable([_Recording(), _Recording()]))
     try:
@@ -341,7 +342,7 @@ def test_dynamic_batching_with_two_instances_batches_in_front_of_them(tmp_path: 
         assert placement is not None
         placement.close()
     (model / "config.pbtxt").write_text('backend: "python"\nmax_batch_size: 8\n')
-    unbatched = _instances_batching(str(model / "1"), 2)
+    unbatched = _instances_batching(path, 2, _triton_config(path))
     assert unbatched is None or unbatched(InstancesServable([_Recording()])) is None
 
 

@@ -290,22 +290,61 @@ BLS_ASYNC_DECOUPLED = """
 """
 
 
+BLS_ROWS = """
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            rows = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            posted = []
+            for row in rows:
+                response = call("post", row).exec()
+                if response.has_error():
+                    break
+                posted.append(pb_utils.get_output_tensor_by_name(response, "OUT").as_numpy())
+            if response.has_error():
+                responses.append(pb_utils.InferenceResponse(error=response.error()))
+            else:
+                responses.append(answer(np.stack(posted)))
+        return responses
+"""
+
+BATCHED_CONFIG = """
+backend: "python"
+max_batch_size: 8
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 2000 }
+"""
+
+SEQUENCE_CONFIG = """
+backend: "python"
+max_batch_size: 8
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
+sequence_batching { }
+"""
+
+
 def write_bls_models(repository: Path) -> Path:
-    """Four BLS callers of the pipeline's models (``write_pipeline_repository``) and of
+    """Six BLS callers of the pipeline's models (``write_pipeline_repository``) and of
     ``repeat`` (decoupled): ``bls_sync`` (double(pre(x)), pre's error passed on),
     ``bls_async`` (pre(x) + double(x), awaited together), ``bls_decoupled`` (the sum of
     repeat's responses), ``bls_async_decoupled`` (that sum awaited, and how many responses
-    came, the final empty one counted)."""
+    came, the final empty one counted), ``bls_batched`` (dynamic batching: post of each row,
+    from the batch's thread) and ``bls_sequence`` (a sequence model: the same, from its
+    instance's thread)."""
     from tests.triton.python_models import write_repeat
 
     write_repeat(repository)
-    for name, body in (
-        ("bls_sync", BLS_SYNC),
-        ("bls_async", BLS_ASYNC),
-        ("bls_decoupled", BLS_DECOUPLED),
-        ("bls_async_decoupled", BLS_ASYNC_DECOUPLED),
+    for name, config, body in (
+        ("bls_sync", UNARY_CONFIG.format(extra=""), BLS_SYNC),
+        ("bls_async", UNARY_CONFIG.format(extra=""), BLS_ASYNC),
+        ("bls_decoupled", UNARY_CONFIG.format(extra=""), BLS_DECOUPLED),
+        ("bls_async_decoupled", UNARY_CONFIG.format(extra=""), BLS_ASYNC_DECOUPLED),
+        ("bls_batched", BATCHED_CONFIG, BLS_ROWS),
+        ("bls_sequence", SEQUENCE_CONFIG, BLS_ROWS),
     ):
-        write(repository, name, UNARY_CONFIG.format(extra=""), BLS_PY.format(body=body.strip()))
+        write(repository, name, config, BLS_PY.format(body=body.strip()))
     return repository
 
 

@@ -40,6 +40,8 @@ MODELS = (
     "bls_async",
     "bls_decoupled",
     "bls_async_decoupled",
+    "bls_batched",
+    "bls_sequence",
 )
 """Every model of the repository but ``repeat`` (see test_a_decoupled_callee_is_counted)."""
 
@@ -57,7 +59,13 @@ def succeeding(protocol: str) -> dict[str, dict[str, Any]]:
         "bls_async": {"IN": X},
         "bls_decoupled": {"IN": np.array([3, 4, 5], np.float32)},
         "bls_async_decoupled": {"IN": np.array([3, 4, 5], np.float32)},
+        "bls_batched": {"IN": np.array([X, X + 1], np.float32)},
+        "bls_sequence": {"IN": np.array([X], np.float32)},
     }
+
+
+OPTIONS = {"bls_sequence": {"sequence_id": 7, "sequence_start": True, "sequence_end": True}}
+"""More of a request to a model than its inputs."""
 
 
 FAILING = {
@@ -81,7 +89,7 @@ def exchange(clients: Clients) -> Exchange:
     """The succeeding requests over both protocols, the statistics, the failing requests over
     both protocols, the statistics."""
     answers = {
-        (protocol, model): clients.infer(protocol, model, inputs)
+        (protocol, model): clients.infer(protocol, model, inputs, **OPTIONS.get(model, {}))
         for protocol in PROTOCOLS
         for model, inputs in succeeding(protocol).items()
     }
@@ -151,10 +159,13 @@ def exchanges(tmp_path_factory: pytest.TempPathFactory) -> tuple[Exchange, Excha
 
 def test_ensembles_and_bls_answer_as_triton(exchanges: tuple[Exchange, Exchange]) -> None:
     """The chain, the diamond (its branches met), BLS sync, async, decoupled and async
-    decoupled: the same outputs over REST and gRPC."""
+    decoupled, BLS from a dynamically batched and from a sequence model (their execute runs
+    on a thread of their own): the same outputs over REST and gRPC."""
     theirs, ours = exchanges
     assert ours.answers == theirs.answers
     assert ours.answers["grpc", "diamond"] == {"outputs": {"OUTPUT": [660.0]}}
+    assert ours.answers["http", "bls_batched"] == {"outputs": {"OUT": [[-2.0, -1.0], [-1.0, 0.0]]}}
+    assert ours.answers["grpc", "bls_sequence"] == {"outputs": {"OUT": [[-2.0, -1.0]]}}
 
 
 def test_statistics_count_each_ensemble_and_step_model_as_triton(

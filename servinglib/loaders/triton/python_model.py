@@ -33,6 +33,7 @@ from servinglib.loaders.triton.config import (
     tensor_specs,
     warn_unimplemented,
 )
+from servinglib.loaders.triton.instance_thread import InstanceThread
 from servinglib.loaders.triton.pb_request import InferenceRequest, InferenceResponseSender
 from servinglib.loaders.triton.pb_types import InferenceResponse, Tensor, response_parameters
 from servinglib.loaders.triton.python_config import (
@@ -48,6 +49,7 @@ from servinglib.request_extras import RequestExtras, request_extras
 from servinglib.response_extras import ResponseExtras, current_response_extras
 from servinglib.servable import (
     DEFAULT_SIGNATURE,
+    ExecutionMode,
     Placement,
     Servable,
     SignatureSpec,
@@ -143,6 +145,15 @@ class TritonPythonServable(Servable):
         self._instance_name = instance_name(message, instance)
         self._execute_lock = threading.Lock()  # one instance: one execute() at a time
         self._batching = None if self._decoupled else request_batching(self, config, version)
+        self._alone = (
+            None
+            if self._batching is not None or self._decoupled
+            else InstanceThread(
+                self._instance_name,
+                inline=mode is ExecutionMode.INLINE,
+                batch_dimension=message.max_batch_size > 0,
+            )
+        )
 
     @property
     def signatures(self) -> Mapping[str, SignatureSpec]:
@@ -225,7 +236,9 @@ class TritonPythonServable(Servable):
         return self._stream(inputs, output_filter)
 
     def placement(self, signature_name: str) -> Placement | None:
-        return self._batching  # dynamic_batching: requests gathered into execute()'s list
+        # dynamic_batching: requests gathered into execute()'s list; else one request at a
+        # time, on the instance's own thread (``thread``) or where it is asked (``inline``)
+        return self._batching or self._alone
 
     def batches_itself(self, signature_name: str) -> bool:
         return self._batching is not None
@@ -233,6 +246,8 @@ class TritonPythonServable(Servable):
     def close(self) -> None:
         if self._batching is not None:
             self._batching.close()
+        if self._alone is not None:
+            self._alone.close()
         finalize = getattr(self.model, "finalize", None)
         if finalize is None:
             return

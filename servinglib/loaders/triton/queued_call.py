@@ -23,10 +23,11 @@ from typing import Any, Self, final
 import numpy.typing as npt
 
 from servinglib.errors import DeadlineExceededError, ServingError
+from servinglib.model_calls import caller_scope, current_caller
 from servinglib.servable import ModelCall, answer_within
 
 Outputs = dict[str, npt.NDArray[Any]]
-Outcome = Outputs | ServingError
+Outcome = Outputs | BaseException  # a model's own exception too (the DataPlane logs it)
 
 
 @final
@@ -40,7 +41,17 @@ class QueuedCall:
     once.  Thread-safe.
     """
 
-    __slots__ = ("_call", "_future", "_lock", "_loop", "_released", "_waiter", "pending", "size")
+    __slots__ = (
+        "_call",
+        "_caller",
+        "_future",
+        "_lock",
+        "_loop",
+        "_released",
+        "_waiter",
+        "pending",
+        "size",
+    )
 
     def __init__(
         self,
@@ -50,6 +61,7 @@ class QueuedCall:
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self._call = call
+        self._caller = current_caller()  # what a model calls other models through (BLS)
         self.pending = pending
         self.size = size
         self._loop = loop
@@ -111,12 +123,13 @@ class QueuedCall:
         stages.ended_ns = perf_counter_ns()
         stages.batch_size = size
         stages.leads_batch = leads
+        stages.rows = self.size
 
     def settle(self, outcome: Outcome) -> None:
         if self._loop is not None:
             _hand_over(self._loop, [(self._waiter, outcome)])
         elif not self.future.done():
-            if isinstance(outcome, ServingError):
+            if isinstance(outcome, BaseException):
                 self.future.set_exception(outcome)
             else:
                 self.future.set_result(outcome)
@@ -139,6 +152,15 @@ class QueuedCall:
                 return
             self._released = True
         self._call.release()
+
+
+def callers_scope(calls: Sequence[QueuedCall]) -> contextlib.AbstractContextManager[None]:
+    """Where a batch of ``calls`` runs on a thread of the placement's: inside the model caller
+    of the server that queued them (its first call's), so that the model may call other
+    models (BLS) as it may from a request's own thread; the calls' deadlines are not the
+    batch's (a BLS request has its own timeout, as in Triton)."""
+    caller = calls[0]._caller if calls else None  # noqa: SLF001 - the module's own class
+    return contextlib.nullcontext() if caller is None else caller_scope(caller)
 
 
 def settle_all(calls: Sequence[QueuedCall], outcomes: Sequence[Outcome]) -> None:
@@ -166,7 +188,7 @@ def _answer_all(answers: list[tuple[asyncio.Future[Outputs], Outcome]]) -> None:
     for waiter, outcome in answers:
         if waiter.done():  # its caller left, or its deadline passed
             continue
-        if isinstance(outcome, ServingError):
+        if isinstance(outcome, BaseException):
             waiter.set_exception(outcome)
         else:
             waiter.set_result(outcome)

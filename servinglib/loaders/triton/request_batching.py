@@ -23,7 +23,7 @@ from servinglib.batching.scheduler import QueueStatistics, SharedBatchScheduler
 from servinglib.batching.tensor_ops import rows
 from servinglib.errors import ServingError, UnavailableError
 from servinglib.loaders.triton.config import TritonModelConfig, batching_parameters
-from servinglib.loaders.triton.queued_call import QueuedCall, settle_all
+from servinglib.loaders.triton.queued_call import QueuedCall, callers_scope, settle_all
 from servinglib.servable import (
     ModelCall,
     Placement,
@@ -130,7 +130,8 @@ class RequestBatching(Placement):
         size = sum(task.size for task in live)
         infer_started = perf_counter_ns()
         try:
-            outcomes = self._executor.execute_requests([task.pending for task in live])
+            with callers_scope(live):
+                outcomes = self._executor.execute_requests([task.pending for task in live])
         finally:
             infer_ended = perf_counter_ns()
             for index, task in enumerate(live):

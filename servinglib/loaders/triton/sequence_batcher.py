@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from servinglib.batching.tensor_ops import rows
 from servinglib.errors import InvalidArgumentError, ServingError, UnavailableError
-from servinglib.loaders.triton.queued_call import QueuedCall, settle_all
+from servinglib.loaders.triton.queued_call import QueuedCall, callers_scope, settle_all
 from servinglib.loaders.triton.sequence_batch_policy import batch_size_now, size_at_once
 from servinglib.loaders.triton.sequence_options import SequenceOptions
 from servinglib.loaders.triton.sequence_slots import Sequence, SequenceRequest, SequenceSlots
@@ -198,6 +198,12 @@ class SequenceBatcher(Placement):
             wanted = check_call(call.spec, call.inputs, call.output_filter)
             if call.deadline is not None and call.deadline <= monotonic():
                 raise deadline_exceeded()
+            size = rows(call.inputs) if self._options.batch_dimension else 1
+            if size != 1:
+                raise InvalidArgumentError(
+                    f"inference request to model '{self._model}' must specify batch-size 1 "
+                    "due to requirements of sequence batcher"
+                )
             correlation_id = extras.correlation_id
             if correlation_id in (0, ""):
                 raise InvalidArgumentError(
@@ -205,7 +211,7 @@ class SequenceBatcher(Placement):
                     "non-empty correlation ID (the request parameter sequence_id)"
                 )
             self._executor.check(call.inputs, correlation_id)
-            queued = QueuedCall(call, (wanted, extras), rows(call.inputs), loop)
+            queued = QueuedCall(call, (wanted, extras), size, loop)
             request = SequenceRequest(
                 queued, start=extras.sequence_start, end=extras.sequence_end, arrived=self._clock()
             )
@@ -285,7 +291,8 @@ class SequenceBatcher(Placement):
         if steps:
             infer_started = perf_counter_ns()
             try:
-                outcomes = self._executor.execute_steps(instance, steps)
+                with callers_scope([taken.queued for taken in live]):
+                    outcomes = self._executor.execute_steps(instance, steps)
             except Exception as exc:  # noqa: BLE001 - the executor's failure fails its requests
                 error = ServingError.wrap(exc, "The sequence model failed")
                 outcomes = [error for _ in steps]

@@ -51,7 +51,9 @@ class SequenceOptions:
     """How the sequences of one model get slots and form batches (see the module).
 
     ``slots``: the sequences one instance serves at once; ``max_batch_size``: the requests
-    one ``execute`` gets at most; ``instances``: how many instances, each with its slots.
+    one ``execute`` gets at most; ``instances``: how many instances, each with its slots;
+    ``batch_dimension``: requests carry their rows in dimension 0 (Triton's
+    ``max_batch_size`` > 0), each row counted as an inference (else a request is one).
     Immutable, so thread-safe.
     """
 
@@ -68,6 +70,7 @@ class SequenceOptions:
         default=DEFAULT_MAX_SEQUENCE_IDLE_US / 1e6, validator=attrs.validators.gt(0)
     )
     max_backlog: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    batch_dimension: bool = True
 
 
 def sequence_options(config: TritonModelConfig, instances: int = 1) -> SequenceOptions | None:
@@ -100,6 +103,7 @@ def sequence_options(config: TritonModelConfig, instances: int = 1) -> SequenceO
             max_batch_size=batch,
             max_sequence_idle_s=idle_s,
             max_backlog=backlog,
+            batch_dimension=message.max_batch_size > 0,
         )
     direct = sequences.direct
     return SequenceOptions(
@@ -111,6 +115,7 @@ def sequence_options(config: TritonModelConfig, instances: int = 1) -> SequenceO
         max_batch_size=batch,
         max_sequence_idle_s=idle_s,
         max_backlog=backlog,
+        batch_dimension=message.max_batch_size > 0,
     )
 
 

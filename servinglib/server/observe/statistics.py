@@ -76,6 +76,7 @@ class _Counters:
         "fail_ns",
         "failures",
         "infer_ns",
+        "inferences",
         "input_ns",
         "last_end_ns",
         "output_ns",
@@ -87,7 +88,7 @@ class _Counters:
     def __init__(self) -> None:
         self.successes = self.success_ns = self.failures = self.fail_ns = 0
         self.queue_ns = self.input_ns = self.infer_ns = self.output_ns = 0
-        self.executions = 0
+        self.executions = self.inferences = 0
         self.cache_hits = self.cache_hit_ns = self.cache_misses = self.cache_miss_ns = 0
         self.last_end_ns = 0  # time.perf_counter_ns() of the last request's end; 0: none
         self.batches: dict[int, list[int]] = {}  # batch size → [count, input, infer, output ns]
@@ -122,8 +123,10 @@ class InferenceStatistics:
         ``started_ns`` and ``ended_ns`` are ``time.perf_counter_ns()`` marks.
         A batched request (``stages.batch_size`` set) counts its batch's
         execution only when it ``leads_batch``; any other request is one
-        execution of batch size 1.  A request the response cache answered
-        (``stages.cache_hit``) counts as a success and a cache hit only.
+        execution of batch size 1.  A request counts ``stages.rows``
+        inferences (0: one), as Triton counts each row of a batched model's.
+        A request the response cache answered (``stages.cache_hit``) counts as
+        a success and a cache hit only.
         """
         if stages.cache_hit:
             self._record_cache_hit(name, version, ended_ns - started_ns, ended_ns, stages.cache_ns)
@@ -137,6 +140,7 @@ class InferenceStatistics:
             if counters is None:
                 counters = self._versions[name, version] = _Counters()
             counters.successes += 1
+            counters.inferences += stages.rows or 1
             counters.success_ns += ended_ns - started_ns
             if stages.queued_ns:
                 counters.queue_ns += started - stages.queued_ns
@@ -227,7 +231,7 @@ def _statistics(
         name=name,
         version=version,
         last_inference_ms=last_ms,
-        inference_count=computed,
+        inference_count=counters.inferences,
         execution_count=counters.executions,
         success=StatisticDuration(successes, counters.success_ns),
         fail=StatisticDuration(counters.failures, counters.fail_ns),
