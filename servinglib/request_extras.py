@@ -28,8 +28,9 @@ def _frozen(value: Mapping[str, ParameterValue]) -> Mapping[str, ParameterValue]
 @attrs.frozen
 class RequestExtras:
     """A request's ``id`` (empty: none), sequence id (0: none; an int or a str, as the client
-    sent it), whether it starts or ends its sequence, and parameters (those the protocol
-    reserves excluded).  Immutable, so thread-safe.
+    sent it), whether it starts or ends its sequence, parameters (those the protocol
+    reserves excluded), and Triton's schedule policy: its ``priority`` (0: the model's
+    default) and ``timeout_us`` in its queue (0: the model's).  Immutable, so thread-safe.
     """
 
     request_id: str = ""
@@ -39,6 +40,8 @@ class RequestExtras:
     )
     sequence_start: bool = False
     sequence_end: bool = False
+    priority: int = 0
+    timeout_us: int = 0
 
     def with_parameters(self, more: Mapping[str, ParameterValue]) -> RequestExtras:
         """These extras with ``more`` parameters (replacing those of the same names)."""
@@ -47,17 +50,19 @@ class RequestExtras:
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as its fields, ``parameters`` as a dict (a model process receives it)."""
         fields = (self.request_id, self.correlation_id, dict(self.parameters))
-        return (RequestExtras, (*fields, self.sequence_start, self.sequence_end))
+        flags = (self.sequence_start, self.sequence_end, self.priority, self.timeout_us)
+        return (RequestExtras, (*fields, *flags))
 
     @classmethod
     def of_request(cls, request_id: str, parameters: Mapping[str, ParameterValue]) -> RequestExtras:
         """A V2 request's extras: its ``id`` and ``parameters``, whose ``sequence_id`` is the
         sequence id; the parameters the protocol reserves (:func:`is_reserved`) are left out
         of ``parameters``, as Triton leaves them out; ``sequence_start`` and
-        ``sequence_end`` are the sequence's flags.
+        ``sequence_end`` are the sequence's flags, ``priority`` and ``timeout`` (in
+        microseconds) the schedule policy's.
 
         Raises InvalidArgumentError for a ``sequence_start`` or ``sequence_end`` that is not
-        a bool.
+        a bool, a ``priority`` or ``timeout`` that is not a non-negative integer.
         """
         if not parameters:
             return cls(request_id) if request_id else NO_EXTRAS
@@ -68,7 +73,24 @@ class RequestExtras:
         kept = {k: v for k, v in parameters.items() if not is_reserved(k)}
         start = _flag(parameters, "sequence_start")
         end = _flag(parameters, "sequence_end")
-        return cls(request_id, correlation_id, kept, sequence_start=start, sequence_end=end)
+        return cls(
+            request_id,
+            correlation_id,
+            kept,
+            sequence_start=start,
+            sequence_end=end,
+            priority=_count(parameters, "priority"),
+            timeout_us=_count(parameters, "timeout"),
+        )
+
+
+def _count(parameters: Mapping[str, ParameterValue], name: str) -> int:
+    value = parameters.get(name, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(
+            f"Parameter '{name}' must be a non-negative integer, not {value!r:.40}"
+        )
+    return value
 
 
 def _flag(parameters: Mapping[str, ParameterValue], name: str) -> bool:

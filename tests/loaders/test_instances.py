@@ -337,7 +337,7 @@ def test_dynamic_batching_with_two_instances_batches_in_front_of_them(tmp_path: 
     placement = batching(InstancesServable([_Recording(), _Recording()]))
     try:
         assert isinstance(placement, RequestBatching)
-        assert placement._scheduler.num_batch_threads == 2
+        assert len(placement._threads) == 2
     finally:
         assert placement is not None
         placement.close()

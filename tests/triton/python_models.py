@@ -272,6 +272,7 @@ class TritonPythonModel:
         self.gate.set()
         self.entered = threading.Event()
         self.batches = []  # (requests, rows) of each execute()
+        self.orders = []  # each execute()'s requests, by their first X
 
     def execute(self, requests):
         self.entered.set()
@@ -279,6 +280,7 @@ class TritonPythonModel:
         inputs = [pb_utils.get_input_tensor_by_name(r, "X").as_numpy() for r in requests]
         rows = sum(x.shape[0] for x in inputs)
         self.batches.append((len(requests), rows))
+        self.orders.append([int(x.reshape(-1)[0]) for x in inputs])
         responses = []
         for request, x in zip(requests, inputs):
             if (x < 0).any():
@@ -298,7 +300,7 @@ class TritonPythonModel:
 """
 """Doubles X, answers what execute() saw (its list's length and rows, each request's
 parameters and requested outputs), fails a request with a negative X alone; records
-``batches`` and can be held at ``gate``."""
+``batches`` and ``orders`` and can be held at ``gate``."""
 
 
 def write_batch_recorder(

@@ -20,7 +20,8 @@ map the fields it does implement:
 ``parameters`` are read by the repository and the backends, ``response_cache``
 by the server's response cache.  Everything
 else that is set is listed in ``TritonModelConfig.unimplemented``: among
-them queue timeouts, ``preserve_ordering``, priorities,
+them ``preserve_ordering``, a SavedModel's queue timeouts and priorities (a Python
+model's apply: :mod:`.batch_queue_policy`),
 ``sequence_batching`` (a Python model's is applied: :mod:`.sequence_servable`),
 ``ensemble_scheduling.max_inflight_requests`` (its steps are read by :mod:`.ensemble_graph`),
 ``model_warmup``, ``reshape``,

@@ -30,7 +30,15 @@ CLASS_NAME = "TritonPythonModel"
 """The class a Triton Python-backend ``model.py`` defines."""
 
 # Fields config.py lists as not implemented that Triton Python models implement.
-_IMPLEMENTED_HERE = ("model_transaction_policy",)
+# A Python model's own: its transaction policy, and its dynamic batcher's priority levels and
+# queue policies (:mod:`servinglib.loaders.triton.batch_queue_policy`).
+_IMPLEMENTED_HERE = (
+    "model_transaction_policy",
+    "dynamic_batching.default_queue_policy",
+    "dynamic_batching.priority_levels",
+    "dynamic_batching.default_priority_level",
+    "dynamic_batching.priority_queue_policy",
+)
 
 
 def completed_config(model_class: type[Any], model_dir: str) -> TritonModelConfig:
@@ -102,7 +110,8 @@ def not_implemented(config: TritonModelConfig) -> list[str]:
     """The set fields a Triton Python model's config asks for that servinglib does not apply:
     config.py's list but for the transaction policy (decoupled models are served); instance
     counts are applied (a model process each, :mod:`servinglib.loaders.instances`), and
-    dynamic batching by the model's placement (:mod:`servinglib.loaders.triton.request_batching`),
+    dynamic batching by the model's placement (:mod:`servinglib.loaders.triton.request_batching`:
+    its priority levels and queue policies too, but ``preserve_ordering``),
     but for a decoupled model, whose requests each run alone; so is sequence batching (but
     ``iterative_sequence``, ``oldest.preserve_ordering`` and the state's buffer options), but
     for a decoupled model."""

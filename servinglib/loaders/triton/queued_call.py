@@ -48,6 +48,7 @@ class QueuedCall:
         "_lock",
         "_loop",
         "_released",
+        "_taken",
         "_waiter",
         "pending",
         "size",
@@ -73,6 +74,7 @@ class QueuedCall:
             self._waiter = loop.create_future()
         self._lock = threading.Lock()
         self._released = False  # guarded by: _lock
+        self._taken = False  # guarded by: _lock; started, or withdrawn from its queue
 
     @property
     def call(self) -> ModelCall:
@@ -97,6 +99,10 @@ class QueuedCall:
 
     def start(self, now: float) -> bool:
         """Whether the batch hands this request to the model; settles it if not."""
+        with self._lock:
+            if self._taken:  # withdrawn (and settled) already
+                return False
+            self._taken = True
         deadline = self._call.deadline
         if deadline is not None and now >= deadline:
             self.fail(DeadlineExceededError("Deadline exceeded while waiting in the batch queue"))
@@ -112,6 +118,23 @@ class QueuedCall:
             self._release()
             return False
         return True
+
+    def withdraw(self, error: ServingError) -> bool:
+        """Fails the call with ``error`` unless a batch has started it (True: it had not, and
+        never will be); a queue's timeout, say."""
+        with self._lock:
+            if self._taken:
+                return False
+            self._taken = True
+        self.fail(error)
+        return True
+
+    @property
+    def settled(self) -> bool:
+        """Whether its caller has an answer, or has gone (a racy look, from any thread)."""
+        waiter = self._waiter if self._waiter is not None else self._future
+        assert waiter is not None
+        return waiter.done()
 
     def mark(
         self, started: int, infer_started: int, infer_ended: int, size: int, *, leads: bool

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import json
 import logging
 import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,111 +22,13 @@ from servinglib.loaders.python import PythonLoader
 from servinglib.loaders.triton.config import parse_model_config
 from servinglib.loaders.triton.python_config import not_implemented
 from servinglib.loaders.triton.request_batching import RequestBatching
-from servinglib.request_extras import RequestExtras, request_extras_scope
-from servinglib.servable import CallSite, CallStages, ModelCall, Servable
+from servinglib.servable import CallSite, CallStages, ModelCall
 from servinglib.server import ModelServerConfig, ModelSpec, ServerCore, ServerCoreOptions
 from servinglib.server.triton_repository import TritonRepository
-from servinglib.testing import triton_python_model, wait_until
+from servinglib.testing import wait_until
 from tests.triton.python_models import write_batch_recorder
 
 Outputs = dict[str, np.ndarray]
-
-
-class Client:
-    """Sends requests to a model's placement from threads of its own, as a server's do."""
-
-    def __init__(self, servable: Servable) -> None:
-        self.servable = servable
-        placement = servable.placement("serving_default")
-        assert isinstance(placement, RequestBatching)
-        self.placement = placement
-        self.model: Any = servable.model  # type: ignore[attr-defined]
-        self.pool = concurrent.futures.ThreadPoolExecutor(8)
-        self._lock = threading.Lock()
-        self._released = 0  # guarded by: _lock
-        self.stages: list[CallStages] = []
-
-    def send(
-        self,
-        x: list[int],
-        *,
-        outputs: list[str] | None = None,
-        parameters: dict[str, object] | None = None,
-        deadline_s: float | None = None,
-    ) -> concurrent.futures.Future[Outputs]:
-        """Submits a request of X = ``x`` (one row per item); its future outputs."""
-        stages = CallStages()
-        self.stages.append(stages)
-
-        def release() -> None:
-            with self._lock:
-                self._released += 1
-
-        def run() -> Outputs:
-            deadline = None if deadline_s is None else time.monotonic() + deadline_s
-            call = ModelCall(
-                CallSite("batch_recorder", 1, "serving_default"),
-                self.servable,
-                self.servable.signatures["serving_default"],
-                {"X": np.array([[v] for v in x], dtype=np.int32)},
-                outputs,
-                deadline,
-                stages,
-                release,
-            )
-            with request_extras_scope(RequestExtras(parameters=parameters or {})):
-                return self.placement.run_blocking(call)
-
-        return self.pool.submit(run)
-
-    async def call(self, x: int, *, deadline_s: float | None = None) -> Outputs:
-        """A request of X = [[x]] awaited on the running event loop, as the async front ends'."""
-        deadline = None if deadline_s is None else time.monotonic() + deadline_s
-        call = ModelCall(
-            CallSite("batch_recorder", 1, "serving_default"),
-            self.servable,
-            self.servable.signatures["serving_default"],
-            {"X": np.array([[x]], dtype=np.int32)},
-            None,
-            deadline,
-            CallStages(),
-            self._release,
-        )
-        return await self.placement.run(call)
-
-    def _release(self) -> None:
-        with self._lock:
-            self._released += 1
-
-    def hold(self) -> concurrent.futures.Future[Outputs]:
-        """Sends a request and holds the model inside its execute()."""
-        self.model.gate.clear()
-        future = self.send([0])
-        assert self.model.entered.wait(10)
-        return future
-
-    @property
-    def released(self) -> int:
-        """How many calls released their version (each once, when done)."""
-        with self._lock:
-            return self._released
-
-    def wait_queued(self, count: int) -> None:
-        wait_until(lambda: self.placement.statistics().queued_tasks == count)
-
-
-@pytest.fixture
-def serve(tmp_path: Path) -> Iterator[Any]:
-    with contextlib.ExitStack() as stack:
-
-        def serve(dynamic_batching: str) -> Client:
-            directory = write_batch_recorder(tmp_path, dynamic_batching)
-            harness = stack.enter_context(triton_python_model(directory))
-            client = Client(stack.enter_context(harness.handle()).servable)
-            stack.callback(client.model.gate.set)  # a failed test must not hold execute()
-            return client
-
-        yield serve
 
 
 def _seen(outputs: Outputs) -> dict[str, Any]:
