@@ -229,13 +229,15 @@ class TensorSpec:
     ``bytes``).  ``shape`` uses -1 for a dimension of unknown size, and is
     None when even the rank is unknown.  ``tensor_name`` is the tensor's
     name inside the model (TF Serving's ``TensorInfo.name``, e.g. ``x:0``),
-    defaulting to ``name``.  Immutable, so thread-safe.
+    defaulting to ``name``.  An ``optional`` input may be left out of a
+    request (Triton's ``optional: true``).  Immutable, so thread-safe.
     """
 
     name: str
     dtype: np.dtype[Any] = attrs.field(converter=_to_dtype)
     shape: tuple[int, ...] | None = attrs.field(default=None, converter=_to_shape)
     tensor_name: str = attrs.field()
+    optional: bool = attrs.field(default=False, kw_only=True)
 
     @tensor_name.default
     def _default_tensor_name(self) -> str:
@@ -445,7 +447,7 @@ def check_inputs(spec: SignatureSpec, inputs: Tensors) -> None:
         raise InvalidArgumentError(
             f"Unknown input tensor '{unknown[0]}': the signature takes {_names(spec.inputs)}"
         )
-    missing = sorted(spec.inputs.keys() - set(inputs))
+    missing = sorted(n for n in spec.inputs.keys() - set(inputs) if not spec.inputs[n].optional)
     if missing:
         raise InvalidArgumentError(
             f"Missing input tensor '{missing[0]}': the signature takes {_names(spec.inputs)}"

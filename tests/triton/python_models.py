@@ -304,11 +304,19 @@ parameters and requested outputs), fails a request with a negative X alone; reco
 
 
 def write_batch_recorder(
-    repository: Path, dynamic_batching: str = "", name: str = "batch_recorder", instances: int = 1
+    repository: Path,
+    dynamic_batching: str = "",
+    name: str = "batch_recorder",
+    instances: int = 1,
+    *,
+    optional_b: bool = False,
 ) -> Path:
     """Writes the batch recorder with ``dynamic_batching { <dynamic_batching> }`` and
-    ``instances`` CPU instances; its directory."""
+    ``instances`` CPU instances (``optional_b``: with an optional input B it ignores); its
+    directory."""
     config = BATCH_RECORDER_CONFIG + f"dynamic_batching {{ {dynamic_batching} }}\n"
+    if optional_b:
+        config += 'input [ { name: "B" data_type: TYPE_INT32 dims: [ 1 ] optional: true } ]\n'
     config += f"instance_group [ {{ count: {instances} kind: KIND_CPU }} ]\n"
     return _write(repository, name, config, BATCH_RECORDER_MODEL_PY)
 

@@ -24,8 +24,8 @@ them ``preserve_ordering``, a SavedModel's queue timeouts and priorities (a Pyth
 model's apply: :mod:`.batch_queue_policy`),
 ``sequence_batching`` (a Python model's is applied: :mod:`.sequence_servable`),
 ``ensemble_scheduling.max_inflight_requests`` (its steps are read by :mod:`.ensemble_graph`),
-``model_warmup``, ``reshape``,
-``optional`` inputs and ``decoupled``.
+``model_warmup``, ``reshape`` and
+``optional`` inputs (a Python model's apply all three: :mod:`.model_warmup`), ``decoupled``.
 """
 
 from __future__ import annotations
@@ -174,11 +174,18 @@ def numpy_dtype(data_type: int) -> np.dtype[Any]:
 def tensor_specs(
     config: TritonModelConfig,
 ) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
-    """The inputs' and outputs' specs: ``dims`` (-1: any size), after a -1 when batching."""
+    """The inputs' and outputs' specs: ``dims`` (-1: any size), after a -1 when batching; an
+    input's ``optional``."""
     batch = (-1,) if config.message.max_batch_size > 0 else ()
 
     def spec(tensor: pb.ModelInput | pb.ModelOutput) -> TensorSpec:
-        return TensorSpec(tensor.name, numpy_dtype(tensor.data_type), batch + tuple(tensor.dims))
+        optional = isinstance(tensor, pb.ModelInput) and tensor.optional
+        return TensorSpec(
+            tensor.name,
+            numpy_dtype(tensor.data_type),
+            batch + tuple(tensor.dims),
+            optional=optional,
+        )
 
     return (
         tuple(spec(tensor) for tensor in config.message.input),

@@ -30,10 +30,14 @@ CLASS_NAME = "TritonPythonModel"
 """The class a Triton Python-backend ``model.py`` defines."""
 
 # Fields config.py lists as not implemented that Triton Python models implement.
-# A Python model's own: its transaction policy, and its dynamic batcher's priority levels and
-# queue policies (:mod:`servinglib.loaders.triton.batch_queue_policy`).
+# A Python model's own: its transaction policy, optional inputs, reshapes, and its dynamic
+# batcher's priority levels and queue policies (:mod:`.batch_queue_policy`).
 _IMPLEMENTED_HERE = (
     "model_transaction_policy",
+    "input.optional",
+    "model_warmup",
+    "input.reshape",
+    "output.reshape",
     "dynamic_batching.default_queue_policy",
     "dynamic_batching.priority_levels",
     "dynamic_batching.default_priority_level",

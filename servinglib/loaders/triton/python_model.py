@@ -34,6 +34,7 @@ from servinglib.loaders.triton.config import (
     warn_unimplemented,
 )
 from servinglib.loaders.triton.instance_thread import InstanceThread
+from servinglib.loaders.triton.model_warmup import run_warmup
 from servinglib.loaders.triton.pb_request import InferenceRequest, InferenceResponseSender
 from servinglib.loaders.triton.pb_types import InferenceResponse, Tensor, response_parameters
 from servinglib.loaders.triton.python_config import (
@@ -112,7 +113,14 @@ def _instance(
             initialize(args)
     except Exception as exc:
         raise ServingError.wrap(exc, f"{CLASS_NAME}.initialize failed") from exc
-    return TritonPythonServable(model, config, int(version), instance)
+    servable = TritonPythonServable(model, config, int(version), instance)
+    if config.message.model_warmup:
+        try:
+            run_warmup(servable, config, model_dir)
+        except BaseException:
+            servable.close()
+            raise
+    return servable
 
 
 @final
@@ -144,6 +152,12 @@ class TritonPythonServable(Servable):
         self._message = message
         self._instance_name = instance_name(message, instance)
         self._execute_lock = threading.Lock()  # one instance: one execute() at a time
+        # reshape: the model's shapes of the tensors that set one (after the batch dimension)
+        self._batched = message.max_batch_size > 0
+        self._input_reshapes = {
+            t.name: tuple(t.reshape.shape) for t in message.input if t.HasField("reshape")
+        }
+        self._output_dims = {t.name: tuple(t.dims) for t in message.output if t.HasField("reshape")}
         self._batching = None if self._decoupled else request_batching(self, config, version)
         self._alone = (
             None
@@ -226,7 +240,7 @@ class TritonPythonServable(Servable):
             )
             return [error for _ in requests]
         return [
-            _outputs_or_error(response, pending.wanted, pending.response_extras)
+            self._reshaped(_outputs_or_error(response, pending.wanted, pending.response_extras))
             for response, pending in zip(responses, requests, strict=True)
         ]
 
@@ -280,11 +294,30 @@ class TritonPythonServable(Servable):
             while True:
                 response, final = _next_sent(sent, deadline)
                 if response is not None:
-                    yield _outputs(_response_or_error(response), wanted)
+                    part = self._reshaped(_outputs(_response_or_error(response), wanted))
+                    if isinstance(part, ServingError):
+                        raise part
+                    yield part
                 if final:
                     return
         finally:
             ended.set()  # the model's sender now says cancelled
+
+    def _reshaped(
+        self, outputs: dict[str, npt.NDArray[Any]] | ServingError
+    ) -> dict[str, npt.NDArray[Any]] | ServingError:
+        """The model's outputs in the client's shapes: an output with ``reshape`` takes its
+        ``dims``."""
+        dims = self._output_dims
+        if not dims or isinstance(outputs, ServingError):
+            return outputs
+        try:
+            return {
+                name: _reshape(value, dims[name], self._batched) if name in dims else value
+                for name, value in outputs.items()
+            }
+        except InvalidArgumentError as error:
+            return InternalError(f"{CLASS_NAME}.execute's response: {error.message}")
 
     def check_batch_size(self, inputs: Tensors) -> None:
         """Raises InvalidArgumentError, as Triton, for a batch larger than ``max_batch_size``."""
@@ -297,8 +330,14 @@ class TritonPythonServable(Servable):
         sender: InferenceResponseSender,
         extras: RequestExtras,
     ) -> InferenceRequest:
+        reshapes = self._input_reshapes
         return InferenceRequest.served(
-            [Tensor(name, value) for name, value in inputs.items()],
+            [
+                Tensor(name, _reshape(value, reshapes[name], self._batched))
+                if name in reshapes
+                else Tensor(name, value)
+                for name, value in inputs.items()
+            ],
             sorted(output_filter) if output_filter else self._output_names,
             sender,
             model_name=self._name,
@@ -389,6 +428,17 @@ def _response_or_error(response: object) -> InferenceResponse | ServingError:
         )
     error = response.error()
     return error.as_serving_error() if error is not None else response
+
+
+def _reshape(value: npt.NDArray[Any], shape: tuple[int, ...], batched: bool) -> npt.NDArray[Any]:
+    """``value`` in ``shape`` (its batch dimension kept first), as Triton's ``reshape`` turns
+    a tensor between the client's ``dims`` and the model's shape: their elements agree."""
+    try:
+        return value.reshape((*value.shape[:1], *shape) if batched else shape)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"A tensor of shape {list(value.shape)} cannot take the shape {list(shape)}"
+        ) from None
 
 
 def _outputs_or_error(

@@ -56,13 +56,16 @@ class RequestExecutor(Protocol):
 class _Entry:
     """A request in its level's queue: its call, rows, arrival and when it times out."""
 
-    __slots__ = ("arrived", "call", "expires", "size")
+    __slots__ = ("arrived", "call", "expires", "inputs", "size")
 
-    def __init__(self, call: QueuedCall, size: int, arrived: float, expires: float) -> None:
+    def __init__(
+        self, call: QueuedCall, size: int, arrived: float, expires: float, inputs: object
+    ) -> None:
         self.call = call
         self.size = size
         self.arrived = arrived
         self.expires = expires  # monotonic(); 0: never
+        self.inputs = inputs  # the names of its inputs, where some are optional; else None
 
 
 @final
@@ -93,8 +96,9 @@ class RequestBatching(Placement):
     bound) is UNAVAILABLE at once, as in Triton; one whose queue timeout passes before a batch
     takes it is UNAVAILABLE (REJECT) or waits behind (DELAY); one whose deadline passes, or
     whose caller leaves, is never handed to the model.  ``threads`` batches run at once (a
-    model of N instances: N), each on a thread of the placement's.  :meth:`close` runs what is
-    queued.  Thread-safe.
+    model of N instances: N), each on a thread of the placement's.  With
+    ``optional_inputs``, a batch holds only requests with the same inputs as its first.
+    :meth:`close` runs what is queued.  Thread-safe.
     """
 
     def __init__(
@@ -104,10 +108,12 @@ class RequestBatching(Placement):
         *,
         name: str,
         threads: int = 1,
+        optional_inputs: bool = False,
     ) -> None:
         self._executor = executor
         self._options = options
         self._name = name
+        self._optional_inputs = optional_inputs
         self._timeouts = options.has_timeouts
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -201,7 +207,8 @@ class RequestBatching(Placement):
             policy = options.policy_of(level_number)
             timeout = policy.timeout_of(extras.timeout_us) if self._timeouts else 0.0
             queued = QueuedCall(call, self._executor.pending(call.inputs, wanted), size, loop)
-            entry = _Entry(queued, size, now, now + timeout if timeout else 0.0)
+            names = frozenset(call.inputs) if self._optional_inputs else None
+            entry = _Entry(queued, size, now, now + timeout if timeout else 0.0, names)
             with self._lock:
                 if self._closed:
                     raise UnavailableError(f"Model {self._name} is unloading")
@@ -293,8 +300,8 @@ class RequestBatching(Placement):
         for entry in itertools.chain.from_iterable(
             itertools.chain(level.queue, level.delayed) for level in self._order
         ):
-            if size + entry.size > limit:
-                full = True
+            if size + entry.size > limit or (head and entry.inputs != head[0].inputs):
+                full = True  # (requests of other optional inputs than the first's: as Triton)
                 break
             head.append(entry)
             size += entry.size
@@ -384,5 +391,9 @@ def request_batching(
     if options is None:
         return None
     return RequestBatching(
-        executor, options, name=f"{config.message.name}/{version}", threads=threads
+        executor,
+        options,
+        name=f"{config.message.name}/{version}",
+        threads=threads,
+        optional_inputs=any(tensor.optional for tensor in config.message.input),
     )

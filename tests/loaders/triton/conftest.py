@@ -46,6 +46,7 @@ class Client:
         deadline_s: float | None = None,
         priority: int = 0,
         timeout_us: int = 0,
+        with_b: bool = False,
     ) -> concurrent.futures.Future[Outputs]:
         """Submits a request of X = ``x`` (one row per item); its future outputs."""
         stages = CallStages()
@@ -61,7 +62,10 @@ class Client:
                 CallSite("batch_recorder", 1, "serving_default"),
                 self.servable,
                 self.servable.signatures["serving_default"],
-                {"X": np.array([[v] for v in x], dtype=np.int32)},
+                {
+                    "X": np.array([[v] for v in x], dtype=np.int32),
+                    **({"B": np.array([[v] for v in x], dtype=np.int32)} if with_b else {}),
+                },
                 outputs,
                 deadline,
                 stages,
@@ -115,8 +119,8 @@ class Client:
 def serve(tmp_path: Path) -> Iterator[Any]:
     with contextlib.ExitStack() as stack:
 
-        def serve(dynamic_batching: str) -> Client:
-            directory = write_batch_recorder(tmp_path, dynamic_batching)
+        def serve(dynamic_batching: str, *, optional_b: bool = False) -> Client:
+            directory = write_batch_recorder(tmp_path, dynamic_batching, optional_b=optional_b)
             harness = stack.enter_context(triton_python_model(directory))
             client = Client(stack.enter_context(harness.handle()).servable)
             stack.callback(client.model.gate.set)  # a failed test must not hold execute()

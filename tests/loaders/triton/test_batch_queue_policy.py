@@ -193,3 +193,22 @@ def test_the_config_reads_levels_and_policies_and_refuses_levels_out_of_range() 
         )
         with pytest.raises(InvalidArgumentError, match=message):
             dynamic_batching(config)
+
+
+def test_a_batch_holds_only_requests_with_its_first_requests_inputs(serve: Any) -> None:
+    """With an optional input, requests that give it and requests that do not never share an
+    execute(), as in Triton: a batch ends at the first request of other inputs."""
+    client = serve("max_queue_delay_microseconds: 0", optional_b=True)
+    first = client.hold()
+    sent = [
+        client.send([1], with_b=True),
+        client.send([2], with_b=True),
+        client.send([3]),
+        client.send([4], with_b=True),
+    ]
+    client.wait_queued(4)
+    client.model.gate.set()
+
+    for future in [first, *sent]:
+        future.result(10)
+    assert client.model.orders == [[0], [1, 2], [3], [4]]

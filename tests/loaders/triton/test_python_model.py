@@ -363,13 +363,13 @@ def test_unimplemented_config_fields_are_named_once_at_load(
     """Config fields servinglib does not implement are logged once, by name, when it loads."""
     model_dir = write_add_sub(tmp_path)
     with (model_dir / "config.pbtxt").open("a", encoding="utf-8") as config:
-        config.write('model_warmup [ { name: "w" batch_size: 1 } ]\n')
+        config.write("optimization { priority: PRIORITY_MAX }\n")
 
     with caplog.at_level(logging.WARNING), triton_python_model(model_dir) as model:
         model.call(None, {"INPUT0": A, "INPUT1": B})
         model.call(None, {"INPUT0": A, "INPUT1": B})
 
-    named = [r.getMessage() for r in caplog.records if "model_warmup" in r.getMessage()]
+    named = [r.getMessage() for r in caplog.records if "optimization" in r.getMessage()]
     assert len(named) == 1
     assert "model_transaction_policy" not in named[0]
 

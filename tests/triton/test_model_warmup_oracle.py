@@ -1,0 +1,152 @@
+"""Triton 2.51 and servinglib run a Python model's ``model_warmup`` alike before it serves: the
+same ``execute`` calls, with the same requests (zeros, random bytes, a data file's contents,
+``batch_size`` requests a call, ``count`` calls), and a failing sample fails the load."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from servinglib.testing import triton_python_model
+from tests.triton.oracle import running_triton, skip_without_triton
+from tests.triton.pipeline_models import write
+from tests.triton.servinglib_serving import serving_repository
+
+RECORDING_PY = """
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+RECORD = {record!r}
+
+
+def _seen(request, name):
+    tensor = pb_utils.get_input_tensor_by_name(request, name)
+    array = tensor.as_numpy()
+    values = None if name == "R" else [
+        item.decode() if isinstance(item, bytes) else item for item in array.ravel().tolist()
+    ]
+    return {{"shape": list(array.shape), "dtype": str(array.dtype), "values": values}}
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        seen = [{{name: _seen(r, name) for name in ("R", "S", "F", "Z")}} for r in requests]
+        with open(RECORD, "a") as file:
+            file.write(json.dumps(seen) + "\\n")
+        if seen[0]["Z"]["values"][0] == 7:
+            error = pb_utils.TritonError("warmup refused")
+            return [pb_utils.InferenceResponse(error=error) for _ in requests]
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", np.zeros((1, 1), np.float32))])
+                for _ in requests]
+"""
+
+CONFIG = """
+backend: "python"
+max_batch_size: 4
+input [
+  { name: "R" data_type: TYPE_FP32 dims: [ 2 ] },
+  { name: "S" data_type: TYPE_STRING dims: [ 1 ] },
+  { name: "F" data_type: TYPE_INT32 dims: [ 3 ] },
+  { name: "Z" data_type: TYPE_INT32 dims: [ 1 ] }
+]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
+model_warmup [
+  {
+    name: "zeros and a file"
+    batch_size: 2
+    count: 2
+    inputs { key: "R" value: { data_type: TYPE_FP32 dims: [ 2 ] zero_data: true } }
+    inputs { key: "S" value: { data_type: TYPE_STRING dims: [ 1 ] input_data_file: "s.bin" } }
+    inputs { key: "F" value: { data_type: TYPE_INT32 dims: [ 3 ] input_data_file: "f.bin" } }
+    inputs { key: "Z" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } }
+  },
+  {
+    name: "random"
+    batch_size: 1
+    inputs { key: "R" value: { data_type: TYPE_FP32 dims: [ 2 ] random_data: true } }
+    inputs { key: "S" value: { data_type: TYPE_STRING dims: [ 1 ] random_data: true } }
+    inputs { key: "F" value: { data_type: TYPE_INT32 dims: [ 3 ] zero_data: true } }
+    inputs { key: "Z" value: { data_type: TYPE_INT32 dims: [ 1 ] input_data_file: "z.bin" } }
+  }
+]
+"""
+
+
+def write_warmed(repository: Path, name: str, record: Path, z: int) -> None:
+    """The recording model, whose second sample sends Z = ``z`` (7: its execute refuses it)."""
+    model = write(repository, name, CONFIG, RECORDING_PY.format(record=str(record)))
+    warmup = model / "warmup"
+    warmup.mkdir()
+    (warmup / "f.bin").write_bytes(np.array([4, 5, 6], np.int32).tobytes())
+    (warmup / "s.bin").write_bytes(struct.pack("<I", 5) + b"hello")
+    (warmup / "z.bin").write_bytes(np.array([z], np.int32).tobytes())
+
+
+def _records(record: Path) -> list[Any]:
+    return [json.loads(line) for line in record.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """What each server's warmup handed to execute."""
+    skip_without_triton()
+    found: dict[str, Any] = {}
+    for who in ("theirs", "ours"):
+        repository = tmp_path_factory.mktemp(f"repository_{who}")
+        record = tmp_path_factory.mktemp(f"record_{who}") / "calls.jsonl"
+        write_warmed(repository, "warmed", record, z=3)
+        if who == "theirs":
+            with running_triton(repository, tmp_path_factory.mktemp("triton")):
+                found[who] = _records(record)
+        else:
+            with serving_repository(repository):
+                found[who] = _records(record)
+    return found
+
+
+def test_the_warmup_samples_reach_execute_as_triton_sends_them(records: dict[str, Any]) -> None:
+    """Sample one twice (count 2), two requests a call (batch_size 2), then sample two; the
+    string file's element, the int file's, zeros; random data's shape and dtype (not its
+    values); a batch dimension of 1 before each sample's dims."""
+    assert records["ours"] == records["theirs"]
+    first = {
+        "R": {"shape": [1, 2], "dtype": "float32", "values": None},
+        "S": {"shape": [1, 1], "dtype": "object", "values": ["hello"]},
+        "F": {"shape": [1, 3], "dtype": "int32", "values": [4, 5, 6]},
+        "Z": {"shape": [1, 1], "dtype": "int32", "values": [0]},
+    }
+    second = {
+        "R": {"shape": [1, 2], "dtype": "float32", "values": None},
+        "S": {"shape": [1, 1], "dtype": "object", "values": [""]},
+        "F": {"shape": [1, 3], "dtype": "int32", "values": [0, 0, 0]},
+        "Z": {"shape": [1, 1], "dtype": "int32", "values": [3]},
+    }
+    assert records["ours"] == [[first, first], [first, first], [second]]
+
+
+def test_a_failing_warmup_sample_fails_the_load_in_triton_s_words(tmp_path: Path) -> None:
+    """Both refuse to serve a model whose warmup sample fails, saying the same: the sample's
+    name and the model's error (Triton then exits, as it does for any model that fails)."""
+    skip_without_triton()
+    said = "failed to run warmup sample 'random': warmup refused; "
+    write_warmed(tmp_path / "repository", "refused", tmp_path / "calls.jsonl", z=7)
+    (tmp_path / "triton").mkdir()
+    with (
+        pytest.raises(RuntimeError, match="exited") as theirs,
+        running_triton(tmp_path / "repository", tmp_path / "triton"),
+    ):
+        pass
+    assert f"Invalid argument: {said}" in str(theirs.value)
+    with (
+        pytest.raises(AssertionError, match=re.escape(said)),
+        triton_python_model(tmp_path / "repository" / "refused"),
+    ):
+        pass
