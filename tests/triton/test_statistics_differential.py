@@ -5,6 +5,7 @@ dimension as one inference, whatever its shape.  A sequence model takes one row 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -60,17 +61,35 @@ def _counts(clients: Clients) -> dict[str, dict[str, Any]]:
     for name, (_, _, rows, options) in MODELS.items():
         x = ROWS[:rows] if rows else ROWS[0]
         answers = [clients.infer(p, name, {"IN": x}, **options) for p in PROTOCOLS]
-        (statistics,) = clients.http.get_inference_statistics(name, "1")["model_stats"]
-        seen[name] = {
-            "answers": answers,
-            "inference_count": int(statistics["inference_count"]),
-            "execution_count": int(statistics["execution_count"]),
-            "batch_sizes": {
-                int(b["batch_size"]): int(b["compute_infer"]["count"])
-                for b in statistics["batch_stats"]
-            },
-        }
+        seen[name] = {"answers": answers, **_settled_counts(clients, name)}
     return seen
+
+
+def _settled_counts(clients: Clients, name: str) -> dict[str, Any]:
+    """``name``'s counts once each request's execution is counted and two reads 100 ms apart
+    agree: Triton counts a request after its response is sent, so a read right after the
+    answer may miss it (seen under load)."""
+    counts = _counts_now(clients, name)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        time.sleep(0.1)  # another server's counters: no event to wait on
+        again = _counts_now(clients, name)
+        if again == counts and counts["execution_count"] >= len(PROTOCOLS):
+            break
+        counts = again
+    return counts
+
+
+def _counts_now(clients: Clients, name: str) -> dict[str, Any]:
+    (statistics,) = clients.http.get_inference_statistics(name, "1")["model_stats"]
+    return {
+        "inference_count": int(statistics["inference_count"]),
+        "execution_count": int(statistics["execution_count"]),
+        "batch_sizes": {
+            int(b["batch_size"]): int(b["compute_infer"]["count"])
+            for b in statistics["batch_stats"]
+        },
+    }
 
 
 @pytest.fixture(scope="module")
