@@ -25,7 +25,7 @@ Publisher = Callable[[Path, Path, int], None]
 CHUNKS_PER_FILE = 12
 """A slow writer writes each big file in this many chunks..."""
 CHUNK_PAUSE_S = 0.08
-"""...pausing this long after each (well under the 0.5 s settle window)."""
+"""...pausing this long after each (well under the tests' 1 s settle window)."""
 
 
 def _files(source: Path) -> Iterator[Path]:

@@ -112,7 +112,10 @@ def test_calls_run_one_at_a_time_in_arrival_order_on_the_instances_thread() -> N
     assert not servable.overlapped
 
 
-def test_a_call_whose_deadline_passes_while_it_waits_is_never_run() -> None:
+@pytest.mark.parametrize("ending", ["its deadline passes", "its caller leaves"])
+def test_a_call_that_ends_while_it_waits_is_never_run(ending: str) -> None:
+    """Behind a held call, a call whose deadline passes (DEADLINE_EXCEEDED) or whose caller
+    leaves is released and never reaches the model."""
     servable = Recorder()
     servable.hold.clear()
     placement = InstanceThread("model_0")
@@ -121,33 +124,15 @@ def test_a_call_whose_deadline_passes_while_it_waits_is_never_run() -> None:
         blocking, _ = _call(servable, -1.0)
         first = asyncio.ensure_future(placement.run(blocking))
         await asyncio.to_thread(servable.entered.wait, 10)
-        late, released = _call(servable, 7.0, deadline=time.monotonic() + 0.05)
-        with pytest.raises(DeadlineExceededError):
-            await placement.run(late)
-        servable.hold.set()
-        await first
-        await asyncio.to_thread(wait_until, lambda: released.count == 1)
-
-    try:
-        asyncio.run(main())
-    finally:
-        placement.close()
-    assert servable.order == [-1.0]
-
-
-def test_a_caller_that_leaves_while_its_call_waits_is_never_run() -> None:
-    servable = Recorder()
-    servable.hold.clear()
-    placement = InstanceThread("model_0")
-
-    async def main() -> None:
-        blocking, _ = _call(servable, -1.0)
-        first = asyncio.ensure_future(placement.run(blocking))
-        await asyncio.to_thread(servable.entered.wait, 10)
-        gone, released = _call(servable, 7.0)
-        waiting = asyncio.ensure_future(placement.run(gone))
-        await asyncio.sleep(0)  # queued
-        waiting.cancel()
+        if ending == "its deadline passes":
+            late, released = _call(servable, 7.0, deadline=time.monotonic() + 0.05)
+            with pytest.raises(DeadlineExceededError):
+                await placement.run(late)
+        else:
+            gone, released = _call(servable, 7.0)
+            waiting = asyncio.ensure_future(placement.run(gone))
+            await asyncio.sleep(0)  # queued
+            waiting.cancel()
         servable.hold.set()
         await first
         await asyncio.to_thread(wait_until, lambda: released.count == 1)
