@@ -390,7 +390,10 @@ class PythonLoader(ModelLoader):
             if not (isinstance(model_class, type) and issubclass(model_class, PythonModel)):
                 triton_class = getattr(module, _TRITON_CLASS_NAME, None)
                 if isinstance(triton_class, type):
-                    return _load_triton_python_model(triton_class, self.path, self._instance)
+                    warmup = self._config.warmup.enabled  # (--enable_model_warmup)
+                    return _load_triton_python_model(
+                        triton_class, self.path, self._instance, warmup
+                    )
                 raise InvalidArgumentError(
                     f"{entry} defines no PythonModel subclass named {self._config.class_name} "
                     f"(nor a Triton Python-backend {_TRITON_CLASS_NAME})"
@@ -411,11 +414,13 @@ class PythonLoader(ModelLoader):
             sys.modules.pop(self._module_name, None)
 
 
-def _load_triton_python_model(model_class: type[Any], path: str, instance: int | None) -> Servable:
+def _load_triton_python_model(
+    model_class: type[Any], path: str, instance: int | None, warmup: bool
+) -> Servable:
     # Imported here: only Triton Python models need the config reader and its protos.
     from servinglib.loaders.triton.python_model import load_triton_python_model
 
-    return load_triton_python_model(model_class, path, instance)
+    return load_triton_python_model(model_class, path, instance, warmup=warmup)
 
 
 @final

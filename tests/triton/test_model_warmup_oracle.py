@@ -13,6 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from servinglib.loaders import PythonPlatformConfig
+from servinglib.loaders.python import PythonLoader
+from servinglib.loaders.warmup import WarmupOptions
 from servinglib.testing import triton_python_model
 from tests.triton.oracle import running_triton, skip_without_triton
 from tests.triton.pipeline_models import write
@@ -150,3 +153,15 @@ def test_a_failing_warmup_sample_fails_the_load_in_triton_s_words(tmp_path: Path
         triton_python_model(tmp_path / "repository" / "refused"),
     ):
         pass
+
+
+def test_warmup_off_loads_without_running_the_samples(tmp_path: Path) -> None:
+    """``--enable_model_warmup=false`` (the platform's warmup options) skips model_warmup: the
+    model whose sample fails loads, and its execute never ran."""
+    record = tmp_path / "calls.jsonl"
+    write_warmed(tmp_path, "refused", record, z=7)
+    off = PythonPlatformConfig(allow_code_execution=True, warmup=WarmupOptions(enabled=False))
+    loader = PythonLoader(str(tmp_path / "refused" / "1"), off)
+    loader.load()
+    loader.unload()
+    assert not record.exists()

@@ -63,11 +63,12 @@ _log = logging.getLogger(__name__)
 
 
 def load_triton_python_model(
-    model_class: type[Any], version_path: str, instance: int | None = None
+    model_class: type[Any], version_path: str, instance: int | None = None, *, warmup: bool = True
 ) -> Servable:
     """Completes the config of the model in ``version_path``'s parent, makes the model and
     initializes it as its instance ``instance`` (of its ``instance_group`` s); None: the
-    whole model, as instance 0.
+    whole model, as instance 0.  Each instance then runs the config's ``model_warmup``
+    (``warmup`` False: not; ``--enable_model_warmup=false``).
 
     The whole of a model whose config sets ``sequence_batching`` (and is not decoupled) is
     made and initialized as each of its instances here, in this process, and served as one
@@ -90,11 +91,11 @@ def load_triton_python_model(
         message.HasField("sequence_batching") and not message.model_transaction_policy.decoupled
     )
     if instance is not None or not sequences:
-        return _instance(model_class, config, model_dir, version_name, instance or 0)
+        return _instance(model_class, config, model_dir, version_name, instance or 0, warmup)
     instances: list[TritonPythonServable] = []
     try:
         for index in range(instance_count(config)):
-            instances.append(_instance(model_class, config, model_dir, version_name, index))
+            instances.append(_instance(model_class, config, model_dir, version_name, index, warmup))
         return TritonSequenceServable(instances, config, model_dir, int(version_name))
     except BaseException:
         for loaded in instances:
@@ -102,8 +103,13 @@ def load_triton_python_model(
         raise
 
 
-def _instance(
-    model_class: type[Any], config: TritonModelConfig, model_dir: str, version: str, instance: int
+def _instance(  # noqa: PLR0917 - the instance's parts
+    model_class: type[Any],
+    config: TritonModelConfig,
+    model_dir: str,
+    version: str,
+    instance: int,
+    warmup: bool,
 ) -> TritonPythonServable:
     args = initialize_args(config.message, model_dir, version, instance)
     try:
@@ -114,7 +120,7 @@ def _instance(
     except Exception as exc:
         raise ServingError.wrap(exc, f"{CLASS_NAME}.initialize failed") from exc
     servable = TritonPythonServable(model, config, int(version), instance)
-    if config.message.model_warmup:
+    if warmup and config.message.model_warmup:
         try:
             run_warmup(servable, config, model_dir)
         except BaseException:
