@@ -69,8 +69,9 @@ class DynamicBatching:
     ``max_batch_size``: rows an ``execute`` gets at most; ``max_queue_delay_s``: how long the
     oldest request of a batch that is neither full nor of a preferred size waits for more;
     ``priority_levels`` (0: one level) and ``default_priority_level``; ``level_policies``:
-    the levels with a policy of their own; ``max_queued``: the requests the queue holds at
-    most where no policy bounds a level (Triton's is unbounded; a server's memory is not).
+    the levels with a policy of their own; ``max_queued``: the requests the levels without a
+    ``max_queue_size`` of their own hold at most, all together (0: no bound; Triton's is
+    unbounded; a server's memory is not).
     """
 
     max_batch_size: int = attrs.field(validator=attrs.validators.ge(1))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -25,10 +25,13 @@ from servinglib.loaders.triton.config import TritonModelConfig, numpy_dtype
 from servinglib.protos import model_config_pb2 as pb
 from servinglib.request_extras import NO_EXTRAS
 
+if TYPE_CHECKING:  # (it imports this module)
+    from servinglib.loaders.triton.python_model import TritonPythonServable
+
 WARMUP_DIRECTORY = "warmup"  # Triton's, under the model's directory
 
 
-def run_warmup(servable: Any, config: TritonModelConfig, model_dir: str) -> None:  # noqa: ANN401 - a TritonPythonServable (imports this module)
+def run_warmup(servable: TritonPythonServable, config: TritonModelConfig, model_dir: str) -> None:
     """Runs the config's warmup samples on ``servable`` (one instance), in order.
 
     Raises InvalidArgumentError for a sample that cannot be made (a dimension left -1, a

@@ -171,7 +171,7 @@ class TritonPythonServable(Servable):
             else InstanceThread(
                 self._instance_name,
                 inline=mode is ExecutionMode.INLINE,
-                batch_dimension=message.max_batch_size > 0,
+                batch_dimension=self._batched,
             )
         )
 

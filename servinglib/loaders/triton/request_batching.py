@@ -215,10 +215,12 @@ class RequestBatching(Placement):
                 level = self._levels.get(level_number)
                 if level is None:
                     level = self._add_level_locked(level_number)
-                bound = level.size_bound
-                if (bound and len(level) >= bound) or self._queued >= options.max_queued:
-                    self._rejected += 1
-                    raise UnavailableError("Exceeds maximum queue size")
+                if self._full_locked(level):
+                    # calls answered already (timed out, deadline, caller gone) hold no place
+                    self._apply_policies_locked(now)
+                    if self._full_locked(level):
+                        self._rejected += 1
+                        raise UnavailableError("Exceeds maximum queue size")
                 level.queue.append(entry)
                 self._queued += 1
                 self._queued_rows += size
@@ -228,6 +230,13 @@ class RequestBatching(Placement):
             call.release()
             raise
         return queued, 0.0 if policy.delay else entry.expires
+
+    def _full_locked(self, level: _Level) -> bool:
+        """Whether ``level`` takes no more: its policy's ``max_queue_size``, else the
+        batcher's own bound on the requests of the levels without one (0: none)."""
+        if level.size_bound:
+            return len(level) >= level.size_bound
+        return 0 < self._options.max_queued <= self._queued
 
     def _add_level_locked(self, number: int) -> _Level:
         policy = self._options.policy_of(number)
@@ -336,13 +345,14 @@ class RequestBatching(Placement):
                 return
 
     def _apply_policies_locked(self, now: float) -> None:
-        """Drops requests answered already (timed out, deadline, caller gone); a DELAY level's
-        request past its timeout goes behind the level's others."""
+        """Drops requests answered already (timed out, deadline, caller gone) and rejects
+        those past a REJECT level's timeout; a DELAY level's request past its timeout goes
+        behind the level's others."""
         for level in self._order:
             kept: collections.deque[_Entry] = collections.deque()
             for entry in level.queue:
                 if entry.call.settled:
-                    entry.call.start(now)  # releases it
+                    entry.call.start(now)  # (answered: it only releases the call)
                     self._queued -= 1
                     self._queued_rows -= entry.size
                 elif entry.expires and now > entry.expires:

@@ -32,7 +32,7 @@ class Client:
         assert isinstance(placement, RequestBatching)
         self.placement = placement
         self.model: Any = servable.model  # type: ignore[attr-defined]
-        self.pool = concurrent.futures.ThreadPoolExecutor(8)
+        self.pool = concurrent.futures.ThreadPoolExecutor(128)  # (threads made as needed)
         self._lock = threading.Lock()
         self._released = 0  # guarded by: _lock
         self.stages: list[CallStages] = []

@@ -212,3 +212,47 @@ def test_a_batch_holds_only_requests_with_its_first_requests_inputs(serve: Any) 
     for future in [first, *sent]:
         future.result(10)
     assert client.model.orders == [[0], [1, 2], [3], [4]]
+
+
+def test_a_levels_own_bound_replaces_the_batchers(serve: Any) -> None:
+    """Level 1 holds up to its max_queue_size of 100, past the batcher's own bound of
+    10 x max_batch_size (80) that only the levels without a bound share: with 85 waiting at
+    level 1, a request at level 2 is refused, one more at level 1 is not."""
+    client = serve(
+        "max_queue_delay_microseconds: 0 priority_levels: 2 default_priority_level: 2 "
+        "priority_queue_policy { key: 1 value: { max_queue_size: 100 } }"
+    )
+    first = client.hold()
+    waiting = [client.send([x], priority=1) for x in range(1, 86)]
+    client.wait_queued(85)
+
+    with pytest.raises(ServingError, match=r"^Exceeds maximum queue size$"):
+        client.send([200], priority=2).result(10)
+    one_more = client.send([86], priority=1)
+    client.wait_queued(86)
+    client.model.gate.set()
+
+    for future in [first, *waiting, one_more]:
+        future.result(10)
+
+
+def test_requests_answered_in_the_queue_leave_room_for_new_ones(serve: Any) -> None:
+    """max_queue_size 2, both places taken by requests whose queue timeout passed while
+    execute() is held: a third request is queued (the answered ones hold no place), as
+    Triton rejects timed-out requests while it waits for an instance."""
+    client = serve(
+        "max_queue_delay_microseconds: 0 "
+        "default_queue_policy { max_queue_size: 2 default_timeout_microseconds: 500000 }"
+    )
+    first = client.hold()
+    late = [client.send([1]), client.send([2])]
+    for future in late:
+        with pytest.raises(ServingError, match=r"^Request timeout expired$"):
+            future.result(10)
+    third = client.send([3])  # (its own 500 ms: ample to be queued and run)
+    client.wait_queued(1)
+    client.model.gate.set()
+
+    assert third.result(10)["Y"].tolist() == [[6]]
+    first.result(10)
+    assert client.model.orders == [[0], [3]]
