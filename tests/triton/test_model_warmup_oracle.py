@@ -17,6 +17,7 @@ from servinglib.loaders import PythonPlatformConfig
 from servinglib.loaders.python import PythonLoader
 from servinglib.loaders.warmup import WarmupOptions
 from servinglib.testing import triton_python_model
+from tests.triton.clients import Clients
 from tests.triton.oracle import running_triton, skip_without_triton
 from tests.triton.pipeline_models import write
 from tests.triton.servinglib_serving import serving_repository
@@ -137,17 +138,20 @@ def test_the_warmup_samples_reach_execute_as_triton_sends_them(records: dict[str
 
 def test_a_failing_warmup_sample_fails_the_load_in_triton_s_words(tmp_path: Path) -> None:
     """Both refuse to serve a model whose warmup sample fails, saying the same: the sample's
-    name and the model's error (Triton then exits, as it does for any model that fails)."""
+    name and the model's error (Triton's reason in its repository index)."""
     skip_without_triton()
     said = "failed to run warmup sample 'random': warmup refused; "
     write_warmed(tmp_path / "repository", "refused", tmp_path / "calls.jsonl", z=7)
     (tmp_path / "triton").mkdir()
+    # Kept running past the failed load (by default Triton exits, once with SIGSEGV first)
+    options = ["--exit-on-error=false", "--strict-readiness=false"]
     with (
-        pytest.raises(RuntimeError, match="exited") as theirs,
-        running_triton(tmp_path / "repository", tmp_path / "triton"),
+        running_triton(tmp_path / "repository", tmp_path / "triton", options) as triton,
+        Clients(triton.http_url, triton.grpc_url) as clients,
     ):
-        pass
-    assert f"Invalid argument: {said}" in str(theirs.value)
+        (entry,) = clients.http.get_model_repository_index()
+    assert entry["state"] == "UNAVAILABLE"
+    assert entry["reason"] == f"Invalid argument: {said}"
     with (
         pytest.raises(AssertionError, match=re.escape(said)),
         triton_python_model(tmp_path / "repository" / "refused"),
@@ -165,3 +169,28 @@ def test_warmup_off_loads_without_running_the_samples(tmp_path: Path) -> None:
     loader.load()
     loader.unload()
     assert not record.exists()
+
+
+@pytest.mark.parametrize(
+    "name", ["../../../etc/passwd", "/etc/passwd", "f.bin\0x", "../warmup2/f.bin"]
+)
+def test_a_warmup_file_outside_the_models_warmup_directory_fails_the_load(
+    tmp_path: Path, name: str
+) -> None:
+    """input_data_file is read from <model>/warmup/ only: a path leaving it (or holding NUL)
+    fails the load in one line, nothing read."""
+    model = write(
+        tmp_path,
+        "m",
+        CONFIG.replace('"f.bin"', json.dumps(name)),
+        RECORDING_PY.format(record=str(tmp_path / "r")),
+    )
+    (model / "warmup").mkdir()
+    (tmp_path / "m" / "warmup2").mkdir()
+    (tmp_path / "m" / "warmup2" / "f.bin").write_bytes(b"\0" * 12)
+    with (
+        pytest.raises(AssertionError, match="is outside the model's warmup directory"),
+        triton_python_model(model),
+    ):
+        pass
+    assert not (tmp_path / "r").exists()

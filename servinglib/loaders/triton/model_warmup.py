@@ -103,8 +103,9 @@ def _from_file(
     model_dir: str,
 ) -> npt.NDArray[Any]:
     directory = os.path.realpath(os.path.join(model_dir, WARMUP_DIRECTORY))
-    path = os.path.realpath(os.path.join(directory, spec.input_data_file))
-    if os.path.commonpath([directory, path]) != directory:
+    inside = "\0" not in spec.input_data_file  # (a path with NUL names no file)
+    path = os.path.realpath(os.path.join(directory, spec.input_data_file)) if inside else ""
+    if not inside or os.path.commonpath([directory, path]) != directory:
         raise InvalidArgumentError(
             f"warmup input '{name}': {spec.input_data_file!r} is outside the model's "
             f"{WARMUP_DIRECTORY} directory"
