@@ -198,8 +198,7 @@ class SequenceBatcher(Placement):
             wanted = check_call(call.spec, call.inputs, call.output_filter)
             if call.deadline is not None and call.deadline <= monotonic():
                 raise deadline_exceeded()
-            size = rows(call.inputs) if self._options.batch_dimension else 1
-            if size != 1:
+            if self._options.batch_dimension and rows(call.inputs) != 1:
                 raise InvalidArgumentError(
                     f"inference request to model '{self._model}' must specify batch-size 1 "
                     "due to requirements of sequence batcher"
@@ -211,7 +210,7 @@ class SequenceBatcher(Placement):
                     "non-empty correlation ID (the request parameter sequence_id)"
                 )
             self._executor.check(call.inputs, correlation_id)
-            queued = QueuedCall(call, (wanted, extras), size, loop)
+            queued = QueuedCall(call, (wanted, extras), 1, loop)  # (one row: checked above)
             request = SequenceRequest(
                 queued, start=extras.sequence_start, end=extras.sequence_end, arrived=self._clock()
             )
