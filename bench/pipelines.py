@@ -17,7 +17,9 @@ bench/triton.py starts them.
    ``pipeline`` against the sum of its three models; the difference is what an ensemble
    step costs over calling its model (target: <= 30 µs per step).  CPU time per call (the
    process's, every thread's: a step's cost, not the wait for a thread to wake), the median
-   of interleaved rounds of ``--calls`` calls.
+   of interleaved rounds of ``--calls`` calls, measured twice: one caller at a time on
+   asyncio's own event loop (every call a thread's wake-up and sleep), and 8 callers at once
+   on uvloop, the loop and the concurrency the server's cell 1 runs with.
 
 With ``--inline`` the three steps' configs set ``EXECUTION_MODE: inline`` (servinglib runs each
 ``execute`` on the event loop, and the ensemble with them; Triton ignores the parameter).
@@ -90,7 +92,19 @@ def measure_servers(args: argparse.Namespace, repository: Path, tmp: Path) -> li
     return [best(cells) for cells in runs.values()]
 
 
-def measure_in_process(args: argparse.Namespace, repository: Path) -> dict[str, float]:
+def _uvloop() -> asyncio.AbstractEventLoop:
+    import uvloop  # (the CLI server's loop: servinglib[server] installs it)
+
+    return uvloop.new_event_loop()
+
+
+IN_PROCESS_RUNS = (
+    ("1 caller, asyncio's loop", 1, None),
+    ("8 callers, uvloop", 8, _uvloop),
+)
+
+
+def measure_in_process(args: argparse.Namespace, repository: Path) -> dict[str, dict[str, float]]:
     """Cell 2: the CPU µs of one ``DataPlane.infer`` of each model, the median of
     interleaved rounds."""
     from servinglib.loaders import PythonPlatformConfig
@@ -111,27 +125,35 @@ def measure_in_process(args: argparse.Namespace, repository: Path) -> dict[str, 
         "pipeline": {"INPUT": X},
     }
 
-    async def calls(plane: DataPlane) -> dict[str, list[float]]:
+    async def calls(plane: DataPlane, callers: int) -> dict[str, list[float]]:
         times: dict[str, list[float]] = {name: [] for name in inputs}
+
+        async def caller(spec: ModelSpec, tensors: dict[str, np.ndarray]) -> None:
+            for _ in range(args.calls // callers):
+                await plane.infer(spec, None, tensors)
+
         for _ in range(args.rounds):
             for name, tensors in inputs.items():
                 spec = ModelSpec.latest(name)
                 started = time.process_time()  # every thread's CPU, not the wake-ups' waits
-                for _ in range(args.calls):
-                    await plane.infer(spec, None, tensors)
+                await asyncio.gather(*(caller(spec, tensors) for _ in range(callers)))
                 times[name].append((time.process_time() - started) / args.calls)
         return times
 
+    figures: dict[str, dict[str, float]] = {}
     with ServerCore(config, options) as core:
         plane = DataPlane(core)
         try:
-            times = asyncio.run(calls(plane))
+            for label, callers, loop in IN_PROCESS_RUNS:
+                with asyncio.Runner(loop_factory=loop) as runner:
+                    times = runner.run(calls(plane, callers))
+                figures[label] = {n: statistics.median(v) * 1e6 for n, v in times.items()}
         finally:
             plane.close()
-    return {name: statistics.median(values) * 1e6 for name, values in times.items()}
+    return figures
 
 
-def report(cells: list[Cell], in_process: dict[str, float]) -> None:
+def report(cells: list[Cell], in_process: dict[str, dict[str, float]]) -> None:
     by = {(cell.server, cell.label): cell for cell in cells}
     if cells:
         print("\n1. The 3-step ensemble at c=8 (best of the passes):")
@@ -157,13 +179,19 @@ def report(cells: list[Cell], in_process: dict[str, float]) -> None:
     if not in_process:
         return
     print("\n2. In process, DataPlane.infer (CPU µs per call, median of the rounds):")
-    for name, us in in_process.items():
-        print(f"{INDENT}{name:<10} {us:8.1f}")
-    one_step = in_process["single"] - in_process["pre"]
-    models = in_process["pre"] + in_process["double"] + in_process["post"]
-    three_steps = (in_process["pipeline"] - models) / 3
-    print_target(one_step <= STEP_TARGET_US, f"one step over its model: {one_step:.1f} µs (<= 30)")
-    print(f"{INDENT}per step of the 3-step ensemble over its models: {three_steps:.1f} µs")
+    labels = list(in_process)
+    print(f"{INDENT}{'':<10} " + " ".join(f"{label:>26}" for label in labels))
+    for name in in_process[labels[0]]:
+        figures = " ".join(f"{in_process[label][name]:>26.1f}" for label in labels)
+        print(f"{INDENT}{name:<10} {figures}")
+    for label, us in in_process.items():
+        one_step = us["single"] - us["pre"]
+        three_steps = (us["pipeline"] - us["pre"] - us["double"] - us["post"]) / 3
+        print_target(
+            one_step <= STEP_TARGET_US,
+            f"{label}: one step over its model: {one_step:.1f} µs (<= 30); per step of the "
+            f"3-step ensemble over its models: {three_steps:.1f} µs",
+        )
 
 
 def main() -> None:
@@ -185,7 +213,7 @@ def main() -> None:
     client_cpus = os.environ.get("SERVINGLIB_BENCH_CLIENT_CPUS", "any")
     print(f"{INDENT}cell 1: servers on CPU {server_cpus}, load on CPU {client_cpus}")
     cells: list[Cell] = []
-    in_process: dict[str, float] = {}
+    in_process: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         repository = write_repository(tmp / "models")

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from time import monotonic
 from typing import Any, final
 
-import attrs
 import numpy as np
 import numpy.typing as npt
 
@@ -155,11 +154,13 @@ class TritonPythonServable(Servable):
         self._spec = SignatureSpec(inputs, outputs, streaming=self._decoupled, execution_mode=mode)
         self._signatures = {DEFAULT_SIGNATURE: self._spec}
         self._output_names = [tensor.name for tensor in message.output]
+        self._all_outputs = frozenset(self._output_names)
         self._message = message
         self._instance_name = instance_name(message, instance)
         self._execute_lock = threading.Lock()  # one instance: one execute() at a time
         # reshape: the model's shapes of the tensors that set one (after the batch dimension)
-        self._batched = message.max_batch_size > 0
+        self._max_batch_size = message.max_batch_size  # (read once: a protobuf field)
+        self._batched = self._max_batch_size > 0
         self._input_reshapes = {
             t.name: tuple(t.reshape.shape) for t in message.input if t.HasField("reshape")
         }
@@ -215,7 +216,9 @@ class TritonPythonServable(Servable):
         self.check_batch_size(inputs)
         reply = _Reply()
         sender = InferenceResponseSender(reply.take, _past(deadline))
-        wanted = (output_filter or frozenset(self._spec.outputs)) | also_wanted
+        wanted = output_filter or self._all_outputs
+        if also_wanted:
+            wanted |= also_wanted
         request = self._request(inputs, output_filter, sender, extras)
         return PendingRequest(request, reply, wanted, current_response_extras())
 
@@ -327,7 +330,8 @@ class TritonPythonServable(Servable):
 
     def check_batch_size(self, inputs: Tensors) -> None:
         """Raises InvalidArgumentError, as Triton, for a batch larger than ``max_batch_size``."""
-        check_batch_size(self._message, inputs)
+        if self._batched:
+            check_batch_size(self._message, inputs)
 
     def _request(
         self,
@@ -355,16 +359,25 @@ class TritonPythonServable(Servable):
 
 
 @final
-@attrs.frozen
 class PendingRequest:
     """A request on its way to ``execute``: the model's InferenceRequest, what takes the
     response its sender sends, the outputs to answer, and where its response parameters go
-    (None: nowhere).  Immutable, so thread-safe."""
+    (None: nowhere).  Not changed once made, so thread-safe.  (A plain class: one is made per
+    request, and a frozen attrs class costs a microsecond more to make.)"""
 
-    request: InferenceRequest
-    reply: _Reply
-    wanted: frozenset[str]
-    response_extras: ResponseExtras | None = None
+    __slots__ = ("reply", "request", "response_extras", "wanted")
+
+    def __init__(
+        self,
+        request: InferenceRequest,
+        reply: _Reply,
+        wanted: frozenset[str],
+        response_extras: ResponseExtras | None = None,
+    ) -> None:
+        self.request = request
+        self.reply = reply
+        self.wanted = wanted
+        self.response_extras = response_extras
 
 
 @final

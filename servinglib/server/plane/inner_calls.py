@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, final
 
@@ -123,6 +124,7 @@ async def _next(parts: AsyncIterator[Outputs]) -> Outputs:
     return await anext(parts)
 
 
+@functools.lru_cache(maxsize=1024)  # (a ModelSpec is immutable: steps and BLS calls share one)
 def _model_spec(model_name: str, version: int | None, label: str | None) -> ModelSpec:
     try:
         return ModelSpec(model_name, version, label)
