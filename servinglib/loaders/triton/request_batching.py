@@ -351,11 +351,9 @@ class RequestBatching(Placement):
         for level in self._order:
             kept: collections.deque[_Entry] = collections.deque()
             for entry in level.queue:
-                if entry.call.settled:
-                    entry.call.start(now)  # (answered: it only releases the call)
-                    self._queued -= 1
-                    self._queued_rows -= entry.size
-                elif entry.expires and now > entry.expires:
+                if self._dropped_locked(entry, now):
+                    continue
+                if entry.expires and now > entry.expires:
                     if level.delays:
                         level.delayed.append(entry)
                     elif entry.call.withdraw(UnavailableError(TIMEOUT_MESSAGE)):
@@ -367,6 +365,19 @@ class RequestBatching(Placement):
                 else:
                     kept.append(entry)
             level.queue = kept
+            level.delayed = collections.deque(
+                entry for entry in level.delayed if not self._dropped_locked(entry, now)
+            )
+
+    def _dropped_locked(self, entry: _Entry, now: float) -> bool:
+        """Whether ``entry``'s call was answered already; if so its call is released and its
+        place given back."""
+        if not entry.call.settled:
+            return False
+        entry.call.start(now)  # (answered: it only releases the call)
+        self._queued -= 1
+        self._queued_rows -= entry.size
+        return True
 
     def _process(self, batch: list[_Entry]) -> int:
         started = perf_counter_ns()

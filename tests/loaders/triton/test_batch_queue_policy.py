@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from servinglib.errors import InvalidArgumentError, ServingError, StatusCode
+from servinglib.errors import DeadlineExceededError, InvalidArgumentError, ServingError, StatusCode
 from servinglib.loaders.triton.batch_queue_policy import QueuePolicy, dynamic_batching
 from servinglib.loaders.triton.config import parse_model_config
 from servinglib.request_extras import RequestExtras
@@ -256,3 +256,29 @@ def test_requests_answered_in_the_queue_leave_room_for_new_ones(serve: Any) -> N
     assert third.result(10)["Y"].tolist() == [[6]]
     first.result(10)
     assert client.model.orders == [[0], [3]]
+
+
+def test_delayed_requests_answered_in_the_queue_leave_room_for_new_ones(serve: Any) -> None:
+    """DELAY, max_queue_size 2: two requests past their 50 ms timeout wait on behind (and
+    still hold their places: a third is refused); once their deadlines pass they hold none,
+    and a fourth is queued."""
+    client = serve(
+        "max_queue_delay_microseconds: 0 default_queue_policy { max_queue_size: 2 "
+        "timeout_action: DELAY default_timeout_microseconds: 50000 }"
+    )
+    first = client.hold()
+    late = [client.send([1], deadline_s=0.5), client.send([2], deadline_s=0.5)]
+    client.wait_queued(2)
+    time.sleep(0.15)  # past their queue timeout, not their deadline
+    with pytest.raises(ServingError, match=r"^Exceeds maximum queue size$"):
+        client.send([3]).result(10)
+    for future in late:
+        with pytest.raises(DeadlineExceededError):
+            future.result(10)
+    fourth = client.send([4])
+    client.wait_queued(1)
+    client.model.gate.set()
+
+    assert fourth.result(10)["Y"].tolist() == [[8]]
+    first.result(10)
+    assert client.model.orders == [[0], [4]]
