@@ -110,23 +110,24 @@ def _from_file(
             f"warmup input '{name}': {spec.input_data_file!r} is outside the model's "
             f"{WARMUP_DIRECTORY} directory"
         )
+    count = math.prod(shape)
+    size = count * dtype.itemsize
     try:
         with open(path, "rb") as file:
-            data = file.read()
+            # (a number tensor's bytes only: a larger file is not read whole)
+            data = file.read() if dtype.kind == "O" else file.read(size)
     except OSError as error:
         raise InvalidArgumentError(
             f"warmup input '{name}': cannot read {spec.input_data_file!r}: {error.strerror}"
         ) from None
-    count = math.prod(shape)
     if dtype.kind == "O":
         return np.array(_strings(name, data, count), dtype=object).reshape(shape)
-    size = count * dtype.itemsize
     if len(data) < size:
         raise InvalidArgumentError(
             f"warmup setting expects {size} bytes, but the data provided from "
             f"{spec.input_data_file} only has {len(data)} bytes"
         )
-    return np.frombuffer(data[:size], dtype).reshape(shape).copy()
+    return np.frombuffer(data, dtype).reshape(shape).copy()
 
 
 def _strings(name: str, data: bytes, count: int) -> list[bytes]:

@@ -159,8 +159,7 @@ class TritonPythonServable(Servable):
         self._instance_name = instance_name(message, instance)
         self._execute_lock = threading.Lock()  # one instance: one execute() at a time
         # reshape: the model's shapes of the tensors that set one (after the batch dimension)
-        self._max_batch_size = message.max_batch_size  # (read once: a protobuf field)
-        self._batched = self._max_batch_size > 0
+        self._batched = message.max_batch_size > 0
         self._input_reshapes = {
             t.name: tuple(t.reshape.shape) for t in message.input if t.HasField("reshape")
         }
