@@ -361,8 +361,8 @@ class TritonPythonServable(Servable):
 class PendingRequest:
     """A request on its way to ``execute``: the model's InferenceRequest, what takes the
     response its sender sends, the outputs to answer, and where its response parameters go
-    (None: nowhere).  Not changed once made, so thread-safe.  (A plain class: one is made per
-    request, and a frozen attrs class costs a microsecond more to make.)"""
+    (None: nowhere).  Not changed once made, so thread-safe.  (A plain slotted class: one is
+    made per request, and a frozen attrs class sets each field through ``object.__setattr__``.)"""
 
     __slots__ = ("reply", "request", "response_extras", "wanted")
 
