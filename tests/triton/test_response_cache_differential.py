@@ -3,6 +3,7 @@ serve one repository alike: the same outputs and the same statistics counts."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -63,10 +64,24 @@ def exchange(url: str) -> tuple[list[list[float]], dict[str, Any]]:
                 tensor.set_data_from_numpy(x)
             result = client.infer("add_sub", inputs)
             outputs.append(result.as_numpy("OUTPUT0").tolist())
-        statistics = client.get_inference_statistics("add_sub", "1")["model_stats"][0]
+        statistics = _all_counted(client, len(outputs))
     finally:
         client.close()
     return outputs, statistics
+
+
+def _all_counted(client: triton_http.InferenceServerClient, requests: int) -> dict[str, Any]:
+    """add_sub's statistics once its ``requests`` are counted: Triton counts a request after
+    its response is sent, so a read right after the answer may miss it (seen under load)."""
+    deadline = time.monotonic() + 10
+    while True:
+        statistics: dict[str, Any] = client.get_inference_statistics("add_sub", "1")["model_stats"][
+            0
+        ]
+        if int(statistics["inference_stats"]["success"]["count"]) >= requests:
+            return statistics
+        assert time.monotonic() < deadline, statistics
+        time.sleep(0.05)  # another server's counters: no event to wait on
 
 
 def counts(statistics: dict[str, Any]) -> dict[str, int]:
