@@ -1,4 +1,5 @@
-"""RestServer: an ASGI app served by uvicorn (httptools, uvloop) in this process."""
+"""RestServer: an ASGI app served in this process (uvicorn's listener, our httptools
+connections, uvloop)."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ class RestServer:
         tls: RestTls | None = None,
     ) -> None:
         uvicorn = _import_uvicorn()
-        from servinglib.server.rest._limited_protocol import limited_protocol
+        from servinglib.server.rest._connection import connection_factory
 
         settings = tls.uvicorn_settings() if tls is not None else {}
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -73,7 +74,7 @@ class RestServer:
         config = uvicorn.Config(
             app,
             loop=_loop_name(),
-            http=limited_protocol(limits),
+            http=connection_factory(app, limits),  # uvicorn's listener, our connections
             timeout_keep_alive=limits.idle_timeout_s,
             lifespan="off",
             access_log=False,

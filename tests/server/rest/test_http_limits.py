@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from servinglib.server.rest import HttpLimits, RestApp, RestServer
-from servinglib.server.rest._limited_protocol import LimitedHttpToolsProtocol
+from servinglib.server.rest._connection import HttpConnection
 from servinglib.testing import wait_until
 
 # Generous for a loaded machine: each wait ends as soon as its condition holds.
@@ -222,10 +222,10 @@ def _send_until_the_server_stops_reading(client: socket.socket) -> int:
                 return sent
 
 
-def _connection(server: RestServer) -> LimitedHttpToolsProtocol:
+def _connection(server: RestServer) -> HttpConnection:
     """The server's one connection."""
     (connection,) = server._server.server_state.connections
-    assert isinstance(connection, LimitedHttpToolsProtocol)
+    assert isinstance(connection, HttpConnection)
     return connection
 
 
@@ -236,7 +236,7 @@ def test_pipelined_requests_whose_answers_are_not_read_are_not_buffered(app: Res
             sent = _send_until_the_server_stops_reading(client)
             connection = _connection(server)
             assert sent > 1 << 20  # the kernel's buffers take that much
-            assert len(connection.pipeline) <= 4 + 4096 // len(LIVE)
+            assert connection.queued_requests <= 4 + 4096 // len(LIVE)
             assert connection.unparsed_bytes <= 256 << 10
             assert live_request(server).status_code == 200  # others are answered meanwhile
             closed = weakref.ref(connection)
@@ -267,7 +267,7 @@ def test_pipelined_requests_are_all_answered_as_the_client_reads(app: RestApp) -
 
 def _reading_headers(server: RestServer) -> int:
     connections = server._server.server_state.connections
-    return sum(connection._reading_headers for connection in connections)
+    return sum(connection.reading_headers for connection in connections)
 
 
 def _answered(client: socket.socket) -> bool:

@@ -1,0 +1,213 @@
+"""The REST server's HTTP/1.1 connections over real sockets: framing, keep-alive, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from servinglib.server.rest import RestServer
+
+WAIT_S = 30.0
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+async def echo(scope: Scope, receive: Receive, send: Send) -> None:
+    """Answers the method, path and body it was sent, with a content-length."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    answer = b"%s %s %s" % (scope["method"].encode(), scope["raw_path"], body)
+    headers = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(answer))]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": answer})
+
+
+@contextmanager
+def serving(app: Callable[..., Awaitable[None]]) -> Iterator[RestServer]:
+    server = RestServer(app, "127.0.0.1", 0)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def connect(server: RestServer) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S)
+
+
+def read_until_closed(client: socket.socket) -> bytes:
+    chunks = []
+    while chunk := client.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def read_response(client: socket.socket) -> tuple[bytes, bytes]:
+    """One response with a content-length: its head and its body."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = client.recv(65536)
+        assert chunk, received
+        received += chunk
+    head, body = received.split(b"\r\n\r\n", 1)
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        chunk = client.recv(65536)
+        assert chunk
+        body += chunk
+    return head, body
+
+
+def test_keep_alive_serves_requests_in_order_on_one_connection() -> None:
+    """Sequential and pipelined requests on one connection are each answered, in order."""
+    with serving(echo) as server, connect(server) as client:
+        client.sendall(b"GET /1 HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert read_response(client)[1] == b"GET /1 "
+        client.sendall(b"GET /2 HTTP/1.1\r\nHost: t\r\n\r\nGET /3 HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert read_response(client)[1] == b"GET /2 "
+        assert read_response(client)[1] == b"GET /3 "
+
+
+def test_http_1_0_is_answered_and_closed() -> None:
+    """An HTTP/1.0 request without keep-alive gets `connection: close` and the end."""
+    with serving(echo) as server, connect(server) as client:
+        client.sendall(b"GET /old HTTP/1.0\r\n\r\n")
+        answer = read_until_closed(client)
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert b"\r\nconnection: close\r\n" in answer
+    assert answer.endswith(b"GET /old ")
+
+
+def test_expect_100_continue_is_answered_before_the_body_is_sent() -> None:
+    """curl's large uploads wait for `100 Continue`: it comes when the app reads the body."""
+    with serving(echo) as server, connect(server) as client:
+        client.sendall(
+            b"POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n"
+        )
+        assert client.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        client.sendall(b"data")
+        assert read_response(client)[1] == b"POST /up data"
+
+
+def test_a_head_request_gets_the_headers_and_no_body() -> None:
+    """HEAD: the app's content-length is kept, no body is sent, the connection goes on."""
+    with serving(echo) as server, connect(server) as client:
+        client.sendall(b"HEAD /h HTTP/1.1\r\nHost: t\r\n\r\nGET /next HTTP/1.1\r\nHost: t\r\n\r\n")
+        received = b""
+        while received.count(b"HTTP/1.1 200") < 2 or not received.endswith(b"GET /next "):
+            chunk = client.recv(65536)
+            assert chunk
+            received += chunk
+    head, rest = received.split(b"\r\n\r\n", 1)
+    assert b"content-length: 8" in head
+    assert rest.startswith(b"HTTP/1.1 200")  # nothing between the HEAD's head and the next
+
+
+def test_a_stream_is_chunked_and_its_head_leaves_before_its_first_part() -> None:
+    """Without a content-length the answer is chunked; the client sees the status at once."""
+    release = asyncio.Event()
+    loop: list[asyncio.AbstractEventLoop] = []
+
+    async def stream(scope: Scope, receive: Receive, send: Send) -> None:
+        del scope, receive
+        loop.append(asyncio.get_running_loop())
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await release.wait()
+        for part in (b"one", b"two"):
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    with serving(stream) as server, connect(server) as client:
+        client.sendall(b"GET /s HTTP/1.1\r\nHost: t\r\n\r\n")
+        head = client.recv(65536)
+        assert head.startswith(b"HTTP/1.1 200")
+        assert b"transfer-encoding: chunked" in head
+        loop[0].call_soon_threadsafe(release.set)
+        received = b""
+        while not received.endswith(b"0\r\n\r\n"):
+            chunk = client.recv(65536)
+            assert chunk
+            received += chunk
+    assert received == b"3\r\none\r\n3\r\ntwo\r\n0\r\n\r\n"
+
+
+async def failing(scope: Scope, receive: Receive, send: Send) -> None:
+    del scope, receive, send
+    raise ValueError("a bug in the app")
+
+
+async def splitting(scope: Scope, receive: Receive, send: Send) -> None:
+    del scope, receive
+    headers = [(b"x-note", b"a\r\nset-cookie: stolen=1")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+
+@pytest.mark.parametrize("app", [failing, splitting], ids=["raises", "header-with-newline"])
+def test_an_app_failing_before_its_answer_gets_a_500_and_the_connection_closes(
+    app: Callable[..., Awaitable[None]],
+) -> None:
+    """An exception, or a header that would split the response, is a 500; nothing else."""
+    with serving(app) as server, connect(server) as client:
+        client.sendall(b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n")
+        answer = read_until_closed(client)
+    assert answer.startswith(b"HTTP/1.1 500 Internal Server Error\r\n")
+    assert b"stolen" not in answer
+
+
+def test_a_malformed_request_is_400_and_closed() -> None:
+    with serving(echo) as server, connect(server) as client:
+        client.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        answer = read_until_closed(client)
+    assert answer.startswith(b"HTTP/1.1 400")
+
+
+def test_an_upgrade_request_is_answered_as_a_request_and_the_connection_closed() -> None:
+    """No websockets: the request is answered and the connection ends after it."""
+    with serving(echo) as server, connect(server) as client:
+        client.sendall(
+            b"GET /ws HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+        )
+        answer = read_until_closed(client)
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert answer.endswith(b"GET /ws ")
+
+
+def test_a_client_leaving_is_seen_by_the_app_as_a_disconnect() -> None:
+    """After the body, receive() returns http.disconnect once the client is gone."""
+    seen: list[str] = []
+    done = asyncio.Event()
+    loop: list[asyncio.AbstractEventLoop] = []
+
+    async def watch(scope: Scope, receive: Receive, send: Send) -> None:
+        del scope, send
+        loop.append(asyncio.get_running_loop())
+        seen.append((await receive())["type"])
+        seen.append((await receive())["type"])
+        done.set()
+
+    with serving(watch) as server:
+        with connect(server) as client:
+            client.sendall(b"GET /w HTTP/1.1\r\nHost: t\r\n\r\n")
+            deadline = time.monotonic() + WAIT_S
+            while not seen and time.monotonic() < deadline:
+                time.sleep(0.01)
+        deadline = time.monotonic() + WAIT_S
+        while len(seen) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert seen == ["http.request", "http.disconnect"]
