@@ -676,11 +676,8 @@ class _Exchange:
                 body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
                 self.body = []
                 more = not self.complete
-                if not more:
-                    self.buffered = -1  # delivered: later calls wait for the end
-                else:
-                    self.buffered = 0
-                    connection.body_taken()
+                self.buffered = 0 if more else -1  # -1: delivered, later calls wait for the end
+                connection.body_taken()
                 return {"type": "http.request", "body": body, "more_body": more}
             self.waiter = connection.future()
             await self.waiter

@@ -55,20 +55,20 @@ def read_until_closed(client: socket.socket) -> bytes:
 
 
 def read_response(client: socket.socket) -> tuple[bytes, bytes]:
-    """One response with a content-length: its head and its body."""
-    received = b""
-    while b"\r\n\r\n" not in received:
-        chunk = client.recv(65536)
-        assert chunk, received
-        received += chunk
-    head, body = received.split(b"\r\n\r\n", 1)
+    """One response with a content-length: its head and its body (nothing of the next one)."""
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        byte = client.recv(1)
+        assert byte, head
+        head += byte
     length = next(
         int(line.split(b":", 1)[1])
         for line in head.split(b"\r\n")
         if line.lower().startswith(b"content-length:")
     )
+    body = b""
     while len(body) < length:
-        chunk = client.recv(65536)
+        chunk = client.recv(length - len(body))
         assert chunk
         body += chunk
     return head, body
@@ -211,3 +211,24 @@ def test_a_client_leaving_is_seen_by_the_app_as_a_disconnect() -> None:
         while len(seen) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
     assert seen == ["http.request", "http.disconnect"]
+
+
+def test_a_large_body_reaches_the_app_whole_and_the_connection_goes_on() -> None:
+    """A 3 MiB body (read past the 64 KiB the connection buffers unasked) arrives whole."""
+    body = bytes(range(256)) * (3 * 4096)
+    with serving(echo) as server, connect(server) as client:
+        client.sendall(b"POST /big HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(body))
+        client.sendall(body)
+        assert read_response(client)[1] == b"POST /big " + body
+        client.sendall(b"GET /after HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert read_response(client)[1] == b"GET /after "
+
+
+def test_a_chunked_request_body_is_read() -> None:
+    """A request body in chunked transfer coding (no content-length) reaches the app."""
+    with serving(echo) as server, connect(server) as client:
+        client.sendall(
+            b"POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+        )
+        assert read_response(client)[1] == b"POST /c abcde"
