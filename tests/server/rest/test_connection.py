@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
-from servinglib.server.rest import RestServer
+from servinglib.testing import wait_until
+from tests.server.rest.test_http_limits import WAIT_S, connect, read_until_closed, serving
 
-WAIT_S = 30.0
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -31,27 +29,6 @@ async def echo(scope: Scope, receive: Receive, send: Send) -> None:
     headers = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(answer))]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": answer})
-
-
-@contextmanager
-def serving(app: Callable[..., Awaitable[None]]) -> Iterator[RestServer]:
-    server = RestServer(app, "127.0.0.1", 0)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-def connect(server: RestServer) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S)
-
-
-def read_until_closed(client: socket.socket) -> bytes:
-    chunks = []
-    while chunk := client.recv(65536):
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def read_response(client: socket.socket) -> tuple[bytes, bytes]:
@@ -204,12 +181,8 @@ def test_a_client_leaving_is_seen_by_the_app_as_a_disconnect() -> None:
     with serving(watch) as server:
         with connect(server) as client:
             client.sendall(b"GET /w HTTP/1.1\r\nHost: t\r\n\r\n")
-            deadline = time.monotonic() + WAIT_S
-            while not seen and time.monotonic() < deadline:
-                time.sleep(0.01)
-        deadline = time.monotonic() + WAIT_S
-        while len(seen) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+            wait_until(lambda: len(seen) == 1, WAIT_S)
+        wait_until(lambda: len(seen) == 2, WAIT_S)
     assert seen == ["http.request", "http.disconnect"]
 
 

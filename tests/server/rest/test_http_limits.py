@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 
 import httpx
@@ -25,8 +25,9 @@ WAIT_S = 30.0
 
 
 @contextmanager
-def serving(app: RestApp, **limits: float) -> Iterator[RestServer]:
-    """The session's app on a free port with these HttpLimits fields."""
+def serving(app: Callable[..., Awaitable[None]], **limits: float) -> Iterator[RestServer]:
+    """``app`` (an ASGI app: the session's RestApp, say) on a free port with these HttpLimits
+    fields."""
     server = RestServer(app, "127.0.0.1", 0, limits=HttpLimits(**limits))  # type: ignore[arg-type]
     server.start()
     try:
