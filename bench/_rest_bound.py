@@ -1,9 +1,10 @@
 """The bounds of bench/rest.py: every step a ``:predict`` must take, in one flat function.
 
 ``python bench/_rest_bound.py --port=P --config=models.config`` serves, on the CLI's stack
-(``RestServer``: uvicorn + httptools + uvloop), an ASGI function that answers any GET with
-``{}`` (the readiness probe) and ``POST /v1/models/{plus_one_inline,plus_one}:predict`` by
-doing, with no layer in between, only what the REST front end has to do for that request:
+(``RestServer``: uvicorn's listener, our httptools connections, uvloop), an ASGI function that
+answers any GET with ``{}`` (the readiness probe) and ``POST
+/v1/models/{plus_one_inline,plus_one}:predict`` by doing, with no layer in between, only what the
+REST front end has to do for that request:
 
 - read the body, and set a deadline 30 s out (``--rest_api_timeout_in_ms``'s default);
 - parse the JSON (orjson), check it is an object with ``instances``, and turn the instances into a

@@ -1,9 +1,9 @@
 """The bound of bench/triton.py's batched HTTP cell: only the steps that cell must take.
 
 ``python bench/_triton_bound.py --port=P --repository=DIR`` serves, on the CLI's stack
-(``RestServer``: uvicorn + httptools + uvloop), one ASGI function that answers
-``POST /v2/models/batched/infer`` by doing, with no layer in between, only what serving that
-request through Triton's dynamic batcher has to do:
+(``RestServer``: uvicorn's listener, our httptools connections, uvloop), one ASGI function that
+answers ``POST /v2/models/batched/infer`` by doing, with no layer in between, only what serving
+that request through Triton's dynamic batcher has to do:
 
 - read the body, set a deadline 30 s out (``--rest_api_timeout_in_ms``'s default);
 - parse the V2 JSON (orjson), check the one input against the config (name ``X``, ``FP32``,

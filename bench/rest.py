@@ -1,12 +1,12 @@
 """Benchmark: the REST request path of ``python -m servinglib``, driven by wrk.
 
-The server under test is the CLI (``python -m servinglib``: uvicorn with httptools on a uvloop
-event loop, metrics on) in a subprocess pinned with ``taskset`` to one CPU, serving a trivial
-numpy Python servable (float32 [1,16] -> x + 1) declared twice: ``plus_one`` in the default
-``thread`` execution mode and ``plus_one_inline`` in ``inline`` mode. The load generator is wrk
-on the other CPU (one thread), posting a prebuilt JSON body (a small Lua script sets method, body
-and content type, and prints wrk's latency histogram and error counts) on ``concurrency``
-connections with one request outstanding each, for ``--seconds`` per cell after a
+The server under test is the CLI (``python -m servinglib``: uvicorn's listener with our httptools
+connections on a uvloop event loop, metrics on) in a subprocess pinned with ``taskset`` to one
+CPU, serving a trivial numpy Python servable (float32 [1,16] -> x + 1) declared twice:
+``plus_one`` in the default ``thread`` execution mode and ``plus_one_inline`` in ``inline`` mode.
+The load generator is wrk on the other CPU (one thread), posting a prebuilt JSON body (a small Lua
+script sets method, body and content type, and prints wrk's latency histogram and error counts) on
+``concurrency`` connections with one request outstanding each, for ``--seconds`` per cell after a
 ``--warmup-seconds`` warm-up run. Cells:
 
 1. TF Serving ``:predict`` (row format, ``instances``) and KServe V2 ``/infer`` (JSON ``data``),
@@ -15,8 +15,8 @@ connections with one request outstanding each, for ``--seconds`` per cell after 
    server started with ``--enable_batching`` (max_batch_size 64, batch_timeout 1 ms, one batch
    thread), both protocols, at concurrency 64 (needs TensorFlow and Keras; skipped without);
 3. the floor, in the same run with the same client: a bare ASGI handler served by the same
-   stack (``RestServer``: uvicorn + httptools + uvloop) that reads the body and answers a fixed
-   JSON response (the predict response's bytes).
+   stack (``RestServer``: uvicorn's listener, our httptools connections, uvloop) that reads
+   the body and answers a fixed JSON response (the predict response's bytes).
 
 Before the load, one request of each kind goes through ``urllib`` and its response is checked
 (y = x + 1). wrk counts every response; its non-2xx count and socket errors must be 0, and the
@@ -429,7 +429,7 @@ def profile(args: argparse.Namespace) -> None:
     """``--profile``: the app driven in-process (no sockets), µs per request, and a cProfile.
 
     The app is built as the CLI builds it (metrics observer and endpoint included) and called
-    with a scope like the one uvicorn's httptools protocol makes, one request at a time on a
+    with a scope like the one the REST server's connections make, one request at a time on a
     uvloop event loop: the Python work of the request path without the HTTP server's own.
     """
     import cProfile
