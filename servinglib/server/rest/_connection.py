@@ -188,10 +188,8 @@ class HttpConnection(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        for exchange in self._exchanges:
+        for exchange in self._exchanges:  # (the one being parsed among them)
             exchange.disconnect()
-        if self._parsing is not None:
-            self._parsing.disconnect()
         self._wake_writers()
 
     def eof_received(self) -> bool | None:
@@ -643,9 +641,11 @@ class _Exchange:
         except BaseException as error:
             if isinstance(error, Exception):
                 _log.exception("REST: exception in the ASGI application")
-            if not self.response_started and not self.disconnected:
+            # Nothing has left yet (not even a head held for its body): a 500 can still go.
+            if not self.disconnected and (not self.response_started or self.head):
                 self.keep_alive = False
                 self.response_started = self.response_complete = True
+                self.head = b""
                 connection.write(_INTERNAL_ERROR)
                 connection.answered(self)
             elif not self.response_complete and not self.disconnected:

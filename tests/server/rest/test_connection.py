@@ -135,11 +135,23 @@ async def splitting(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.start", "status": 200, "headers": headers})
 
 
-@pytest.mark.parametrize("app", [failing, splitting], ids=["raises", "header-with-newline"])
+async def failing_after_start(scope: Scope, receive: Receive, send: Send) -> None:
+    del scope, receive
+    headers = [(b"content-length", b"2")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    raise ValueError("a bug between the head and the body")
+
+
+@pytest.mark.parametrize(
+    "app",
+    [failing, splitting, failing_after_start],
+    ids=["raises", "header-with-newline", "raises-after-start"],
+)
 def test_an_app_failing_before_its_answer_gets_a_500_and_the_connection_closes(
     app: Callable[..., Awaitable[None]],
 ) -> None:
-    """An exception, or a header that would split the response, is a 500; nothing else."""
+    """An exception before any byte left (even after `http.response.start`), or a header that
+    would split the response, is a 500; nothing else."""
     with serving(app) as server, connect(server) as client:
         client.sendall(b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n")
         answer = read_until_closed(client)
