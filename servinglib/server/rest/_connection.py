@@ -359,7 +359,8 @@ class HttpConnection(asyncio.Protocol):
         path = raw_path.decode("latin-1")
         if "%" in path:
             path = urllib.parse.unquote(path)
-        method = _METHODS.get(parser.get_method()) or parser.get_method().decode("latin-1")
+        raw_method = parser.get_method()
+        method = _METHODS.get(raw_method) or raw_method.decode("latin-1")
         version = parser.get_http_version()
         scope = {
             "type": "http",

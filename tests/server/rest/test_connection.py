@@ -159,11 +159,43 @@ def test_an_app_failing_before_its_answer_gets_a_500_and_the_connection_closes(
     assert b"stolen" not in answer
 
 
-def test_a_malformed_request_is_400_and_closed() -> None:
+MALFORMED = {
+    "not-http": b"NOT HTTP AT ALL\r\n\r\n",
+    "nul-in-a-value": b"GET /a HTTP/1.1\r\nHost: t\r\nX-A: a\x00b\r\n\r\n",
+    "nul-in-the-path": b"GET /a\x00b HTTP/1.1\r\nHost: t\r\n\r\n",
+    "cr-in-a-value": b"GET /a HTTP/1.1\r\nHost: t\r\nX-A: a\rb\r\n\r\n",
+    "bare-lf": b"GET /a HTTP/1.1\nHost: t\n\n",
+    "negative-length": b"POST /a HTTP/1.1\r\nHost: t\r\nContent-Length: -5\r\n\r\n",
+    "two-lengths": (
+        b"POST /a HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"
+    ),
+}
+
+
+@pytest.mark.parametrize("request_bytes", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_request_is_400_and_closed(request_bytes: bytes) -> None:
+    """Control bytes, bare LFs and ambiguous lengths (request smuggling's tools) are refused."""
     with serving(echo) as server, connect(server) as client:
-        client.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        client.sendall(request_bytes)
         answer = read_until_closed(client)
-    assert answer.startswith(b"HTTP/1.1 400")
+        assert answer.startswith(b"HTTP/1.1 400")
+        with connect(server) as other:  # the server goes on
+            other.sendall(b"GET /next HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert read_response(other)[1] == b"GET /next "
+
+
+def test_ten_thousand_headers_under_the_limit_are_served() -> None:
+    """10,000 short headers (60 KB, under the 64 KiB default) reach the app, all of them."""
+    seen: list[int] = []
+
+    async def count(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append(len(scope["headers"]))
+        await echo(scope, receive, send)
+
+    with serving(count) as server, connect(server) as client:
+        client.sendall(b"GET /h HTTP/1.1\r\nHost: t\r\n" + b"X: y\r\n" * 10_000 + b"\r\n")
+        assert read_response(client)[1] == b"GET /h "
+    assert seen == [10_001]
 
 
 def test_an_upgrade_request_is_answered_as_a_request_and_the_connection_closed() -> None:
