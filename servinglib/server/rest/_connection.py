@@ -7,6 +7,7 @@ import asyncio
 import collections
 import functools
 import http
+import itertools
 import logging
 import re
 import urllib.parse
@@ -64,6 +65,9 @@ class _Registers:
         self.cap = limits.connection_cap()
         self.reading_headers: dict[HttpConnection, None] = {}
         self.lingering: set[HttpConnection] = set()
+        # numbers connections as they go idle: the lowest has been idle longest (deadlines
+        # tie, uvloop's clock counting milliseconds)
+        self.idle_order = itertools.count()
         self._default_headers: object = None
         self._default_head = b""
 
@@ -138,6 +142,7 @@ class HttpConnection(asyncio.Protocol):
         self._deadline_reads = False  # the deadline is a request's (408), not idleness
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
+        self._went_idle = 0  # the registers' idle_order when it last went idle
 
     # -- what tests and the server read ----------------------------------------------------
 
@@ -484,6 +489,8 @@ class HttpConnection(asyncio.Protocol):
         when = self._loop.time() + seconds
         self._deadline = when
         self._deadline_reads = reads
+        if not reads:
+            self._went_idle = next(self._registers.idle_order)
         if self._timer is None or when < self._timer_at:
             if self._timer is not None:
                 self._timer.cancel()
@@ -527,7 +534,7 @@ class HttpConnection(asyncio.Protocol):
         ]
         if not idle:
             return False
-        oldest = min(idle, key=lambda connection: connection._deadline)  # noqa: SLF001
+        oldest = min(idle, key=lambda connection: connection._went_idle)  # noqa: SLF001
         assert oldest._transport is not None  # noqa: SLF001
         oldest._transport.close()  # noqa: SLF001
         return True

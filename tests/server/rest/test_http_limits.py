@@ -149,18 +149,25 @@ def test_pipelined_requests_after_a_large_body_are_not_refused(app: RestApp) -> 
 
 
 def test_a_new_connection_past_the_cap_closes_the_longest_idle_one(app: RestApp) -> None:
-    """At max_connections, a new client is served and the connection idle longest is closed."""
-    with serving(app, max_connections=3) as server, ExitStack() as stack:
+    """At max_connections, a new client is served and the connection idle longest is closed,
+    in the order they went idle even when that was within one millisecond (uvloop's clock)."""
+    live = b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n"
+    with serving(app, max_connections=3, idle_timeout_s=WAIT_S) as server, ExitStack() as stack:
         idle = []
         for _ in range(3):
             client = stack.enter_context(connect(server))
-            client.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+            client.sendall(live)
             assert client.recv(65536).startswith(b"HTTP/1.1 200")  # now idle, in keep-alive
             idle.append(client)
-        assert live_request(server).status_code == 200
-        assert read_until_closed(idle[0]) == b""
-        idle[1].sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n")
-        assert idle[1].recv(65536).startswith(b"HTTP/1.1 200")
+        for _ in range(4):  # each newcomer closes the one idle longest, then goes idle itself
+            newcomer = stack.enter_context(connect(server))
+            newcomer.sendall(live)
+            assert newcomer.recv(65536).startswith(b"HTTP/1.1 200")
+            assert read_until_closed(idle.pop(0)) == b""
+            idle.append(newcomer)
+        idle[0].sendall(live)
+        assert idle[0].recv(65536).startswith(b"HTTP/1.1 200")
+        assert live_request(server).status_code == 200  # closes idle[1] now
 
 
 def test_past_the_cap_with_every_connection_busy_a_new_one_gets_503(app: RestApp) -> None:
