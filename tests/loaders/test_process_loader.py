@@ -76,6 +76,13 @@ class Model(PythonModel):
         self.MEET.wait()  # returns once 4 calls run at once; breaks after 30 s otherwise
         return {"pid": np.array([os.getpid()])}
 
+    @signature(name="meet_and_log", inputs=X, outputs=[TensorSpec("pid", "int64", [1])])
+    def meet_and_log(self, x):
+        self.MEET.wait()
+        time.sleep(float(x[0]) * 0.2)  # then each logs and answers in turn, 0.2 s apart
+        logging.getLogger("test.model").warning("met %d", int(x[0]))
+        return {"pid": np.array([os.getpid()])}
+
     @signature(name="context", inputs=X,
                outputs=[TensorSpec("left_ms", "int64", [1]), TensorSpec("n", "int64", [1])])
     def context(self, x):
@@ -216,6 +223,44 @@ def test_calls_run_concurrently_in_the_process(
     for thread in threads:
         thread.join()
     assert pids == [servable.pid] * 4  # all four met in the process: they ran at once
+
+
+def test_calls_in_flight_on_threads_read_the_answers_themselves(
+    served: tuple[ProcessLoader, ProcessServable],
+) -> None:
+    """While calls wait on threads, one of them reads what the process sends and, its own
+    answer in, hands the reading to the next: the process's reader thread reads nothing
+    (the first call's answer comes first; the others' log lines and answers after it)."""
+    _, servable = served
+    readers: list[str] = []  # the threads here that read each log line the calls sent
+
+    class Readers(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if " met " in record.getMessage():
+                readers.append(threading.current_thread().name)
+
+    handler = Readers()
+    logger = logging.getLogger("test.model")
+    logger.addHandler(handler)
+    callers = [
+        threading.Thread(
+            target=call_signature,
+            args=(servable, "meet_and_log", {"x": np.array([i], np.float32)}),
+            name=f"caller-{i}",
+        )
+        for i in range(4)
+    ]
+    try:
+        callers[0].start()  # alone in flight: it reads; its answer comes first
+        wait_until(lambda: len(servable._pending) == 1)  # the call is in flight
+        for caller in callers[1:]:
+            caller.start()
+        for caller in callers:
+            caller.join(60)
+    finally:
+        logger.removeHandler(handler)
+    assert len(readers) == 4  # all four ran at once (the barrier) and logged
+    assert set(readers) <= {caller.name for caller in callers}, readers
 
 
 def test_a_lone_call_runs_on_the_thread_that_read_it_and_reads_its_own_answer(

@@ -56,18 +56,21 @@ class _Pending:
     request's: the model calls it makes from the process run in it).  ``on_done``: called
     once the answer is in (on the thread that read it)."""
 
-    __slots__ = ("context", "done", "error", "on_done", "outputs")
+    __slots__ = ("answered", "context", "done", "error", "on_done", "outputs", "reads")
 
     def __init__(self, on_done: Callable[[], None] | None = None) -> None:
-        # what a thread's call waits on (a loop's waits on a future on_done completes)
+        # what a thread's call waits on (a loop's waits on a future on_done completes): set
+        # when its answer is in, or when it is handed the reading (``reads``)
         self.done = threading.Event() if on_done is None else None
+        self.reads = False  # a thread's call handed the reading of answers; guarded by: _lock
         self.outputs: Any = None
         self.error: ServingError | None = None
+        self.answered = False
         self.context = contextvars.copy_context()
         self.on_done = on_done
 
     def settle(self, outputs: Any, error: ServingError | None) -> None:  # noqa: ANN401 - the answer's payload
-        self.outputs, self.error = outputs, error
+        self.outputs, self.error, self.answered = outputs, error, True
         if self.done is not None:
             self.done.set()
         if self.on_done is not None:
@@ -331,9 +334,10 @@ class ProcessServable(Servable):
     def _round_trip(self, message: Callable[[int], tuple[Any, ...]], deadline: float | None) -> Any:  # noqa: ANN401 - the answer's payload
         """Sends ``message(call_id)`` and waits for its answer until ``deadline``.
 
-        The only call in flight reads its answer itself (no thread hands it over), with the
-        reader thread's wait muted meanwhile; others wait for the thread reading to hand
-        them theirs.
+        A call reads the answers itself whenever nobody else does (the reader thread's wait
+        muted meanwhile), until its own has come; it then hands the reading to the next call
+        waiting on a thread, if one waits, so that each answer is read by the thread that
+        waits for it rather than handed over by another.
         """
         pending = _Pending()
         done = pending.done
@@ -344,29 +348,33 @@ class ProcessServable(Servable):
                 raise self._gone
             self._pending[call_id] = pending
             link, readable = self._link, self._readable
-            reads = (
-                len(self._pending) == 1
-                and not self._reading
-                and readable is not None
-                and readable.mute()
-            )
+            reads = not self._reading and readable is not None and readable.mute()
             self._reading = self._reading or reads
         try:
             with self._send_lock:
                 _wire.send(link.connection, message(call_id))
         except OSError:
             pass  # the process has gone: the reader fails this call with why
-        if reads:
-            assert readable is not None
-            self._read_own(link, readable, done, deadline)
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if not done.wait(timeout):
+        while True:
+            if reads:
+                assert readable is not None
+                self._read_own(link, readable, done, deadline)
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            answered = done.wait(timeout)
             with self._lock:
-                self._pending.pop(call_id, None)
-            raise DeadlineExceededError(
-                f"The model process {link.process.pid} ({self._load[1]}) did not answer before "
-                "the deadline"
-            )
+                reads, pending.reads = pending.reads, False
+                if reads and not pending.answered:  # handed the reading
+                    done.clear()
+                    continue
+                if reads:  # and answered meanwhile (the process has gone): passed on
+                    self._pass_reading_locked(readable, done)
+                if not answered:
+                    self._pending.pop(call_id, None)
+                    raise DeadlineExceededError(
+                        f"The model process {link.process.pid} ({self._load[1]}) did not "
+                        "answer before the deadline"
+                    )
+            break
         if pending.error is not None:
             raise pending.error
         return pending.outputs
@@ -448,8 +456,8 @@ class ProcessServable(Servable):
         self, link: Started, readable: Readable, done: threading.Event, deadline: float | None
     ) -> None:
         """Reads replies (and logs) until ``done`` (the call's answer has come) or ``deadline``
-        passes, then hands reading back to the reader thread.  Requires: this thread set
-        ``_reading``."""
+        passes, then hands the reading to the next call waiting on a thread, or back to the
+        reader thread.  Requires: this thread set ``_reading`` (or was handed it)."""
         try:
             while not done.is_set():
                 if deadline is not None and not link.connection.poll(
@@ -461,9 +469,27 @@ class ProcessServable(Servable):
             pass  # the process has gone: the reader thread reads it too and says why
         finally:
             with self._lock:
-                self._reading = False
-                readable.unmute()
-                self._changed.notify_all()
+                self._pass_reading_locked(readable, done)
+
+    def _pass_reading_locked(self, readable: Readable | None, own: threading.Event) -> None:
+        """Hands the reading of answers (this thread's, whose call waits on ``own``) to the
+        first other call waiting on a thread for its answer, or else back to the reader
+        thread."""
+        for waiting in self._pending.values():
+            done = waiting.done
+            if (
+                done is not None
+                and done is not own
+                and not waiting.answered
+                and self._readable is readable
+            ):
+                waiting.reads = True
+                done.set()
+                return
+        self._reading = False
+        if readable is not None:
+            readable.unmute()
+        self._changed.notify_all()
 
     def _read_on_loop(self, link: Started, readable: Readable) -> None:
         """The event loop's reader of ``link`` (while it reads), called when it is readable:
