@@ -4,7 +4,7 @@ The public API lives here; subpackages hold the details.  Importing
 servinglib imports neither TensorFlow nor the gRPC front ends.
 """
 
-import importlib.metadata as _metadata
+from typing import Any as _Any
 
 from servinglib.core import (
     AspiredVersionPolicy,
@@ -65,11 +65,21 @@ from servinglib.sources import (
     connect,
 )
 
-try:
-    __version__: str = _metadata.version("servinglib")
-    """The installed distribution's version (PEP 440)."""
-except _metadata.PackageNotFoundError:  # imported from a source tree that was never installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> _Any:  # noqa: ANN401 - a module attribute
+    """``__version__``: the installed distribution's version (PEP 440), read when first asked
+    (importlib.metadata takes a fifth of the package's import time)."""
+    if name != "__version__":
+        raise AttributeError(f"module 'servinglib' has no attribute {name!r}")
+    import importlib.metadata  # lazily: see above
+
+    try:
+        version = importlib.metadata.version("servinglib")
+    except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+        version = "0+unknown"
+    globals()["__version__"] = version
+    return version
+
 
 __all__ = [
     "AspiredVersionPolicy",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import importlib.util
 import logging
 import os
@@ -227,6 +226,8 @@ class PlatformRegistry:
         if self._entry_points_loaded:
             return
         self._entry_points_loaded = True
+        import importlib.metadata  # only when the platforms are first looked up
+
         for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             self._platforms.setdefault(entry.name, Platform(entry.name, entry.value))
 
