@@ -37,6 +37,9 @@ def to_array(value: Any, dtype: np.dtype[Any], what: str) -> npt.NDArray[Any]:  
     """
     if dtype == _OBJECT:
         return _strings(value, what)
+    short = _short_float_list(value, dtype)
+    if short is not None:
+        return short
     try:
         # numpy would make a string array for one string among numbers, each element as wide
         # as the longest string: a 200 KB body of one 10,000-character string and 50,000
@@ -68,13 +71,38 @@ def to_array(value: Any, dtype: np.dtype[Any], what: str) -> npt.NDArray[Any]:  
             smallest, largest = array.min(), array.max()
         if smallest < low or largest > high:
             raise InvalidArgumentError(f"{what}: a value is out of the range of {dtype.name}")
-    if array.dtype == dtype:
-        return array
-    return _cast(array, dtype, what)
+    return array if array.dtype == dtype else _cast(array, dtype, what)
 
 
 _FEW = 16
 _BOUNDS: dict[np.dtype[Any], tuple[int, int]] = {}
+# the largest finite value of each float dtype (bfloat16, kind 'V', takes the general path)
+_FLOAT_LIMITS = {np.dtype(t): float(np.finfo(t).max) for t in (np.float16, np.float32, np.float64)}
+_INT64_LIMIT = 2**63
+
+
+def _short_float_list(value: Any, dtype: np.dtype[Any]) -> npt.NDArray[Any] | None:  # noqa: ANN401
+    """A flat list of at most 16 numbers (what tritonclient sends for a small tensor) as a
+    ``dtype`` array, with no look at its shape or kinds first: floats within the dtype's finite
+    range and integers within int64's, as the general path reads them; None for anything else
+    (the general path then reads it, or says what is wrong)."""
+    if type(value) is not list or len(value) > _FEW:
+        return None
+    limit = _FLOAT_LIMITS.get(dtype)
+    if limit is None:
+        return None
+    for item in value:
+        kind = type(item)
+        if kind is float:
+            if not -limit <= item <= limit:  # out of range, inf or nan
+                return None
+        elif (
+            kind is not int
+            or not -_INT64_LIMIT <= item < _INT64_LIMIT
+            or not -limit <= item <= limit
+        ):
+            return None  # (bool is not int here: booleans take the general path)
+    return np.array(value, dtype)
 
 
 def _integer_bounds(dtype: np.dtype[Any]) -> tuple[int, int]:

@@ -163,3 +163,40 @@ def test_to_array_refuses_strings_through_the_fallback(monkeypatch: pytest.Monke
     with pytest.raises(InvalidArgumentError, match="strings where numbers"):
         to_array([1.0, "x" * 10_000], np.dtype(np.float32), "x")
     assert to_array([[1, 2]], np.dtype(np.float32), "x").tolist() == [[1.0, 2.0]]
+
+
+_SHORT_LIST_ITEMS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([2**63 - 1, -(2**63), 2**63, 65504, 65520, 3.4028235e38, True, None, "1"]),
+)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    value=st.lists(_SHORT_LIST_ITEMS, max_size=20),
+    dtype=st.sampled_from([np.float16, np.float32, np.float64]),
+)
+def test_a_short_flat_list_reads_as_the_general_path_reads_it(
+    value: list[object], dtype: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The short-list path (flat lists of at most 16 numbers, as tritonclient sends them) gives
+    the general path's array, or leaves the list to it: same dtype, shape and values, or the
+    same error."""
+
+    def read(value: list[object]) -> np.ndarray | str:
+        try:
+            return to_array(value, np.dtype(dtype), "x")
+        except InvalidArgumentError as error:
+            return error.message
+
+    short = read(value)
+    with monkeypatch.context() as patched:
+        patched.setattr(tensor_json, "_short_float_list", lambda value, dtype: None)
+        general = read(value)
+    if isinstance(general, str):
+        assert short == general
+    else:
+        assert isinstance(short, np.ndarray)
+        assert (short.dtype, short.shape) == (general.dtype, general.shape)
+        np.testing.assert_array_equal(short, general)
