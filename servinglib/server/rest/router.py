@@ -111,10 +111,13 @@ class Router:
     def match(self, method: str, path: str) -> Route:
         """The route of ``method`` and ``path`` (raw, percent-encoded; query excluded).
 
-        Raises NotFoundError for paths no endpoint serves, InvalidArgumentError
+        A HEAD goes where its GET goes (RFC 9110: the connection then sends the GET's head
+        alone).  Raises NotFoundError for paths no endpoint serves, InvalidArgumentError
         for a malformed ``/v1/`` request (TF Serving's answer) or a version
         that is not a number.
         """
+        if method == "HEAD":
+            method = "GET"
         key = (method, path)
         route = self._matched.get(key)
         if route is None:

@@ -60,6 +60,22 @@ def test_tf_serving_api_with_requests(server: RestServer) -> None:
     assert regress.json() == {"results": [4.0]}
 
 
+@pytest.mark.parametrize(
+    "path",
+    ["/v2/health/live", "/v2/health/ready", "/v2/models/half_plus_two", "/v1/models/half_plus_two"],
+)
+def test_head_answers_as_get_without_the_body(server: RestServer, path: str) -> None:
+    """HEAD (curl -I) is answered with the GET's status and headers and no body (RFC 9110)."""
+    with requests.Session() as session:  # one keep-alive connection for both
+        get = session.get(f"{server.url}{path}", timeout=30)
+        head = session.head(f"{server.url}{path}", timeout=30)
+        assert session.get(f"{server.url}{path}", timeout=30).status_code == 200  # goes on
+    assert (get.status_code, head.status_code) == (200, 200)
+    assert head.content == b""
+    assert head.headers["content-length"] == get.headers["content-length"] == str(len(get.content))
+    assert head.headers["content-type"] == get.headers["content-type"]
+
+
 def test_errors_over_the_wire_then_a_good_request(server: RestServer) -> None:
     """Errors come back as JSON with TF Serving's statuses; the server answers the next request."""
     missing = requests.post(
