@@ -49,8 +49,10 @@ from triton import (
     Workload,
     add_inline_flag,
     add_servinglib_flag,
+    add_threads_flag,
     best,
     check_answers,
+    print_threads,
     require_triton_and_load_generators,
     run_cell,
     run_inline,
@@ -166,6 +168,7 @@ def report(cells: list[Cell], in_process: dict[str, dict[str, float]]) -> None:
                 f"{INDENT}{cell.server:<11} {cell.label:<20} {cell.rps:>8.0f} "
                 f"{cell.p50_ms:>7.2f} {cell.p99_ms:>7.2f} {cell.cpu_us:>7.0f} {cell.errors:>6}"
             )
+            print_threads(cell)
         for protocol in ("http", "grpc"):
             label = f"pipeline {protocol} c8"
             ratio = by["servinglib", label].rps / by["Triton", label].rps
@@ -203,6 +206,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1000, help="calls per model per round")
     add_servinglib_flag(parser)
     add_inline_flag(parser)
+    add_threads_flag(parser)
     parser.add_argument("--only", choices=("servers", "in-process"), help="one cell")
     args = parser.parse_args()
     SERVINGLIB_FLAGS.extend(args.servinglib_flag)

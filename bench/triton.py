@@ -21,6 +21,9 @@ Cells, each run on both servers in turn (``--passes`` times; the best pass count
    child processes (Triton runs every instance in a stub process; servinglib runs one instance
    in the server's process and two in model processes).
 
+With ``--threads``, each cell also reports the servers' CPU per request by thread name, the
+server's own process apart from its children (Triton's stubs, servinglib's model processes).
+
 With ``--inline``, ``add_sub``'s config also sets servinglib's model parameter
 ``EXECUTION_MODE: inline`` (its ``execute`` runs on the event loop, no worker thread; Triton
 passes the parameter to the model and does nothing with it), so both ways are measured on the
@@ -351,6 +354,41 @@ def cpu_s(pid: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu_s(pid: int) -> dict[tuple[str, int, str], float]:
+    """CPU seconds so far of each thread of ``pid`` and its descendants, by (the server's
+    process or a child's, thread id, thread name)."""
+    found = {}
+    for each in (pid, *process_tree(pid)):
+        role = "server" if each == pid else "child"
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{each}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    stat = (task / "stat").read_text()
+                    name = stat[stat.index("(") + 1 : stat.rindex(")")]
+                    fields = stat.rsplit(")", 1)[1].split()
+                    ticks = int(fields[11]) + int(fields[12])
+                    found[role, int(task.name), name] = ticks / os.sysconf("SC_CLK_TCK")
+    return found
+
+
+def per_thread_us(
+    before: dict[tuple[str, int, str], float],
+    after: dict[tuple[str, int, str], float],
+    requests: int,
+) -> tuple[tuple[str, float], ...]:
+    """µs of CPU per request by thread name and process kind (threads of one name summed,
+    their number beside it), largest first, those under 5 µs left out."""
+    groups: dict[str, list[float]] = {}
+    for key, seconds in after.items():
+        role, _, name = key
+        groups.setdefault(f"{role} {name}", []).append(seconds - before.get(key, 0.0))
+    rows = [
+        (f"{label} x{len(spent)}" if len(spent) > 1 else label, 1e6 * sum(spent) / requests)
+        for label, spent in groups.items()
+    ]
+    return tuple(sorted((row for row in rows if row[1] >= 5), key=lambda row: -row[1]))
+
+
 def memory_kib(pid: int) -> tuple[int, int]:
     """(RSS, PSS) of ``pid`` in KiB, from smaps_rollup."""
     fields = {}
@@ -375,6 +413,7 @@ class Cell:
     errors: int
     rows_per_execute: float
     cpu_us: float  # the server's CPU time (its processes together) per request
+    threads: tuple[tuple[str, float], ...] = ()  # --threads: µs per request by thread name
 
 
 def run_cell(
@@ -419,9 +458,11 @@ def run_cell(
             return ok, failed, elapsed, p50, p99
 
     measure(args.warmup_seconds)
+    threads_started = thread_cpu_s(server.pid) if args.threads else {}
     started, cpu_started = statistics(server, workload.model), cpu_s(server.pid)
     ok, failed, elapsed, p50, p99 = measure(args.seconds)
     ended, cpu_ended = statistics(server, workload.model), cpu_s(server.pid)
+    threads_ended = thread_cpu_s(server.pid) if args.threads else {}
     served, executions = ended[0] - started[0], ended[1] - started[1]
     return Cell(
         server.name,
@@ -432,6 +473,7 @@ def run_cell(
         failed + max(0, abs(ok - served) - 2 * concurrency),
         served / max(executions, 1),
         1e6 * (cpu_ended - cpu_started) / max(served, 1),
+        per_thread_us(threads_started, threads_ended, max(served, 1)),
     )
 
 
@@ -509,12 +551,19 @@ def report(cells: list[Cell], memory: dict[str, tuple[float, float]]) -> None:
             f"{cell.p99_ms:>7.2f} {cell.rows_per_execute:>9.1f} {cell.cpu_us:>7.0f} "
             f"{cell.errors:>6}"
         )
+        print_threads(cell)
     if ("Triton", "add_sub grpc c8") in by:
         report_pinned(by)
     if ("Triton", "gil1 grpc c8") in by:
         report_instances(by, memory)
     errors = sum(cell.errors for cell in cells)
     print_target(errors == 0, f"errors: {errors} (0)")
+
+
+def print_threads(cell: Cell) -> None:
+    """``cell``'s CPU per request by thread (``--threads``), one line each."""
+    for label, us in cell.threads:
+        print(f"{INDENT}{INDENT}{us:>7.0f} µs per request: {label}")
 
 
 def report_pinned(by: dict[tuple[str, str], Cell]) -> None:
@@ -575,6 +624,15 @@ def run_inline(config: Path) -> None:
     config.write_text(config.read_text() + "\n" + INLINE_PARAMETER + "\n")
 
 
+def add_threads_flag(parser: argparse.ArgumentParser) -> None:
+    """``--threads``: :func:`run_cell` reports the servers' CPU per request by thread."""
+    parser.add_argument(
+        "--threads",
+        action="store_true",
+        help="under each cell, the servers' CPU per request by thread (and model process)",
+    )
+
+
 def add_servinglib_flag(parser: argparse.ArgumentParser) -> None:
     """``--servinglib-flag``: more flags for ``python -m servinglib`` (:data:`SERVINGLIB_FLAGS`)."""
     parser.add_argument(
@@ -607,6 +665,7 @@ def main() -> None:
     parser.add_argument(
         "--skip-bound", action="store_true", help="leave out the batched HTTP cell's bound"
     )
+    add_threads_flag(parser)
     args = parser.parse_args()
     SERVINGLIB_FLAGS.extend(args.servinglib_flag)
     require_triton_and_load_generators("bench/triton.py")
