@@ -4,8 +4,6 @@ The public API lives here; subpackages hold the details.  Importing
 servinglib imports neither TensorFlow nor the gRPC front ends.
 """
 
-from typing import Any as _Any
-
 from servinglib.core import (
     AspiredVersionPolicy,
     AspiredVersionsManager,
@@ -66,7 +64,7 @@ from servinglib.sources import (
 )
 
 
-def __getattr__(name: str) -> _Any:  # noqa: ANN401 - a module attribute
+def __getattr__(name: str) -> str:
     """``__version__``: the installed distribution's version (PEP 440), read when first asked
     (importlib.metadata takes a fifth of the package's import time)."""
     if name != "__version__":

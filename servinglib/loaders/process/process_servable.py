@@ -56,7 +56,7 @@ class _Pending:
     request's: the model calls it makes from the process run in it).  ``on_done``: called
     once the answer is in (on the thread that read it)."""
 
-    __slots__ = ("answered", "context", "done", "error", "on_done", "outputs", "reads")
+    __slots__ = ("context", "done", "error", "on_done", "outputs", "reads")
 
     def __init__(self, on_done: Callable[[], None] | None = None) -> None:
         # what a thread's call waits on (a loop's waits on a future on_done completes): set
@@ -65,12 +65,11 @@ class _Pending:
         self.reads = False  # a thread's call handed the reading of answers; guarded by: _lock
         self.outputs: Any = None
         self.error: ServingError | None = None
-        self.answered = False
         self.context = contextvars.copy_context()
         self.on_done = on_done
 
     def settle(self, outputs: Any, error: ServingError | None) -> None:  # noqa: ANN401 - the answer's payload
-        self.outputs, self.error, self.answered = outputs, error, True
+        self.outputs, self.error = outputs, error
         if self.done is not None:
             self.done.set()
         if self.on_done is not None:
@@ -363,7 +362,7 @@ class ProcessServable(Servable):
             answered = done.wait(timeout)
             with self._lock:
                 reads, pending.reads = pending.reads, False
-                if reads and not pending.answered:  # handed the reading
+                if reads and call_id in self._pending:  # handed the reading, not answered
                     done.clear()
                     continue
                 if reads:  # and answered meanwhile (the process has gone): passed on
@@ -473,19 +472,15 @@ class ProcessServable(Servable):
 
     def _pass_reading_locked(self, readable: Readable | None, own: threading.Event) -> None:
         """Hands the reading of answers (this thread's, whose call waits on ``own``) to the
-        first other call waiting on a thread for its answer, or else back to the reader
-        thread."""
-        for waiting in self._pending.values():
-            done = waiting.done
-            if (
-                done is not None
-                and done is not own
-                and not waiting.answered
-                and self._readable is readable
-            ):
-                waiting.reads = True
-                done.set()
-                return
+        first other call waiting on a thread for its answer (``_pending`` holds only calls
+        not yet answered), or else back to the reader thread."""
+        if self._readable is readable:  # (not a process since replaced)
+            for waiting in self._pending.values():
+                done = waiting.done
+                if done is not None and done is not own:
+                    waiting.reads = True
+                    done.set()
+                    return
         self._reading = False
         if readable is not None:
             readable.unmute()
