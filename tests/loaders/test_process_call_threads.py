@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from servinglib.loaders.process._call_threads import CallThreads, Message
+from servinglib.testing import wait_until
 
 TIMEOUT_S = 30
 
@@ -106,14 +107,21 @@ def test_serve_returns_once_the_running_calls_have_ended() -> None:
 
 
 def test_calls_one_at_a_time_use_at_most_two_threads() -> None:
-    """Sequential calls take turns on the reader and one follower: no thread per call."""
+    """Sequential calls take turns on the reader and one follower: no thread per call.
+
+    Each call is sent once the thread that ran the last one waits to read again (its call
+    signals the test before that thread has gone back: a call sent sooner finds no idle
+    thread and rightly starts one)."""
     messages = _Messages()
-    serving = _serving(messages, 8)
+    threads = CallThreads(messages.receive, _dispatch, 8, "test-call")
+    serving = threading.Thread(target=threads.serve, name="serving")
+    serving.start()
     names: set[str] = set()
     for _ in range(50):
         done = threading.Event()
         messages.send(lambda done=done: (names.add(threading.current_thread().name), done.set()))
         assert done.wait(TIMEOUT_S)
+        wait_until(lambda: threads._idle == 1, TIMEOUT_S)  # it waits, the other reads
     messages.queue.put(None)
     serving.join(TIMEOUT_S)
     assert len(names | set(messages.readers)) <= 2
